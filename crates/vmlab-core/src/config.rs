@@ -1,1 +1,467 @@
-//! (in progress)
+//! Run configuration: TOML presets (configs/*.toml, built into the binary), user files,
+//! and `key=value` overrides. Unknown keys and impossible geometries are errors that
+//! name the key path. Every key is documented in docs/config.md.
+
+use crate::addr::{parse_bytes, PageSize};
+use crate::error::{Error, Result};
+use crate::mmu::assoc::Replacement;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The presets shipped in configs/, by name.
+pub const PRESETS: &[(&str, &str)] = &[
+    ("skylake", include_str!("../../../configs/skylake.toml")),
+    ("tiny", include_str!("../../../configs/tiny.toml")),
+];
+
+/// A byte size written as "4K", "2MiB", "16G" or a plain integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes(pub u64);
+
+impl Serialize for Bytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&crate::addr::format_bytes(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Bytes(n)),
+            Raw::S(s) => parse_bytes(&s).map(Bytes).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Free-form description of the design.
+    #[serde(default)]
+    pub description: String,
+    pub machine: MachineConfig,
+    pub os: OsConfig,
+    pub page_table: PageTableConfig,
+    pub mmu: MmuConfig,
+    /// TLB structures by name.
+    pub tlb: BTreeMap<String, TlbConfig>,
+    pub pwc: PwcConfig,
+    /// Cache levels by name.
+    #[serde(default)]
+    pub cache: BTreeMap<String, CacheConfig>,
+    pub memory: MemoryConfig,
+    #[serde(default)]
+    pub sim: SimConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    /// Simulated physical memory.
+    pub phys_mem: Bytes,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OomPolicy {
+    /// Stop the run with an error naming the faulting address.
+    Error,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OsConfig {
+    /// FIXED page-size policy: the page size demand faults map (falls back to smaller
+    /// supported sizes where the aligned page does not fit the VMA or memory).
+    pub page_size: Bytes,
+    /// Treat accesses outside every announced VMA as anonymous read/write memory.
+    #[serde(default = "yes")]
+    pub implicit_anon: bool,
+    #[serde(default = "oom_error")]
+    pub on_oom: OomPolicy,
+    /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
+    #[serde(default)]
+    pub fault_cycles: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PageTableConfig {
+    /// Organisation: "radix".
+    pub kind: String,
+    #[serde(default)]
+    pub radix: RadixConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RadixConfig {
+    pub levels: u8,
+}
+
+impl Default for RadixConfig {
+    fn default() -> Self {
+        RadixConfig { levels: 4 }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MmuConfig {
+    /// TLB entries carry ASIDs; if false every context switch flushes TLBs and PWCs.
+    #[serde(default = "yes")]
+    pub asid_tags: bool,
+    /// Seed for random replacement.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Serves {
+    Data,
+    Instr,
+    Unified,
+}
+
+impl Serves {
+    pub fn name(self) -> &'static str {
+        match self {
+            Serves::Data => "data",
+            Serves::Instr => "instr",
+            Serves::Unified => "unified",
+        }
+    }
+    pub fn serves_instr(self) -> bool {
+        !matches!(self, Serves::Data)
+    }
+    pub fn serves_data(self) -> bool {
+        !matches!(self, Serves::Instr)
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlbConfig {
+    /// 1 = first level probed; higher levels are probed on a miss in all lower ones.
+    pub level: u8,
+    pub serves: Serves,
+    pub entries: usize,
+    /// Associativity; 0 (or = entries) means fully associative.
+    #[serde(default)]
+    pub ways: usize,
+    /// Page sizes the structure holds, e.g. ["4K"] or ["4K", "2M"].
+    pub page_sizes: Vec<Bytes>,
+    #[serde(default)]
+    pub replacement: Replacement,
+    /// Cycles a lookup that reaches this level costs (L1 usually 0: overlapped with the
+    /// cache access).
+    #[serde(default)]
+    pub latency: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PwcConfig {
+    /// Entries of the page-walk cache per level, lowest first: [PDE, PDPTE, PML4E, ...].
+    /// An empty list (or zeros) disables a level.
+    #[serde(default)]
+    pub entries: Vec<usize>,
+    #[serde(default)]
+    pub ways: usize,
+    #[serde(default)]
+    pub replacement: Replacement,
+    /// Cycles for the (parallel) PWC probe at the start of each walk.
+    #[serde(default)]
+    pub latency: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// 1 = closest to the core. Level 1 may have a "data" and an "instr" cache.
+    pub level: u8,
+    #[serde(default = "unified")]
+    pub serves: Serves,
+    pub size: Bytes,
+    pub ways: usize,
+    #[serde(default = "line64")]
+    pub line: Bytes,
+    #[serde(default)]
+    pub replacement: Replacement,
+    /// Load-to-use cycles of an access that hits at this level.
+    pub latency: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Cycles of an access that misses every cache level.
+    pub latency: u32,
+    /// Cache level at which page-walk references enter the hierarchy (1 = L1 data cache).
+    #[serde(default = "one")]
+    pub walker_level: u8,
+    /// Send data references (not only walk references) through the cache hierarchy.
+    #[serde(default)]
+    pub data_refs: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    /// Stop after this many accesses (0 = the whole trace).
+    #[serde(default)]
+    pub max_accesses: u64,
+    /// Skip this many accesses before counting statistics (the OS and MMU still see them).
+    #[serde(default)]
+    pub warmup_accesses: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+fn one() -> u8 {
+    1
+}
+fn oom_error() -> OomPolicy {
+    OomPolicy::Error
+}
+fn unified() -> Serves {
+    Serves::Unified
+}
+fn line64() -> Bytes {
+    Bytes(64)
+}
+
+impl Config {
+    /// Load a preset by name, or a TOML file by path, then apply `key=value` overrides.
+    pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Config> {
+        let (text, origin) = match PRESETS.iter().find(|(n, _)| *n == name_or_path) {
+            Some((_, t)) => (t.to_string(), format!("preset `{name_or_path}`")),
+            None => {
+                let p = std::path::Path::new(name_or_path);
+                if !p.exists() {
+                    let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+                    return Err(Error::config(
+                        "--config",
+                        format!("`{name_or_path}` is neither a preset ({}) nor a file", names.join(", ")),
+                    ));
+                }
+                (std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?, p.display().to_string())
+            }
+        };
+        Config::from_toml(&text, &origin, overrides)
+    }
+
+    /// Parse TOML text, apply overrides, deserialize and validate.
+    pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Config> {
+        let mut value: toml::Value = toml::from_str(text).map_err(|e| {
+            Error::config(origin, format!("not valid TOML: {}", e.message()))
+        })?;
+        // A file may start from a preset: `base = "skylake"`.
+        if let Some(base) = value.as_table_mut().and_then(|t| t.remove("base")) {
+            let base = base
+                .as_str()
+                .ok_or_else(|| Error::config("base", "must be a preset name"))?
+                .to_string();
+            let (_, btext) = PRESETS
+                .iter()
+                .find(|(n, _)| *n == base)
+                .ok_or_else(|| Error::config("base", format!("unknown preset `{base}`")))?;
+            let mut merged: toml::Value = toml::from_str(btext).expect("built-in preset parses");
+            merge(&mut merged, value);
+            value = merged;
+        }
+        for o in overrides {
+            apply_override(&mut value, o)?;
+        }
+        let cfg: Config = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            // serde_path_to_error's path already ends in an unknown field's name.
+            let key = match inner.split('`').nth(1) {
+                Some(f) if path == "." && inner.starts_with("unknown field") => f.to_string(),
+                _ => path,
+            };
+            Error::config(key, first_sentence(&inner))
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks serde cannot express: impossible geometries and cross-key constraints.
+    pub fn validate(&self) -> Result<()> {
+        if self.page_table.kind != "radix" {
+            return Err(Error::config("page_table.kind", format!("unknown kind `{}` (known: radix)", self.page_table.kind)));
+        }
+        PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
+        if self.tlb.is_empty() {
+            return Err(Error::config("tlb", "at least one TLB structure is required"));
+        }
+        for (name, t) in &self.tlb {
+            let key = format!("tlb.{name}");
+            if t.level == 0 {
+                return Err(Error::config(format!("{key}.level"), "levels start at 1"));
+            }
+            if t.entries == 0 {
+                return Err(Error::config(format!("{key}.entries"), "must be at least 1"));
+            }
+            if t.page_sizes.is_empty() {
+                return Err(Error::config(format!("{key}.page_sizes"), "list at least one page size"));
+            }
+            for s in &t.page_sizes {
+                PageSize::from_bytes(s.0).map_err(|m| Error::config(format!("{key}.page_sizes"), m))?;
+            }
+        }
+        let min_level = self.tlb.values().map(|t| t.level).min().unwrap_or(1);
+        if min_level != 1 {
+            return Err(Error::config("tlb", "no structure at level 1"));
+        }
+        for (name, c) in &self.cache {
+            let key = format!("cache.{name}");
+            let line = c.line.0;
+            if line == 0 || !line.is_power_of_two() {
+                return Err(Error::config(format!("{key}.line"), "must be a power of two"));
+            }
+            if c.ways == 0 || c.size.0 == 0 || c.size.0 % (line * c.ways as u64) != 0 {
+                return Err(Error::config(
+                    format!("{key}.size"),
+                    format!("{} bytes cannot be split into {}-way sets of {}-byte lines", c.size.0, c.ways, line),
+                ));
+            }
+            if c.level == 0 {
+                return Err(Error::config(format!("{key}.level"), "levels start at 1"));
+            }
+        }
+        if self.machine.phys_mem.0 < 4096 {
+            return Err(Error::config("machine.phys_mem", "must be at least 4K"));
+        }
+        Ok(())
+    }
+
+    /// The resolved configuration as JSON (part of every stats document).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("config serializes")
+    }
+
+    /// A stable hash of the resolved configuration (FNV-1a over canonical JSON).
+    pub fn hash(&self) -> String {
+        let text = serde_json::to_string(&self.to_json()).expect("json");
+        format!("{:016x}", fnv1a(text.as_bytes()))
+    }
+}
+
+/// FNV-1a, 64-bit: stable across platforms and versions (unlike std's hasher).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn first_sentence(s: &str) -> String {
+    s.lines().next().unwrap_or(s).to_string()
+}
+
+/// Deep-merge `over` into `base` (tables merge key by key; other values replace).
+fn merge(base: &mut toml::Value, over: toml::Value) {
+    match (base, over) {
+        (toml::Value::Table(b), toml::Value::Table(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(bv) => merge(bv, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Apply `a.b.c=value`. The value is parsed as TOML (numbers, booleans, arrays,
+/// quoted strings) and otherwise taken as a bare string ("2M", "lru").
+pub fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
+    let (key, raw) = spec
+        .split_once('=')
+        .ok_or_else(|| Error::config(spec, "an override must look like key=value"))?;
+    let key = key.trim();
+    if key.is_empty() || key.split('.').any(|p| p.is_empty()) {
+        return Err(Error::config(spec, "empty key in override"));
+    }
+    let raw = raw.trim();
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut cur = root;
+    for (i, p) in parts.iter().enumerate() {
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| Error::config(parts[..i].join("."), "is not a table, cannot set a key inside it"))?;
+        if i + 1 == parts.len() {
+            table.insert(p.to_string(), value);
+            return Ok(());
+        }
+        cur = table.entry(p.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
+    }
+    unreachable!("key has at least one part")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse_and_validate() {
+        for (name, _) in PRESETS {
+            Config::load(name, &[]).unwrap_or_else(|e| panic!("preset {name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = Config::load("tiny", &["tlb.l1d.entriez=4".into()]).unwrap_err();
+        assert_eq!(e.to_string().split(':').next().unwrap(), "config key `tlb.l1d.entriez`");
+        let e = Config::load("tiny", &["bogus=1".into()]).unwrap_err();
+        assert!(e.to_string().contains("`bogus`"), "{e}");
+        let e = Config::load("tiny", &["os.page_szie=4K".into()]).unwrap_err();
+        assert!(e.to_string().contains("`os.page_szie`"), "{e}");
+    }
+
+    #[test]
+    fn overrides_apply_and_type_errors_name_the_key() {
+        let c = Config::load("tiny", &["tlb.l1d.entries=32".into(), "os.page_size=2M".into()]).unwrap();
+        assert_eq!(c.tlb["l1d"].entries, 32);
+        assert_eq!(c.os.page_size, Bytes(2 << 20));
+        let e = Config::load("tiny", &["tlb.l1d.entries=many".into()]).unwrap_err();
+        assert!(e.to_string().contains("tlb.l1d.entries"), "{e}");
+        let e = Config::load("tiny", &["os.page_size=3K".into()]).unwrap_err();
+        assert!(e.to_string().contains("os.page_size"), "{e}");
+    }
+
+    #[test]
+    fn zero_entry_tlb_is_rejected() {
+        let e = Config::load("tiny", &["tlb.l1d.entries=0".into()]).unwrap_err();
+        assert!(e.to_string().contains("tlb.l1d.entries"), "{e}");
+    }
+
+    #[test]
+    fn config_hash_is_stable_and_sensitive() {
+        let a = Config::load("tiny", &[]).unwrap();
+        let b = Config::load("tiny", &[]).unwrap();
+        let c = Config::load("tiny", &["tlb.l1d.entries=16".into()]).unwrap();
+        assert_eq!(a.hash(), b.hash());
+        assert_ne!(a.hash(), c.hash());
+    }
+}

@@ -11,6 +11,7 @@
 
 pub mod addr;
 pub mod api;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod mem;

@@ -1,1 +1,3 @@
-fn main(){}
+fn main() {
+    std::process::exit(vmlab::cli::main(std::env::args().collect()));
+}

@@ -1,1 +1,115 @@
-//! (in progress)
+//! The MMU's translation structures: a hierarchy of TLBs (any number of levels, split
+//! or unified, per-page-size or mixed) in front of a page table's walker and its walk
+//! caches. The translation flow itself lives in [`crate::sim`].
+
+pub mod assoc;
+pub mod tlb;
+
+pub use tlb::{Tlb, TlbCounters, TlbPayload};
+
+use crate::addr::Asid;
+use crate::config::Config;
+use crate::error::Result;
+use crate::pt::Translation;
+
+/// Index of a TLB inside [`TlbHierarchy::tlbs`].
+pub type TlbId = usize;
+
+/// All TLB structures, grouped per level and per side (instruction / data).
+pub struct TlbHierarchy {
+    pub tlbs: Vec<Tlb>,
+    /// `data[l]` / `instr[l]`: the structures probed at level l+1 by that side.
+    data: Vec<Vec<TlbId>>,
+    instr: Vec<Vec<TlbId>>,
+}
+
+/// Where a lookup hit.
+#[derive(Clone, Copy, Debug)]
+pub struct TlbHit {
+    /// 0-based level index.
+    pub level: usize,
+    pub tlb: TlbId,
+    pub entry: TlbPayload,
+}
+
+impl TlbHierarchy {
+    pub fn new(cfg: &Config) -> Result<TlbHierarchy> {
+        let mut tlbs = Vec::new();
+        for (i, (name, c)) in cfg.tlb.iter().enumerate() {
+            tlbs.push(Tlb::new(name, c, cfg.mmu.seed.wrapping_add(i as u64))?);
+        }
+        let max_level = tlbs.iter().map(|t| t.level).max().unwrap_or(1) as usize;
+        let mut data = vec![Vec::new(); max_level];
+        let mut instr = vec![Vec::new(); max_level];
+        for (i, t) in tlbs.iter().enumerate() {
+            if t.serves.serves_data() {
+                data[t.level as usize - 1].push(i);
+            }
+            if t.serves.serves_instr() {
+                instr[t.level as usize - 1].push(i);
+            }
+        }
+        Ok(TlbHierarchy { tlbs, data, instr })
+    }
+
+    pub fn levels(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The structures an access of this side probes at each level.
+    #[inline(always)]
+    pub fn side(&self, instr: bool) -> &[Vec<TlbId>] {
+        if instr {
+            &self.instr
+        } else {
+            &self.data
+        }
+    }
+
+    /// Probe level by level; every structure of a level is probed (in parallel), and
+    /// the next level is probed only if all missed. Returns where it hit.
+    #[inline]
+    pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid) -> Option<TlbHit> {
+        let side = if instr { &self.instr } else { &self.data };
+        for (level, ids) in side.iter().enumerate() {
+            let mut found = None;
+            for &id in ids {
+                if let Some(e) = self.tlbs[id].lookup(va, asid) {
+                    // A translation lives in at most one structure per level in a
+                    // well-formed configuration; keep the first hit.
+                    found.get_or_insert(TlbHit { level, tlb: id, entry: e });
+                }
+            }
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+
+    /// Fill the translation into every structure of levels `< upto` on this side that
+    /// holds its page size (upto = levels() after a walk, = hit level after a hit).
+    pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
+        let side = if instr { &self.instr } else { &self.data };
+        for ids in side.iter().take(upto) {
+            for &id in ids {
+                if self.tlbs[id].holds(t.size) {
+                    self.tlbs[id].fill(va, asid, t);
+                }
+            }
+        }
+    }
+
+    pub fn invalidate(&mut self, va: u64, asid: Asid) {
+        self.tlbs.iter_mut().for_each(|t| t.invalidate(va, asid));
+    }
+    pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
+        self.tlbs.iter_mut().for_each(|t| t.invalidate_range(start, end, asid));
+    }
+    pub fn flush_all(&mut self) {
+        self.tlbs.iter_mut().for_each(|t| t.flush_all());
+    }
+    pub fn flush_asid(&mut self, asid: Asid) {
+        self.tlbs.iter_mut().for_each(|t| t.flush_asid(asid));
+    }
+}

@@ -1,1 +1,131 @@
-//! (in progress)
+//! Page tables. Every organisation implements [`PageTable`]: map, unmap, protect,
+//! translate (a functional lookup with no side effects) and walk (what the hardware or
+//! refill handler does: the physical references it makes, grouped into sequential steps).
+//!
+//! One `PageTable` value holds the tables of every address space (keyed by ASID), so
+//! organisations with one global table (inverted, hashed) and per-process ones (radix)
+//! sit behind the same interface.
+
+pub mod radix;
+pub mod walk;
+
+pub use radix::RadixPageTable;
+pub use walk::{WalkPath, WalkRef};
+
+use crate::addr::{Asid, PageSize, Perms};
+use crate::error::Result;
+use crate::os::buddy::BuddyAllocator;
+use serde::Serialize;
+
+/// A present mapping: the physical base of the page, its size and permissions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    /// Physical address of the first byte of the page (aligned to `size`).
+    pub pa: u64,
+    pub size: PageSize,
+    pub perms: Perms,
+}
+
+impl Translation {
+    /// Physical address of `va` under this translation.
+    #[inline(always)]
+    pub fn phys(&self, va: u64) -> u64 {
+        self.pa | (va & self.size.offset_mask())
+    }
+}
+
+/// Size and shape of the page-table structures (docs/metrics.md, `page_table`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PtFootprint {
+    /// Bytes of simulated physical memory holding page-table structures.
+    pub bytes: u64,
+    /// Number of page-table nodes (radix: 4 KiB table pages).
+    pub nodes: u64,
+    /// Mappings (leaf entries that translate) currently installed, of any size.
+    pub mapped_pages: u64,
+}
+
+/// Counters of the walk caches a page-table kind uses (PWC, CWC, ...).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct CacheCounters {
+    pub lookups: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl CacheCounters {
+    #[inline(always)]
+    pub fn record(&mut self, hit: bool) {
+        self.lookups += 1;
+        if hit {
+            self.hits += 1
+        } else {
+            self.misses += 1
+        }
+    }
+}
+
+/// The walk caches of one page-table kind, owned by the MMU and passed to `walk`.
+pub trait WalkCaches {
+    /// Drop every cached entry (context switch without ASID tags, full TLB shootdown).
+    fn flush_all(&mut self);
+    /// Drop the entries of one address space.
+    fn flush_asid(&mut self, asid: Asid);
+    /// Drop what may cache the translation path of `va` (called on unmap/protect).
+    fn invalidate(&mut self, asid: Asid, va: u64);
+    /// Named counters for the stats document.
+    fn counters(&self) -> Vec<(String, CacheCounters)>;
+    /// Cycles charged at the start of every walk for probing these caches.
+    fn probe_latency(&self) -> u64 {
+        0
+    }
+}
+
+/// Walk caches for a kind that has none.
+#[derive(Default, Debug)]
+pub struct NoWalkCaches;
+impl WalkCaches for NoWalkCaches {
+    fn flush_all(&mut self) {}
+    fn flush_asid(&mut self, _: Asid) {}
+    fn invalidate(&mut self, _: Asid, _: u64) {}
+    fn counters(&self) -> Vec<(String, CacheCounters)> {
+        Vec::new()
+    }
+}
+
+/// The interface every page-table organisation implements.
+pub trait PageTable {
+    type Caches: WalkCaches;
+
+    /// Short name used in stats (`radix`, `hashed`, ...).
+    fn kind(&self) -> &'static str;
+    /// The page sizes this organisation can map, smallest first.
+    fn page_sizes(&self) -> &[PageSize];
+
+    /// Set up the (empty) tables of a new address space.
+    fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()>;
+    /// Tear down an address space's tables and free their memory. Mappings must have
+    /// been removed by the caller, or are dropped with it.
+    fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid);
+
+    /// Install `va -> pa` of `size` with `perms`. `va` and `pa` are aligned to `size`;
+    /// the range must not overlap an existing mapping (the OS model guarantees both).
+    fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()>;
+    /// Remove the mapping that covers `va`; returns it. Frees table nodes that became empty.
+    fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation>;
+    /// Change the permissions of the mapping covering `va`. Returns false if none.
+    fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool;
+    /// Functional lookup: the mapping covering `va`, with no side effects or costs.
+    fn translate(&self, asid: Asid, va: u64) -> Option<Translation>;
+    /// What a TLB refill does for `va`: the physical references it makes go into `path`
+    /// (cleared by the caller), consulting and filling `caches`. Returns the mapping, or
+    /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
+    fn walk(&self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
+
+    /// Current size of the structures.
+    fn footprint(&self) -> PtFootprint;
+    /// Extra kind-specific numbers for the stats document (e.g. nodes per level).
+    fn details(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+}

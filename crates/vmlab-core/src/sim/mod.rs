@@ -1,1 +1,152 @@
-//! (in progress)
+//! Running a simulation: pick the engine for the configured page-table kind, drain the
+//! source, and assemble the stats document (schema in docs/metrics.md).
+
+pub mod engine;
+
+pub use engine::Engine;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::pt::{radix::PageWalkCache, PageTable, RadixPageTable, WalkCaches};
+use crate::stats::SCHEMA;
+use crate::trace::TraceSource;
+use serde_json::{json, Map, Value};
+
+/// How the run's source is described in the stats document.
+#[derive(Clone, Debug, Default)]
+pub struct SourceInfo {
+    pub kind: String,
+    pub name: String,
+    pub params: Value,
+    pub content_hash: Option<String>,
+}
+
+/// Simulate `src` under `cfg`. `on_batch(records_so_far)` reports progress.
+pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch: impl FnMut(u64)) -> Result<Value> {
+    match cfg.page_table.kind.as_str() {
+        "radix" => {
+            let pt = RadixPageTable::new(cfg.page_table.radix.levels)?;
+            let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
+            run_with(cfg, pt, pwc, src, info, on_batch)
+        }
+        other => Err(crate::Error::config("page_table.kind", format!("unknown kind `{other}`"))),
+    }
+}
+
+fn run_with<P: PageTable>(
+    cfg: &Config,
+    pt: P,
+    caches: P::Caches,
+    src: &mut dyn TraceSource,
+    info: &SourceInfo,
+    on_batch: impl FnMut(u64),
+) -> Result<Value> {
+    let mut e = Engine::new(cfg, pt, caches)?;
+    e.run(src, on_batch)?;
+    Ok(document(cfg, &e, src, info))
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Assemble the stats document of a finished engine.
+pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource, info: &SourceInfo) -> Value {
+    let mut tlb = Map::new();
+    for t in &e.tlbs.tlbs {
+        let c = &t.counters;
+        tlb.insert(
+            t.name.clone(),
+            json!({
+                "level": t.level, "serves": t.serves.name(), "entries": t.entries(), "ways": t.ways(),
+                "page_sizes": t.page_sizes().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                "lookups": c.lookups, "hits": c.hits, "misses": c.misses,
+                "miss_rate": ratio(c.misses, c.lookups),
+                "fills": c.fills, "evictions": c.evictions, "invalidations": c.invalidations,
+            }),
+        );
+    }
+    let tlb_levels: Vec<Value> = e
+        .tlb_levels
+        .iter()
+        .enumerate()
+        .map(|(l, &(lookups, hits))| {
+            json!({"level": l + 1, "lookups": lookups, "hits": hits, "misses": lookups - hits,
+                   "miss_rate": ratio(lookups - hits, lookups)})
+        })
+        .collect();
+    let mut walk_caches = Map::new();
+    for (name, c) in e.walk_caches.counters() {
+        walk_caches.insert(
+            name,
+            json!({"lookups": c.lookups, "hits": c.hits, "misses": c.misses, "hit_rate": ratio(c.hits, c.lookups)}),
+        );
+    }
+    let mut caches = Map::new();
+    for c in &e.mem.caches {
+        let k = &c.counters;
+        caches.insert(
+            c.name.clone(),
+            json!({"level": c.level, "serves": c.serves.name(), "accesses": k.accesses, "hits": k.hits,
+                   "misses": k.misses, "miss_rate": ratio(k.misses, k.accesses),
+                   "walk_accesses": k.walk_accesses, "walk_misses": k.walk_misses,
+                   "writebacks": k.writebacks}),
+        );
+    }
+    let fp = e.os.pt.footprint();
+    let w = &e.walks;
+    let instr = e.run.instructions;
+    let translation_cycles = e.cycles.tlb + e.cycles.walk + e.cycles.fault;
+    let mem = e.os.mem.counters();
+    let page_sizes: Map<String, Value> =
+        e.os.mapped_by_size.iter().map(|(s, &n)| (s.to_string(), n.into())).collect();
+    let mut source = json!({
+        "kind": info.kind, "name": info.name, "params": info.params,
+        "meta": serde_json::to_value(src.meta()).unwrap_or(Value::Null),
+    });
+    if let Some(h) = &info.content_hash {
+        source["content_hash"] = h.clone().into();
+    }
+    json!({
+        "schema": SCHEMA,
+        "vmlab_version": crate::VERSION,
+        "config": cfg.to_json(),
+        "config_hash": cfg.hash(),
+        "source": source,
+        "totals": e.run,
+        "tlb": tlb,
+        "tlb_levels": tlb_levels,
+        "walks": {
+            "count": w.count, "refs": w.refs, "steps": w.steps, "faulting": w.faulting,
+            "refs_per_walk": ratio(w.refs, w.count), "steps_per_walk": ratio(w.steps, w.count),
+            "per_kilo_instruction": 1000.0 * ratio(w.count, instr),
+            "latency": w.latency.to_json(),
+        },
+        "walk_caches": walk_caches,
+        "faults": e.os.counters,
+        "page_table": {
+            "kind": e.os.pt.kind(), "bytes": fp.bytes, "nodes": fp.nodes, "mapped_pages": fp.mapped_pages,
+            "bytes_per_mapped_page": ratio(fp.bytes, fp.mapped_pages),
+            "details": e.os.pt.details(),
+        },
+        "caches": caches,
+        "memory": {
+            "phys_bytes": mem.phys_bytes, "frames_total": mem.frames_total, "frames_used": mem.frames_used,
+            "frames_data": mem.frames_data, "frames_page_table": mem.frames_page_table,
+            "frames_reserved": mem.frames_reserved, "frames_peak": mem.frames_peak,
+            "dram_accesses": e.mem.memory_accesses,
+        },
+        "cycles": {
+            "tlb": e.cycles.tlb, "walk": e.cycles.walk, "fault": e.cycles.fault, "data": e.cycles.data,
+            "translation": translation_cycles,
+            "translation_per_kilo_instruction": 1000.0 * ratio(translation_cycles, instr),
+            "translation_per_access": ratio(translation_cycles, e.run.accesses),
+        },
+        "page_sizes": page_sizes,
+    })
+}
+pub mod bench;

@@ -47,3 +47,32 @@ pub mod live;
 pub mod synth;
 pub mod vmt;
 pub mod info;
+
+/// A source over records held in memory (tests, small generated inputs).
+pub struct VecSource {
+    meta: TraceMeta,
+    records: Vec<Record>,
+    pos: usize,
+}
+
+impl VecSource {
+    pub fn new(source: &str, records: Vec<Record>) -> VecSource {
+        VecSource { meta: TraceMeta { source: source.into(), ..Default::default() }, records, pos: 0 }
+    }
+}
+
+impl TraceSource for VecSource {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+    fn next_batch(&mut self, buf: &mut Vec<Record>) -> Result<bool> {
+        buf.clear();
+        let end = (self.pos + BATCH).min(self.records.len());
+        buf.extend_from_slice(&self.records[self.pos..end]);
+        self.pos = end;
+        Ok(!buf.is_empty())
+    }
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.records.len() as u64)
+    }
+}

@@ -1,0 +1,271 @@
+//! The `vmlab` command line (also reached from Python's `vmlab` console script).
+//! Errors print as one line, `vmlab: error: ...`, with a non-zero exit status.
+
+use crate::api::{self, RunRequest, SourceSpec};
+use crate::error::{Error, Result};
+use crate::trace::{self, TraceSource};
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(name = "vmlab", version, about = "vmlab: a laboratory for virtual-memory address translation")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Simulate a trace or a synthetic workload under a configuration.
+    Run {
+        /// Preset name (see `vmlab presets`) or path to a TOML file.
+        #[arg(long, short, default_value = "skylake")]
+        config: String,
+        /// Override a config key: --set tlb.l1d_4k.entries=32 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// A .vmt trace file.
+        #[arg(long, short, conflicts_with = "workload")]
+        trace: Option<PathBuf>,
+        /// A built-in workload (see `vmlab workloads`), followed by key=value parameters.
+        #[arg(long, short)]
+        workload: Option<String>,
+        /// Workload parameters, key=value.
+        #[arg(value_name = "PARAM")]
+        params: Vec<String>,
+        /// Print the full stats document as JSON (schema in docs/metrics.md).
+        #[arg(long)]
+        json: bool,
+        /// Write the JSON stats document to this file as well.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// Progress bar on stderr (default: when stderr is a terminal).
+        #[arg(long, overrides_with = "no_progress")]
+        progress: bool,
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// Summarise a trace: counts, footprint, VMAs, page-size histogram.
+    Info {
+        trace: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Trace a command under valgrind (lackey) straight into a .vmt file.
+    Trace {
+        #[arg(long, short)]
+        output: PathBuf,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Convert a lackey text log or a ChampSim binary trace to .vmt.
+    Convert {
+        /// Input format.
+        #[arg(long, value_parser = ["lackey", "champsim"])]
+        from: String,
+        input: PathBuf,
+        #[arg(long, short)]
+        output: PathBuf,
+        /// Process id to attribute records to when the input carries none.
+        #[arg(long, default_value_t = 1)]
+        pid: u32,
+    },
+    /// Write a synthetic workload to a .vmt file.
+    Generate {
+        workload: String,
+        params: Vec<String>,
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// List the built-in synthetic workloads and their parameters.
+    Workloads,
+    /// List the built-in presets, or print one preset's TOML.
+    Presets { name: Option<String> },
+    /// End-to-end throughput benchmark (records/s, accesses/s, peak memory).
+    Bench {
+        /// Smaller inputs (seconds instead of a minute).
+        #[arg(long)]
+        quick: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Run the CLI on `args` (args[0] is the program name); returns the exit status.
+pub fn main(args: Vec<String>) -> i32 {
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("vmlab: error: {e}");
+            1
+        }
+    }
+}
+
+fn dispatch(cmd: Cmd) -> Result<i32> {
+    match cmd {
+        Cmd::Run { config, set, trace, workload, params, json, output, progress, no_progress } => {
+            let source = match (trace, workload) {
+                (Some(t), None) => {
+                    if !params.is_empty() {
+                        return Err(Error::config("PARAM", "workload parameters given with --trace"));
+                    }
+                    SourceSpec::Trace(t)
+                }
+                (None, Some(w)) => SourceSpec::Workload { name: w, params: api::parse_params(&params)? },
+                _ => return Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
+            };
+            let show = progress || (!no_progress && std::io::stderr().is_terminal());
+            let started = std::time::Instant::now();
+            let doc = api::run(&RunRequest { config, overrides: set, source, progress: show })?;
+            let secs = started.elapsed().as_secs_f64();
+            let text = serde_json::to_string_pretty(&doc).expect("json");
+            if let Some(o) = output {
+                std::fs::write(&o, &text).map_err(|e| Error::io(&o, e))?;
+            }
+            if json {
+                println!("{text}");
+            } else {
+                print!("{}", summary_text(&doc));
+                eprintln!("({secs:.2} s)");
+            }
+            Ok(0)
+        }
+        Cmd::Info { trace: path, json } => {
+            let mut r = trace::vmt::VmtReader::open(&path)?;
+            let info = trace::info::summarize(&mut r)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&info).expect("json"));
+            } else {
+                print!("{}", info.to_text());
+            }
+            Ok(0)
+        }
+        Cmd::Trace { output, command } => {
+            let s = trace::live::trace_to_vmt(&command, &output, &trace::live::LiveOptions::default())?;
+            eprintln!("vmlab: wrote {} ({s:?})", output.display());
+            Ok(0)
+        }
+        Cmd::Convert { from, input, output, pid } => {
+            let mut src: Box<dyn TraceSource> = match from.as_str() {
+                "lackey" => {
+                    let f = std::fs::File::open(&input).map_err(|e| Error::io(&input, e))?;
+                    Box::new(trace::lackey::LackeyReader::new(
+                        std::io::BufReader::with_capacity(1 << 20, f),
+                        &input.display().to_string(),
+                        pid,
+                    ))
+                }
+                _ => Box::new(trace::champsim::ChampSimReader::open(&input, pid)?),
+            };
+            let n = write_vmt(src.as_mut(), &output)?;
+            eprintln!("vmlab: wrote {n} records to {}", output.display());
+            Ok(0)
+        }
+        Cmd::Generate { workload, params, output } => {
+            let mut src = trace::synth::open(&workload, &api::parse_params(&params)?)?;
+            let n = write_vmt(src.as_mut(), &output)?;
+            eprintln!("vmlab: wrote {n} records to {}", output.display());
+            Ok(0)
+        }
+        Cmd::Workloads => {
+            for w in trace::synth::catalog() {
+                println!("{}: {}", w.name, w.description);
+                for p in w.params {
+                    println!("    {:<18} default {:<14} {}", p.name, p.default, p.help);
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Presets { name } => {
+            match name {
+                None => {
+                    for (n, text) in api::presets() {
+                        let desc = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("description = "))
+                            .unwrap_or("")
+                            .trim_matches('"')
+                            .to_string();
+                        println!("{n:<12} {desc}");
+                    }
+                }
+                Some(n) => {
+                    let (_, text) = api::presets()
+                        .into_iter()
+                        .find(|(p, _)| *p == n)
+                        .ok_or_else(|| Error::config("presets", format!("unknown preset `{n}`")))?;
+                    print!("{text}");
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Bench { quick, json } => crate::sim::bench::run_cli(quick, json),
+    }
+}
+
+/// Stream a source into a .vmt file.
+pub fn write_vmt(src: &mut dyn TraceSource, out: &Path) -> Result<u64> {
+    let mut w = trace::vmt::VmtWriter::create(out, src.meta())?;
+    let mut buf = Vec::with_capacity(trace::BATCH);
+    while src.next_batch(&mut buf)? {
+        w.write_all(&buf)?;
+    }
+    w.finish()
+}
+
+/// A short human-readable summary of a stats document.
+pub fn summary_text(doc: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let g = |p: &str| doc.pointer(p).cloned().unwrap_or(serde_json::Value::Null);
+    let _ = writeln!(s, "source      {} {}", g("/source/kind").as_str().unwrap_or(""), g("/source/name").as_str().unwrap_or(""));
+    let _ = writeln!(s, "accesses    {}   instructions {}", g("/totals/accesses"), g("/totals/instructions"));
+    if let Some(tlbs) = doc["tlb"].as_object() {
+        let _ = writeln!(s, "{:<12} {:>5} {:>12} {:>12} {:>9}", "tlb", "level", "lookups", "misses", "miss %");
+        for (name, t) in tlbs {
+            let _ = writeln!(
+                s,
+                "{:<12} {:>5} {:>12} {:>12} {:>8.3}%",
+                name,
+                t["level"],
+                t["lookups"],
+                t["misses"],
+                100.0 * t["miss_rate"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "walks       {}  refs/walk {:.2}  mean latency {:.1} cycles  p99 {}",
+        g("/walks/count"),
+        g("/walks/refs_per_walk").as_f64().unwrap_or(0.0),
+        g("/walks/latency/mean").as_f64().unwrap_or(0.0),
+        g("/walks/latency/p99")
+    );
+    let _ = writeln!(s, "faults      {}", g("/faults/count"));
+    let _ = writeln!(
+        s,
+        "page table  {} {} bytes in {} nodes for {} mapped pages",
+        g("/page_table/kind").as_str().unwrap_or(""),
+        g("/page_table/bytes"),
+        g("/page_table/nodes"),
+        g("/page_table/mapped_pages")
+    );
+    let _ = writeln!(
+        s,
+        "translation {:.2} cycles per kilo-instruction",
+        g("/cycles/translation_per_kilo_instruction").as_f64().unwrap_or(0.0)
+    );
+    s
+}

@@ -1,0 +1,329 @@
+//! A set-associative tag store with LRU, tree-PLRU or random replacement: the one
+//! building block of every TLB and walk cache (PWC, NTLB, CWC, STC, ...).
+//!
+//! Callers choose the set index themselves (a TLB indexes by VPN mod sets for each page
+//! size it probes) and pass a key that is unique within the structure.
+
+use crate::addr::Asid;
+use crate::error::{Error, Result};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+
+/// An ASID value that matches every address space (global entries).
+pub const ANY_ASID: Asid = Asid::MAX;
+
+const INVALID: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Replacement {
+    #[default]
+    Lru,
+    /// Tree pseudo-LRU (ways must be a power of two, at most 64).
+    Plru,
+    Random,
+}
+
+#[derive(Clone, Debug)]
+enum ReplState {
+    /// Per-slot last-use stamps; victim = smallest stamp in the set.
+    Lru { stamps: Vec<u64>, clock: u64 },
+    /// One bit-tree per set (ways - 1 bits used).
+    Plru { bits: Vec<u64> },
+    Random { rng: Xoshiro256PlusPlus },
+}
+
+#[derive(Clone, Debug)]
+pub struct AssocCache<V: Copy + Default> {
+    sets: usize,
+    ways: usize,
+    set_mask: Option<usize>,
+    keys: Vec<u64>,
+    asids: Vec<Asid>,
+    vals: Vec<V>,
+    repl: ReplState,
+}
+
+/// What an insertion pushed out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted<V> {
+    pub key: u64,
+    pub asid: Asid,
+    pub val: V,
+}
+
+impl<V: Copy + Default> AssocCache<V> {
+    /// `entries` total in `ways`-way sets (`ways == 0` or `ways == entries` means fully
+    /// associative). `key_path` names the config key in errors.
+    pub fn new(entries: usize, ways: usize, repl: Replacement, seed: u64, key_path: &str) -> Result<Self> {
+        if entries == 0 {
+            return Err(Error::config(format!("{key_path}.entries"), "must be at least 1"));
+        }
+        let ways = if ways == 0 { entries } else { ways };
+        if ways > entries || entries % ways != 0 {
+            return Err(Error::config(
+                format!("{key_path}.ways"),
+                format!("{entries} entries cannot be split into {ways}-way sets"),
+            ));
+        }
+        if repl == Replacement::Plru && (!ways.is_power_of_two() || ways > 64) {
+            return Err(Error::config(
+                format!("{key_path}.replacement"),
+                format!("tree-PLRU needs a power-of-two number of ways <= 64, not {ways}"),
+            ));
+        }
+        let sets = entries / ways;
+        let repl = match repl {
+            Replacement::Lru => ReplState::Lru { stamps: vec![0; entries], clock: 0 },
+            Replacement::Plru => ReplState::Plru { bits: vec![0; sets] },
+            Replacement::Random => ReplState::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
+        };
+        Ok(AssocCache {
+            sets,
+            ways,
+            set_mask: sets.is_power_of_two().then(|| sets - 1),
+            keys: vec![INVALID; entries],
+            asids: vec![0; entries],
+            vals: vec![V::default(); entries],
+            repl,
+        })
+    }
+
+    pub fn sets(&self) -> usize {
+        self.sets
+    }
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+    pub fn entries(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Set index for an index value (e.g. a VPN): `x mod sets`.
+    #[inline(always)]
+    pub fn set_of(&self, x: u64) -> usize {
+        match self.set_mask {
+            Some(m) => (x as usize) & m,
+            None => (x % self.sets as u64) as usize,
+        }
+    }
+
+    #[inline(always)]
+    fn find(&self, set: usize, key: u64, asid: Asid) -> Option<usize> {
+        let base = set * self.ways;
+        let keys = &self.keys[base..base + self.ways];
+        for (w, &k) in keys.iter().enumerate() {
+            if k == key {
+                let a = self.asids[base + w];
+                if a == asid || a == ANY_ASID {
+                    return Some(base + w);
+                }
+            }
+        }
+        None
+    }
+
+    /// Look up and, on a hit, mark the entry most recently used.
+    #[inline]
+    pub fn lookup(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
+        let slot = self.find(set, key, asid)?;
+        self.touch(set, slot);
+        Some(self.vals[slot])
+    }
+
+    /// Look up without changing replacement state.
+    #[inline]
+    pub fn peek(&self, set: usize, key: u64, asid: Asid) -> Option<V> {
+        self.find(set, key, asid).map(|s| self.vals[s])
+    }
+
+    #[inline(always)]
+    fn touch(&mut self, set: usize, slot: usize) {
+        match &mut self.repl {
+            ReplState::Lru { stamps, clock } => {
+                *clock += 1;
+                stamps[slot] = *clock;
+            }
+            ReplState::Plru { bits } => {
+                let way = slot - set * self.ways;
+                bits[set] = plru_touch(bits[set], way, self.ways);
+            }
+            ReplState::Random { .. } => {}
+        }
+    }
+
+    /// Insert (or refresh) `key`; returns the entry it displaced, if any.
+    pub fn insert(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
+        if let Some(slot) = self.find(set, key, asid) {
+            self.vals[slot] = val;
+            self.asids[slot] = asid;
+            self.touch(set, slot);
+            return None;
+        }
+        let base = set * self.ways;
+        let slot = match (base..base + self.ways).find(|&s| self.keys[s] == INVALID) {
+            Some(s) => s,
+            None => base + self.victim_way(set),
+        };
+        let evicted = (self.keys[slot] != INVALID).then(|| Evicted {
+            key: self.keys[slot],
+            asid: self.asids[slot],
+            val: self.vals[slot],
+        });
+        self.keys[slot] = key;
+        self.asids[slot] = asid;
+        self.vals[slot] = val;
+        self.touch(set, slot);
+        evicted
+    }
+
+    fn victim_way(&mut self, set: usize) -> usize {
+        let base = set * self.ways;
+        match &mut self.repl {
+            ReplState::Lru { stamps, .. } => {
+                let s = &stamps[base..base + self.ways];
+                let mut best = 0;
+                for w in 1..self.ways {
+                    if s[w] < s[best] {
+                        best = w;
+                    }
+                }
+                best
+            }
+            ReplState::Plru { bits } => plru_victim(bits[set], self.ways),
+            ReplState::Random { rng } => rng.gen_range(0..self.ways),
+        }
+    }
+
+    /// Remove `key` if present; returns whether it was.
+    pub fn invalidate(&mut self, set: usize, key: u64, asid: Asid) -> bool {
+        match self.find(set, key, asid) {
+            Some(slot) => {
+                self.keys[slot] = INVALID;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remove every entry for which `pred(key, asid, val)` holds; returns how many.
+    pub fn invalidate_where(&mut self, mut pred: impl FnMut(u64, Asid, &V) -> bool) -> u64 {
+        let mut n = 0;
+        for s in 0..self.keys.len() {
+            if self.keys[s] != INVALID && pred(self.keys[s], self.asids[s], &self.vals[s]) {
+                self.keys[s] = INVALID;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    pub fn flush_all(&mut self) {
+        self.keys.fill(INVALID);
+    }
+
+    pub fn flush_asid(&mut self, asid: Asid) -> u64 {
+        self.invalidate_where(|_, a, _| a == asid)
+    }
+
+    /// Valid entries (for tests and occupancy stats).
+    pub fn occupancy(&self) -> usize {
+        self.keys.iter().filter(|&&k| k != INVALID).count()
+    }
+}
+
+/// Tree-PLRU: internal node i has children 2i+1, 2i+2; bit = 1 means "the LRU side is
+/// the right subtree". Touching a way points every node on its path away from it.
+#[inline(always)]
+fn plru_touch(mut bits: u64, way: usize, ways: usize) -> u64 {
+    let mut node = 0usize;
+    let mut lo = 0usize;
+    let mut span = ways;
+    while span > 1 {
+        span /= 2;
+        let right = way >= lo + span;
+        if right {
+            bits &= !(1 << node); // LRU side is now the left
+            lo += span;
+            node = 2 * node + 2;
+        } else {
+            bits |= 1 << node;
+            node = 2 * node + 1;
+        }
+    }
+    bits
+}
+
+#[inline(always)]
+fn plru_victim(bits: u64, ways: usize) -> usize {
+    let mut node = 0usize;
+    let mut lo = 0usize;
+    let mut span = ways;
+    while span > 1 {
+        span /= 2;
+        if bits & (1 << node) != 0 {
+            lo += span;
+            node = 2 * node + 2;
+        } else {
+            node = 2 * node + 1;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_least_recent() {
+        let mut c: AssocCache<u32> = AssocCache::new(2, 2, Replacement::Lru, 0, "t").unwrap();
+        c.insert(0, 1, 0, 10);
+        c.insert(0, 2, 0, 20);
+        assert_eq!(c.lookup(0, 1, 0), Some(10)); // 2 is now LRU
+        let ev = c.insert(0, 3, 0, 30).unwrap();
+        assert_eq!(ev.key, 2);
+        assert_eq!(c.peek(0, 1, 0), Some(10));
+        assert_eq!(c.peek(0, 2, 0), None);
+    }
+
+    #[test]
+    fn asid_tags_separate_spaces_and_global_matches_all() {
+        let mut c: AssocCache<u32> = AssocCache::new(4, 4, Replacement::Lru, 0, "t").unwrap();
+        c.insert(0, 7, 1, 1);
+        assert_eq!(c.peek(0, 7, 2), None);
+        c.insert(0, 8, ANY_ASID, 2);
+        assert_eq!(c.peek(0, 8, 5), Some(2));
+        assert_eq!(c.flush_asid(1), 1);
+        assert_eq!(c.occupancy(), 1);
+    }
+
+    #[test]
+    fn plru_never_evicts_the_most_recent_way() {
+        for ways in [2usize, 4, 8, 16] {
+            let mut bits = 0;
+            for w in 0..ways {
+                bits = plru_touch(bits, w, ways);
+                assert_ne!(plru_victim(bits, ways), w);
+            }
+        }
+        // With 4 ways touched 0,1,2,3 the victim is 0 (true LRU here).
+        let mut bits = 0;
+        for w in 0..4 {
+            bits = plru_touch(bits, w, 4);
+        }
+        assert_eq!(plru_victim(bits, 4), 0);
+    }
+
+    #[test]
+    fn impossible_geometries_name_the_key() {
+        let e = AssocCache::<u8>::new(0, 0, Replacement::Lru, 0, "tlb.l1d").unwrap_err();
+        assert!(e.to_string().contains("tlb.l1d.entries"), "{e}");
+        let e = AssocCache::<u8>::new(64, 5, Replacement::Lru, 0, "tlb.l1d").unwrap_err();
+        assert!(e.to_string().contains("tlb.l1d.ways"), "{e}");
+        let e = AssocCache::<u8>::new(48, 12, Replacement::Plru, 0, "tlb.l1d").unwrap_err();
+        assert!(e.to_string().contains("replacement"), "{e}");
+        assert!(AssocCache::<u8>::new(1536, 12, Replacement::Lru, 0, "x").is_ok());
+    }
+}

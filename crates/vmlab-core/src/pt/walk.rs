@@ -1,0 +1,58 @@
+//! The record of one page walk: physical references grouped into sequential steps.
+//! References inside one step are independent and may be issued in parallel; a step
+//! starts only after the previous one completed (docs/metrics.md, "walk").
+
+/// One physical reference made by a walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkRef {
+    /// Physical byte address read.
+    pub pa: u64,
+    /// Sequential step this reference belongs to (0-based).
+    pub step: u16,
+    /// What was read, kind-specific (radix: the level of the entry, 1 = leaf).
+    pub what: u8,
+}
+
+/// A reusable buffer for the references of one walk; clearing keeps the allocation, so
+/// walks do not allocate.
+#[derive(Clone, Debug, Default)]
+pub struct WalkPath {
+    refs: Vec<WalkRef>,
+    steps: u16,
+}
+
+impl WalkPath {
+    pub fn new() -> WalkPath {
+        WalkPath { refs: Vec::with_capacity(64), steps: 0 }
+    }
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        self.refs.clear();
+        self.steps = 0;
+    }
+    /// Add a reference as a new sequential step.
+    #[inline(always)]
+    pub fn push_step(&mut self, pa: u64, what: u8) {
+        self.refs.push(WalkRef { pa, step: self.steps, what });
+        self.steps += 1;
+    }
+    /// Begin a new step whose references are pushed with [`WalkPath::push_parallel`].
+    #[inline(always)]
+    pub fn begin_step(&mut self) {
+        self.steps += 1;
+    }
+    /// Add a reference to the step opened by the last `begin_step`.
+    #[inline(always)]
+    pub fn push_parallel(&mut self, pa: u64, what: u8) {
+        debug_assert!(self.steps > 0, "push_parallel before begin_step");
+        self.refs.push(WalkRef { pa, step: self.steps - 1, what });
+    }
+    #[inline(always)]
+    pub fn refs(&self) -> &[WalkRef] {
+        &self.refs
+    }
+    /// Number of sequential steps (steps with no references are not counted).
+    pub fn steps(&self) -> u16 {
+        self.steps
+    }
+}

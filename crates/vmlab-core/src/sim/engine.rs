@@ -1,0 +1,357 @@
+//! The simulation engine for one page-table organisation `P`: record stream in, stats
+//! out. Monomorphised per page-table kind, so the per-access path has no dynamic
+//! dispatch and allocates nothing.
+
+use crate::addr::{AccessKind, Asid, Perms, Pid};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::mem::MemoryHierarchy;
+use crate::mmu::TlbHierarchy;
+use crate::os::{Os, Shootdown};
+use crate::pt::{PageTable, Translation, WalkCaches, WalkPath};
+use crate::stats::{CycleCounters, RunCounters, WalkCounters};
+use crate::trace::{Access, Record, TraceSource};
+
+/// The translation of the previous access on one side (data / instruction). While the
+/// next access of that side touches the same 4 KiB page, nothing else has touched the
+/// L1 TLBs of that side, and no shootdown happened, its L1 lookup is a hit on the same
+/// entry, which is already most-recently-used: replaying it would change no state. The
+/// engine then only counts it (exact for LRU, tree-PLRU and random replacement).
+#[derive(Clone, Copy, Default)]
+struct SamePage {
+    valid: bool,
+    vpn: u64,
+    asid: Asid,
+    perms: u8,
+    /// Physical address of the 4 KiB page.
+    pa: u64,
+    /// Position (in the side's level-1 structure list) of the structure that hit.
+    l1_slot: usize,
+}
+
+pub struct Engine<P: PageTable> {
+    pub os: Os<P>,
+    pub tlbs: TlbHierarchy,
+    pub walk_caches: P::Caches,
+    pub mem: MemoryHierarchy,
+    path: WalkPath,
+    asid_tags: bool,
+    data_refs: bool,
+    fault_cycles: u64,
+    /// Cumulative TLB latency when a lookup stops at level l (index) per side.
+    tlb_latency: [Vec<u64>; 2],
+    /// Whether the sides share a level-1 structure (then one side's lookups disturb
+    /// the other's fast path).
+    shared_l1: bool,
+    same_page: [SamePage; 2],
+    /// same_page_hits[side][slot]: L1 hits counted without a lookup, per structure.
+    same_page_hits: [Vec<u64>; 2],
+    cur_pid: Option<Pid>,
+    cur_asid: Asid,
+    max_accesses: u64,
+    /// Per TLB level (0-based): (lookups, hits), both sides together.
+    pub tlb_levels: Vec<(u64, u64)>,
+    pub run: RunCounters,
+    pub walks: WalkCounters,
+    pub cycles: CycleCounters,
+}
+
+impl<P: PageTable> Engine<P> {
+    pub fn new(cfg: &Config, pt: P, walk_caches: P::Caches) -> Result<Engine<P>> {
+        let os = Os::new(cfg, pt)?;
+        let tlbs = TlbHierarchy::new(cfg)?;
+        let mem = MemoryHierarchy::new(cfg)?;
+        let tlbs_levels = tlbs.levels();
+        let mut tlb_latency = [Vec::new(), Vec::new()];
+        for (side, lat) in tlb_latency.iter_mut().enumerate() {
+            let mut acc = 0u64;
+            for ids in tlbs.side(side == 1) {
+                acc += ids.iter().map(|&i| tlbs.tlbs[i].latency as u64).max().unwrap_or(0);
+                lat.push(acc);
+            }
+        }
+        let shared_l1 = tlbs.side(false).first().map_or(false, |d| {
+            tlbs.side(true).first().map_or(false, |i| d.iter().any(|x| i.contains(x)))
+        });
+        let l1_len = |instr: bool| tlbs.side(instr).first().map_or(0, |v| v.len());
+        let same_page_hits = [vec![0; l1_len(false)], vec![0; l1_len(true)]];
+        Ok(Engine {
+            os,
+            tlbs,
+            walk_caches,
+            mem,
+            path: WalkPath::new(),
+            asid_tags: cfg.mmu.asid_tags,
+            data_refs: cfg.memory.data_refs,
+            fault_cycles: cfg.os.fault_cycles,
+            tlb_latency,
+            shared_l1,
+            same_page: [SamePage::default(); 2],
+            same_page_hits,
+            cur_pid: None,
+            cur_asid: 0,
+            max_accesses: cfg.sim.max_accesses,
+            tlb_levels: vec![(0, 0); tlbs_levels],
+            run: RunCounters::default(),
+            walks: WalkCounters::default(),
+            cycles: CycleCounters::default(),
+        })
+    }
+
+    /// Drain `src` through the model. `on_batch` is called after each batch with the
+    /// records consumed so far (progress reporting).
+    pub fn run(&mut self, src: &mut dyn TraceSource, mut on_batch: impl FnMut(u64)) -> Result<()> {
+        let mut buf = Vec::with_capacity(crate::trace::BATCH);
+        while src.next_batch(&mut buf)? {
+            for r in &buf {
+                self.record(r).map_err(|e| self.with_position(e))?;
+                if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
+                    self.run.records += 1;
+                    self.finish();
+                    return Ok(());
+                }
+                self.run.records += 1;
+            }
+            on_batch(self.run.records);
+        }
+        self.finish();
+        Ok(())
+    }
+
+    fn with_position(&self, e: Error) -> Error {
+        match e {
+            Error::OutOfMemory(m) => Error::OutOfMemory(format!("{m} (at trace record {})", self.run.records)),
+            Error::Sim(m) => Error::Sim(format!("{m} (at trace record {})", self.run.records)),
+            e => e,
+        }
+    }
+
+    #[inline]
+    pub fn record(&mut self, r: &Record) -> Result<()> {
+        match r {
+            Record::Access(a) => self.access(a),
+            Record::Tick(n) => {
+                self.run.instructions += n;
+                Ok(())
+            }
+            other => {
+                self.run.os_events += 1;
+                if let Record::ContextSwitch { pid } = *other {
+                    return self.switch_to(pid);
+                }
+                self.os.event(other)?;
+                self.apply_shootdowns();
+                Ok(())
+            }
+        }
+    }
+
+    fn switch_to(&mut self, pid: Pid) -> Result<()> {
+        let switching = self.cur_pid != Some(pid);
+        self.os.event(&Record::ContextSwitch { pid })?;
+        self.cur_asid = self.os.asid_of(pid)?;
+        self.cur_pid = Some(pid);
+        if switching && !self.asid_tags {
+            self.tlbs.flush_all();
+            self.walk_caches.flush_all();
+            self.same_page = [SamePage::default(); 2];
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn access(&mut self, a: &Access) -> Result<()> {
+        if self.cur_pid != Some(a.pid) {
+            // An access of another process implies a switch to it.
+            self.switch_to(a.pid)?;
+        }
+        self.run.accesses += 1;
+        match a.kind {
+            AccessKind::Read => self.run.reads += 1,
+            AccessKind::Write => self.run.writes += 1,
+            AccessKind::Fetch => {
+                self.run.fetches += 1;
+                self.run.instructions += 1;
+            }
+        }
+        let size = a.size.max(1) as u64;
+        let first = a.vaddr >> 12;
+        let last = a.vaddr.wrapping_add(size - 1) >> 12;
+        if first == last || last < first {
+            self.translate(a.kind, a.vaddr)
+        } else {
+            // Each 4 KiB page the access touches is translated.
+            self.run.page_crossings += 1;
+            let mut page = first;
+            loop {
+                let va = if page == first { a.vaddr } else { page << 12 };
+                self.translate(a.kind, va)?;
+                if page == last {
+                    return Ok(());
+                }
+                page += 1;
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn translate(&mut self, kind: AccessKind, va: u64) -> Result<()> {
+        self.run.translations += 1;
+        let side = kind.is_instr() as usize;
+        let sp = self.same_page[side];
+        let need = Perms::needed_for(kind).bits();
+        let pa = if sp.valid && sp.vpn == va >> 12 && sp.asid == self.cur_asid && sp.perms & need == need {
+            self.same_page_hits[side][sp.l1_slot] += 1;
+            sp.pa | (va & 0xfff)
+        } else {
+            self.translate_slow(kind, va)?
+        };
+        if self.data_refs {
+            let lat = self.mem.data_ref(pa, kind == AccessKind::Write, kind.is_instr());
+            self.cycles.data += lat as u64;
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    fn translate_slow(&mut self, kind: AccessKind, va: u64) -> Result<u64> {
+        let instr = kind.is_instr();
+        let side = instr as usize;
+        let asid = self.cur_asid;
+        let need = Perms::needed_for(kind);
+        // This lookup changes L1 replacement state of this side (and of the other side
+        // if they share a structure).
+        self.same_page[side].valid = false;
+        if self.shared_l1 {
+            self.same_page[1 - side].valid = false;
+        }
+        let levels = self.tlbs.levels();
+        let t = match self.tlbs.lookup(instr, va, asid) {
+            Some(hit) => {
+                self.cycles.tlb += self.tlb_latency[side][hit.level];
+                for l in 0..=hit.level {
+                    self.tlb_levels[l].0 += 1;
+                }
+                self.tlb_levels[hit.level].1 += 1;
+                let mut t = hit.entry.translation();
+                if !t.perms.contains(need) {
+                    t = self.fault(va, kind)?;
+                    self.tlbs.fill(instr, va, asid, &t, levels);
+                } else if hit.level > 0 {
+                    self.tlbs.fill(instr, va, asid, &t, hit.level);
+                }
+                t
+            }
+            None => {
+                self.cycles.tlb += self.tlb_latency[side][levels - 1];
+                for l in 0..levels {
+                    self.tlb_levels[l].0 += 1;
+                }
+                let t = match self.walk(va) {
+                    Some(t) if t.perms.contains(need) => t,
+                    // Rule (docs/metrics.md): a translation that faults counts as one
+                    // TLB miss, one walk and one fault; the mapping the OS installs is
+                    // filled into the TLBs without a second walk.
+                    _ => {
+                        self.walks.faulting += 1;
+                        self.fault(va, kind)?
+                    }
+                };
+                self.tlbs.fill(instr, va, asid, &t, levels);
+                t
+            }
+        };
+        self.note_same_page(side, va, &t);
+        Ok(t.phys(va))
+    }
+
+    /// Remember the L1 structure that now holds `t`, for the same-page fast path.
+    fn note_same_page(&mut self, side: usize, va: u64, t: &Translation) {
+        let l1 = &self.tlbs.side(side == 1)[0];
+        if let Some(slot) = l1.iter().position(|&id| self.tlbs.tlbs[id].holds(t.size)) {
+            self.same_page[side] = SamePage {
+                valid: true,
+                vpn: va >> 12,
+                asid: self.cur_asid,
+                perms: t.perms.bits(),
+                pa: t.phys(va) & !0xfff,
+                l1_slot: slot,
+            };
+        }
+    }
+
+    /// One page walk: references go through the cache hierarchy step by step; a step's
+    /// references are issued in parallel, so a step costs its slowest reference.
+    #[inline]
+    fn walk(&mut self, va: u64) -> Option<Translation> {
+        self.path.clear();
+        let t = self.os.pt.walk(self.cur_asid, va, &mut self.walk_caches, &mut self.path);
+        let mut latency = self.walk_caches.probe_latency();
+        let mut step = u16::MAX;
+        let mut step_max = 0u64;
+        for r in self.path.refs() {
+            let l = self.mem.walk_ref(r.pa) as u64;
+            if r.step != step {
+                latency += step_max;
+                step_max = 0;
+                step = r.step;
+            }
+            step_max = step_max.max(l);
+        }
+        latency += step_max;
+        self.walks.count += 1;
+        self.walks.refs += self.path.refs().len() as u64;
+        self.walks.steps += self.path.steps() as u64;
+        self.walks.latency.record(latency);
+        self.cycles.walk += latency;
+        t
+    }
+
+    fn fault(&mut self, va: u64, kind: AccessKind) -> Result<Translation> {
+        let pid = self.cur_pid.expect("access sets the current pid");
+        self.cycles.fault += self.fault_cycles;
+        let t = self.os.fault(pid, va, kind)?;
+        self.apply_shootdowns();
+        Ok(t)
+    }
+
+    fn apply_shootdowns(&mut self) {
+        if self.os.shootdowns.is_empty() {
+            return;
+        }
+        self.same_page = [SamePage::default(); 2];
+        for s in std::mem::take(&mut self.os.shootdowns) {
+            match s {
+                Shootdown::Page { asid, va } => {
+                    self.tlbs.invalidate(va, asid);
+                    self.walk_caches.invalidate(asid, va);
+                }
+                Shootdown::Space { asid } => {
+                    self.tlbs.flush_asid(asid);
+                    self.walk_caches.flush_asid(asid);
+                }
+            }
+        }
+    }
+
+    /// Fold the same-page hits into the per-structure counters.
+    fn finish(&mut self) {
+        for side in 0..2 {
+            let total: u64 = self.same_page_hits[side].iter().sum();
+            if total == 0 {
+                continue;
+            }
+            self.tlb_levels[0].0 += total;
+            self.tlb_levels[0].1 += total;
+            let l1: Vec<usize> = self.tlbs.side(side == 1)[0].clone();
+            for (slot, &id) in l1.iter().enumerate() {
+                let c = &mut self.tlbs.tlbs[id].counters;
+                let hits = self.same_page_hits[side][slot];
+                c.lookups += total;
+                c.hits += hits;
+                c.misses += total - hits;
+            }
+            self.same_page_hits[side].iter_mut().for_each(|h| *h = 0);
+        }
+    }
+}

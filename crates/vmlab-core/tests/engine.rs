@@ -1,0 +1,187 @@
+//! End-to-end engine behaviour on small hand-made record streams.
+
+use proptest::prelude::*;
+use serde_json::Value;
+use std::collections::VecDeque;
+use vmlab::config::Config;
+use vmlab::sim::{run, SourceInfo};
+use vmlab::trace::{MapFlags, Record, VecSource};
+
+const BASE: u64 = 0x7f00_0000_0000;
+
+fn simulate(config: &str, overrides: &[&str], records: Vec<Record>) -> vmlab::Result<Value> {
+    let cfg = Config::load(config, &overrides.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
+    let mut src = VecSource::new("test", records);
+    run(&cfg, &mut src, &SourceInfo::default(), |_| {})
+}
+
+fn u(v: &Value, p: &str) -> u64 {
+    v.pointer(p).and_then(Value::as_u64).unwrap_or_else(|| panic!("missing {p}"))
+}
+
+fn mmap(start: u64, len: u64) -> Record {
+    Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }
+}
+
+#[test]
+fn dense_aligned_gigabyte_radix_has_515_nodes() {
+    let mut recs = vec![mmap(BASE, 1 << 30)];
+    recs.extend((0..(1u64 << 18)).map(|p| Record::read(BASE + (p << 12), 8, 1)));
+    let doc = simulate("skylake", &[], recs).unwrap();
+    assert_eq!(u(&doc, "/page_table/nodes"), 515);
+    assert_eq!(u(&doc, "/page_table/bytes"), 515 * 4096);
+    assert_eq!(u(&doc, "/page_table/mapped_pages"), 1 << 18);
+    assert_eq!(u(&doc, "/faults/count"), 1 << 18);
+    // With 2 MiB pages the same region needs the root, one PDPT and one PD.
+    let mut recs = vec![mmap(BASE, 1 << 30)];
+    recs.extend((0..(1u64 << 18)).map(|p| Record::read(BASE + (p << 12), 8, 1)));
+    let doc = simulate("skylake", &["os.page_size=2M"], recs).unwrap();
+    assert_eq!(u(&doc, "/page_table/nodes"), 3);
+    assert_eq!(u(&doc, "/page_sizes/2M"), 512);
+    assert_eq!(u(&doc, "/faults/count"), 512);
+}
+
+#[test]
+fn a_faulting_translation_is_one_miss_one_walk_one_fault() {
+    let doc = simulate("tiny", &[], vec![Record::read(BASE, 8, 1)]).unwrap();
+    assert_eq!(u(&doc, "/tlb/l1d/misses"), 1);
+    assert_eq!(u(&doc, "/tlb/l2/misses"), 1);
+    assert_eq!(u(&doc, "/walks/count"), 1);
+    assert_eq!(u(&doc, "/walks/faulting"), 1);
+    assert_eq!(u(&doc, "/faults/count"), 1);
+    // The walk found the empty root entry: one reference.
+    assert_eq!(u(&doc, "/walks/refs"), 1);
+    // A second access to the page hits.
+    let doc = simulate("tiny", &[], vec![Record::read(BASE, 8, 1), Record::write(BASE + 64, 8, 1)]).unwrap();
+    assert_eq!(u(&doc, "/tlb/l1d/lookups"), 2);
+    assert_eq!(u(&doc, "/tlb/l1d/hits"), 1);
+    assert_eq!(u(&doc, "/walks/count"), 1);
+}
+
+#[test]
+fn page_crossing_access_translates_both_pages() {
+    let doc = simulate("tiny", &[], vec![Record::read(BASE + 4092, 8, 1)]).unwrap();
+    assert_eq!(u(&doc, "/totals/translations"), 2);
+    assert_eq!(u(&doc, "/totals/page_crossings"), 1);
+    assert_eq!(u(&doc, "/faults/count"), 2);
+}
+
+#[test]
+fn asid_tags_keep_entries_across_switches_flushes_do_not() {
+    let mut recs = vec![Record::Fork { parent: 1, child: 2 }];
+    for round in 0..10 {
+        for pid in [1, 2] {
+            recs.push(Record::ContextSwitch { pid });
+            for p in 0..3 {
+                recs.push(Record::read(BASE + (p << 12) + round * 8, 8, pid));
+            }
+        }
+    }
+    let tagged = simulate("tiny", &[], recs.clone()).unwrap();
+    let flushed = simulate("tiny", &["mmu.asid_tags=false"], recs).unwrap();
+    // Tagged: only the 6 compulsory misses. Flushed: every switch loses 3 entries.
+    assert_eq!(u(&tagged, "/tlb_levels/1/misses"), 6);
+    assert_eq!(u(&flushed, "/tlb_levels/1/misses"), 60);
+    assert_eq!(u(&tagged, "/faults/count"), 6);
+}
+
+#[test]
+fn munmap_drops_translations_and_refaults() {
+    let recs = vec![
+        mmap(BASE, 1 << 20),
+        Record::read(BASE, 8, 1),
+        Record::Munmap { pid: 1, start: BASE, len: 1 << 20 },
+        mmap(BASE, 1 << 20),
+        Record::read(BASE, 8, 1),
+    ];
+    let doc = simulate("tiny", &[], recs).unwrap();
+    assert_eq!(u(&doc, "/faults/demand"), 2);
+    assert_eq!(u(&doc, "/walks/count"), 2);
+    assert_eq!(u(&doc, "/faults/pages_unmapped"), 1);
+    assert_eq!(u(&doc, "/page_table/mapped_pages"), 1);
+}
+
+#[test]
+fn protection_fault_is_granted_and_counted_once() {
+    let recs = vec![
+        Record::Mmap { pid: 1, start: BASE, len: 4096, prot: 1, flags: MapFlags::PRIVATE },
+        Record::read(BASE, 8, 1),
+        Record::write(BASE, 8, 1),
+        Record::write(BASE + 8, 8, 1),
+    ];
+    let doc = simulate("tiny", &[], recs).unwrap();
+    assert_eq!(u(&doc, "/faults/demand"), 1);
+    assert_eq!(u(&doc, "/faults/protection"), 1);
+}
+
+#[test]
+fn memory_exhaustion_is_a_clear_error() {
+    let mut recs = vec![mmap(BASE, 1 << 30)];
+    recs.extend((0..100u64).map(|p| Record::read(BASE + (p << 12), 8, 1)));
+    let e = simulate("tiny", &["machine.phys_mem=64K"], recs).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("physical memory exhausted"), "{msg}");
+    assert!(msg.contains("machine.phys_mem"), "{msg}");
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let recs: Vec<Record> = (0..5000u64).map(|i| Record::read(BASE + (i * 7919 % 300) * 4096, 8, 1)).collect();
+    let a = simulate("skylake", &["tlb.stlb.replacement=random"], recs.clone()).unwrap();
+    let b = simulate("skylake", &["tlb.stlb.replacement=random"], recs).unwrap();
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+}
+
+/// Independent reference: per-set LRU lists, set index = VPN mod sets.
+fn reference_lru(vpns: &[u64], entries: usize, ways: usize) -> (u64, u64) {
+    let sets = entries / ways;
+    let mut lists: Vec<VecDeque<u64>> = vec![VecDeque::new(); sets];
+    let mut misses = 0;
+    for &v in vpns {
+        let l = &mut lists[(v % sets as u64) as usize];
+        if let Some(pos) = l.iter().position(|&x| x == v) {
+            l.remove(pos);
+        } else {
+            misses += 1;
+            if l.len() == ways {
+                l.pop_back();
+            }
+        }
+        l.push_front(v);
+    }
+    (vpns.len() as u64, misses)
+}
+
+fn single_tlb_config(entries: usize, ways: usize) -> Vec<String> {
+    vec![
+        format!("tlb={{l1d={{level=1,serves=\"data\",entries={entries},ways={ways},page_sizes=[\"4K\"]}}}}"),
+        "pwc.entries=[]".into(),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// A single-level LRU data TLB (4K pages, fully or set associative) gives exactly
+    /// the lookups and misses of the reference model.
+    #[test]
+    fn single_level_lru_tlb_matches_reference(
+        pages in proptest::collection::vec(0u64..96, 1..1500),
+        geometry in prop_oneof![Just((16usize, 0usize)), Just((16, 4)), Just((12, 3)), Just((8, 1)), Just((32, 8))],
+    ) {
+        let (entries, ways) = geometry;
+        let recs: Vec<Record> = pages.iter().enumerate()
+            .map(|(i, p)| if i % 3 == 0 { Record::write(BASE + p * 4096 + 8, 8, 1) } else { Record::read(BASE + p * 4096, 4, 1) })
+            .collect();
+        let cfg = Config::from_toml(
+            include_str!("../../../configs/tiny.toml"), "tiny",
+            &single_tlb_config(entries, ways),
+        ).unwrap();
+        let mut src = VecSource::new("test", recs);
+        let doc = run(&cfg, &mut src, &SourceInfo::default(), |_| {}).unwrap();
+        let vpns: Vec<u64> = pages.iter().map(|p| (BASE >> 12) + p).collect();
+        let (lookups, misses) = reference_lru(&vpns, entries, if ways == 0 { entries } else { ways });
+        prop_assert_eq!(u(&doc, "/tlb/l1d/lookups"), lookups);
+        prop_assert_eq!(u(&doc, "/tlb/l1d/misses"), misses);
+        prop_assert_eq!(u(&doc, "/walks/count"), misses);
+    }
+}
