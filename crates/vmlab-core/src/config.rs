@@ -218,9 +218,6 @@ pub struct SimConfig {
     /// Stop after this many accesses (0 = the whole trace).
     #[serde(default)]
     pub max_accesses: u64,
-    /// Skip this many accesses before counting statistics (the OS and MMU still see them).
-    #[serde(default)]
-    pub warmup_accesses: u64,
 }
 
 fn yes() -> bool {
