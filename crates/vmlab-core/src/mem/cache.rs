@@ -59,7 +59,7 @@ impl Cache {
                 true
             }
             None => {
-                if let Some(ev) = self.store.insert(set, line, 0, write) {
+                if let Some(ev) = self.store.fill_absent(set, line, 0, write) {
                     self.counters.writebacks += ev.val as u64;
                 }
                 false

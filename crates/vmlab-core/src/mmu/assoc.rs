@@ -161,11 +161,15 @@ impl<V: Copy + Default> AssocCache<V> {
             self.touch(set, slot);
             return None;
         }
+        self.fill_absent(set, key, asid, val)
+    }
+
+    /// Insert a key the caller knows is absent (it just missed): one pass over the set
+    /// picks an invalid way or the replacement victim.
+    #[inline]
+    pub fn fill_absent(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
         let base = set * self.ways;
-        let slot = match (base..base + self.ways).find(|&s| self.keys[s] == INVALID) {
-            Some(s) => s,
-            None => base + self.victim_way(set),
-        };
+        let slot = base + self.victim_way(set);
         let evicted = (self.keys[slot] != INVALID).then(|| Evicted {
             key: self.keys[slot],
             asid: self.asids[slot],
@@ -178,21 +182,40 @@ impl<V: Copy + Default> AssocCache<V> {
         evicted
     }
 
+    /// The way to fill: an invalid one if any, else the replacement policy's victim.
+    #[inline]
     fn victim_way(&mut self, set: usize) -> usize {
         let base = set * self.ways;
         match &mut self.repl {
+            // Invalid slots have stamp 0, so the minimum finds them first.
             ReplState::Lru { stamps, .. } => {
                 let s = &stamps[base..base + self.ways];
                 let mut best = 0;
-                for w in 1..self.ways {
-                    if s[w] < s[best] {
+                let mut best_stamp = s[0];
+                for (w, &st) in s.iter().enumerate().skip(1) {
+                    if st < best_stamp {
                         best = w;
+                        best_stamp = st;
                     }
                 }
                 best
             }
-            ReplState::Plru { bits } => plru_victim(bits[set], self.ways),
-            ReplState::Random { rng } => rng.gen_range(0..self.ways),
+            ReplState::Plru { bits } => {
+                let keys = &self.keys[base..base + self.ways];
+                keys.iter().position(|&k| k == INVALID).unwrap_or_else(|| plru_victim(bits[set], self.ways))
+            }
+            ReplState::Random { rng } => {
+                let keys = &self.keys[base..base + self.ways];
+                keys.iter().position(|&k| k == INVALID).unwrap_or_else(|| rng.gen_range(0..self.ways))
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn kill(&mut self, slot: usize) {
+        self.keys[slot] = INVALID;
+        if let ReplState::Lru { stamps, .. } = &mut self.repl {
+            stamps[slot] = 0;
         }
     }
 
@@ -200,7 +223,7 @@ impl<V: Copy + Default> AssocCache<V> {
     pub fn invalidate(&mut self, set: usize, key: u64, asid: Asid) -> bool {
         match self.find(set, key, asid) {
             Some(slot) => {
-                self.keys[slot] = INVALID;
+                self.kill(slot);
                 true
             }
             None => false,
@@ -212,7 +235,7 @@ impl<V: Copy + Default> AssocCache<V> {
         let mut n = 0;
         for s in 0..self.keys.len() {
             if self.keys[s] != INVALID && pred(self.keys[s], self.asids[s], &self.vals[s]) {
-                self.keys[s] = INVALID;
+                self.kill(s);
                 n += 1;
             }
         }
@@ -221,6 +244,9 @@ impl<V: Copy + Default> AssocCache<V> {
 
     pub fn flush_all(&mut self) {
         self.keys.fill(INVALID);
+        if let ReplState::Lru { stamps, .. } = &mut self.repl {
+            stamps.fill(0);
+        }
     }
 
     pub fn flush_asid(&mut self, asid: Asid) -> u64 {

@@ -6,6 +6,7 @@
 //! organisations with one global table (inverted, hashed) and per-process ones (radix)
 //! sit behind the same interface.
 
+pub mod arena;
 pub mod radix;
 pub mod walk;
 
@@ -121,6 +122,11 @@ pub trait PageTable {
     /// (cleared by the caller), consulting and filling `caches`. Returns the mapping, or
     /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
     fn walk(&self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
+
+    /// A hint that `va` will probably be walked soon: bring the simulator's own copy of
+    /// the entries into the host cache. Must not change any state or statistic.
+    #[inline(always)]
+    fn prefetch(&self, _asid: Asid, _va: u64) {}
 
     /// Current size of the structures.
     fn footprint(&self) -> PtFootprint;

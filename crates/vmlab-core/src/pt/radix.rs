@@ -5,6 +5,7 @@
 //! Nodes live in an arena; each has a real physical frame from the buddy allocator so
 //! walk references carry real physical addresses for the cache model.
 
+use super::arena::NodeArena;
 use super::{CacheCounters, PageTable, PtFootprint, Translation, WalkCaches, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
@@ -44,10 +45,12 @@ fn index(va: u64, level: u8) -> usize {
     ((va >> level_shift(level)) as usize) & (ENTRIES - 1)
 }
 
-struct Node {
-    entries: Box<[u64; ENTRIES]>,
+/// Bookkeeping of a node whose entries live in the arena.
+#[derive(Clone, Copy, Default)]
+struct NodeMeta {
     /// Present entries, to free the node when it empties.
     used: u16,
+    /// Physical address of the node's frame in simulated memory.
     pa: u64,
 }
 
@@ -55,8 +58,8 @@ struct Node {
 pub struct RadixPageTable {
     levels: u8,
     sizes: Vec<PageSize>,
-    nodes: Vec<Option<Node>>,
-    free_slots: Vec<u32>,
+    entries: NodeArena<ENTRIES>,
+    meta: Vec<NodeMeta>,
     /// Root node per ASID (`u32::MAX` = no address space).
     roots: Vec<u32>,
     live_nodes: u64,
@@ -73,8 +76,8 @@ impl RadixPageTable {
         Ok(RadixPageTable {
             levels,
             sizes: vec![PageSize::K4, PageSize::M2, PageSize::G1],
-            nodes: Vec::new(),
-            free_slots: Vec::new(),
+            entries: NodeArena::new(),
+            meta: Vec::new(),
             roots: Vec::new(),
             live_nodes: 0,
             nodes_per_level: [0; 6],
@@ -117,39 +120,39 @@ impl RadixPageTable {
 
     fn alloc_node(&mut self, mem: &mut BuddyAllocator, level: u8) -> Result<u32> {
         let pa = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
-        let node = Node { entries: Box::new([0; ENTRIES]), used: 0, pa };
-        let idx = match self.free_slots.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = Some(node);
-                i
-            }
-            None => {
-                self.nodes.push(Some(node));
-                (self.nodes.len() - 1) as u32
-            }
-        };
+        let idx = self.entries.alloc();
+        if self.meta.len() <= idx as usize {
+            self.meta.resize(idx as usize + 1, NodeMeta::default());
+        }
+        self.meta[idx as usize] = NodeMeta { used: 0, pa };
         self.live_nodes += 1;
         self.nodes_per_level[level as usize] += 1;
         Ok(idx)
     }
 
     fn free_node(&mut self, mem: &mut BuddyAllocator, idx: u32, level: u8) {
-        if let Some(n) = self.nodes[idx as usize].take() {
-            mem.free(n.pa, PageSize::K4, FrameUse::PageTable);
-            self.free_slots.push(idx);
-            self.live_nodes -= 1;
-            self.nodes_per_level[level as usize] -= 1;
-        }
+        mem.free(self.meta[idx as usize].pa, PageSize::K4, FrameUse::PageTable);
+        self.entries.free(idx);
+        self.live_nodes -= 1;
+        self.nodes_per_level[level as usize] -= 1;
     }
 
     #[inline(always)]
-    fn node(&self, idx: u32) -> &Node {
-        // Arena indices in present entries always name live nodes.
-        self.nodes[idx as usize].as_ref().expect("radix: dangling node index")
+    fn entry(&self, idx: u32, i: usize) -> u64 {
+        self.entries.get(idx)[i]
     }
-    #[inline(always)]
-    fn node_mut(&mut self, idx: u32) -> &mut Node {
-        self.nodes[idx as usize].as_mut().expect("radix: dangling node index")
+    /// Set entry `i` of node `idx`, keeping the node's present-entry count.
+    #[inline]
+    fn set_entry(&mut self, idx: u32, i: usize, e: u64) {
+        let slot = &mut self.entries.get_mut(idx)[i];
+        let was = *slot & P_PRESENT != 0;
+        *slot = e;
+        let m = &mut self.meta[idx as usize];
+        match (was, e & P_PRESENT != 0) {
+            (false, true) => m.used += 1,
+            (true, false) => m.used -= 1,
+            _ => {}
+        }
     }
 
     fn root(&self, asid: Asid) -> Option<u32> {
@@ -164,7 +167,7 @@ impl RadixPageTable {
         for level in (1..=self.levels).rev() {
             out[n] = (idx, level);
             n += 1;
-            let e = self.node(idx).entries[index(va, level)];
+            let e = self.entry(idx, index(va, level));
             if e & P_PRESENT == 0 {
                 return (n, None);
             }
@@ -207,7 +210,7 @@ impl PageTable for RadixPageTable {
         while let Some((idx, level)) = stack.pop() {
             if level > 1 {
                 let mut leaves = 0;
-                for &e in self.node(idx).entries.iter() {
+                for &e in self.entries.get(idx).iter() {
                     if e & P_PRESENT != 0 && e & P_LEAF == 0 {
                         stack.push(((e >> 12) as u32, level - 1));
                     } else if e & P_PRESENT != 0 {
@@ -216,7 +219,7 @@ impl PageTable for RadixPageTable {
                 }
                 self.mapped -= leaves;
             } else {
-                self.mapped -= self.node(idx).used as u64;
+                self.mapped -= self.meta[idx as usize].used as u64;
             }
             self.free_node(mem, idx, level);
         }
@@ -234,7 +237,7 @@ impl PageTable for RadixPageTable {
             .ok_or_else(|| Error::Sim(format!("map into unknown address space {asid}")))?;
         for level in ((leaf_level + 1)..=self.levels).rev() {
             let i = index(va, level);
-            let e = self.node(idx).entries[i];
+            let e = self.entry(idx, i);
             if e & P_PRESENT != 0 {
                 if e & P_LEAF != 0 {
                     return Err(Error::Sim(format!("map {va:#x}: overlaps a larger page")));
@@ -242,19 +245,15 @@ impl PageTable for RadixPageTable {
                 idx = (e >> 12) as u32;
             } else {
                 let child = self.alloc_node(mem, level - 1)?;
-                let node = self.node_mut(idx);
-                node.entries[i] = table_entry(child);
-                node.used += 1;
+                self.set_entry(idx, i, table_entry(child));
                 idx = child;
             }
         }
         let i = index(va, leaf_level);
-        let node = self.node_mut(idx);
-        if node.entries[i] & P_PRESENT != 0 {
+        if self.entry(idx, i) & P_PRESENT != 0 {
             return Err(Error::Sim(format!("map {va:#x}: already mapped")));
         }
-        node.entries[i] = leaf_entry(pa, perms);
-        node.used += 1;
+        self.set_entry(idx, i, leaf_entry(pa, perms));
         self.mapped += 1;
         Ok(())
     }
@@ -269,21 +268,17 @@ impl PageTable for RadixPageTable {
             size: PageSize::from_shift(level_shift(leaf_level) as u8).ok()?,
             perms: entry_perms(e),
         };
-        let node = self.node_mut(leaf_idx);
-        node.entries[index(va, leaf_level)] = 0;
-        node.used -= 1;
+        self.set_entry(leaf_idx, index(va, leaf_level), 0);
         self.mapped -= 1;
         // Free nodes that became empty, bottom-up (never the root).
         for k in (1..n).rev() {
             let (idx, level) = path[k];
-            if self.node(idx).used != 0 {
+            if self.meta[idx as usize].used != 0 {
                 break;
             }
             self.free_node(mem, idx, level);
             let (parent, plevel) = path[k - 1];
-            let pn = self.node_mut(parent);
-            pn.entries[index(va, plevel)] = 0;
-            pn.used -= 1;
+            self.set_entry(parent, index(va, plevel), 0);
         }
         Some(t)
     }
@@ -293,7 +288,7 @@ impl PageTable for RadixPageTable {
         let (n, leaf) = self.path(asid, va, &mut path);
         let Some(e) = leaf else { return false };
         let (idx, level) = path[n - 1];
-        self.node_mut(idx).entries[index(va, level)] = leaf_entry(e & PAYLOAD_MASK, perms);
+        self.set_entry(idx, index(va, level), leaf_entry(e & PAYLOAD_MASK, perms));
         true
     }
 
@@ -320,7 +315,7 @@ impl PageTable for RadixPageTable {
         // Follow the table from the root without issuing references for levels the PWC
         // skipped: their entries are what the PWC holds.
         while level > start {
-            let e = self.node(idx).entries[index(va, level)];
+            let e = self.entry(idx, index(va, level));
             if e & P_PRESENT == 0 || e & P_LEAF != 0 {
                 // Stale PWC hit (cannot happen while invalidation is exact); walk fully.
                 break;
@@ -333,10 +328,9 @@ impl PageTable for RadixPageTable {
             level = self.levels;
         }
         loop {
-            let node = self.node(idx);
             let i = index(va, level);
-            path.push_step(node.pa + i as u64 * PTE_BYTES, level);
-            let e = node.entries[i];
+            path.push_step(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
+            let e = self.entry(idx, i);
             if e & P_PRESENT == 0 {
                 return None;
             }
@@ -352,6 +346,20 @@ impl PageTable for RadixPageTable {
             idx = (e >> 12) as u32;
             level -= 1;
         }
+    }
+
+    #[inline]
+    fn prefetch(&self, asid: Asid, va: u64) {
+        let Some(mut idx) = self.root(asid) else { return };
+        // Upper levels are few and hot in the host cache; the leaf is what misses.
+        for level in (2..=self.levels).rev() {
+            let e = self.entry(idx, index(va, level));
+            if e & P_PRESENT == 0 || e & P_LEAF != 0 {
+                return;
+            }
+            idx = (e >> 12) as u32;
+        }
+        self.entries.prefetch(idx, index(va, 1));
     }
 
     fn footprint(&self) -> PtFootprint {

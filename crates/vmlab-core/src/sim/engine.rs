@@ -29,6 +29,9 @@ struct SamePage {
     l1_slot: usize,
 }
 
+/// How many records ahead the engine prefetches page-table entries.
+const PREFETCH_DISTANCE: usize = 12;
+
 pub struct Engine<P: PageTable> {
     pub os: Os<P>,
     pub tlbs: TlbHierarchy,
@@ -102,8 +105,19 @@ impl<P: PageTable> Engine<P> {
     /// records consumed so far (progress reporting).
     pub fn run(&mut self, src: &mut dyn TraceSource, mut on_batch: impl FnMut(u64)) -> Result<()> {
         let mut buf = Vec::with_capacity(crate::trace::BATCH);
+        let mut prefetch = false;
         while src.next_batch(&mut buf)? {
-            for r in &buf {
+            let walks_before = self.walks.count;
+            for (i, r) in buf.iter().enumerate() {
+                if prefetch {
+                    // Look ahead: the walk of a later access then finds its entries in
+                    // the host cache. A hint only; no simulated state changes.
+                    if let Some(Record::Access(a)) = buf.get(i + PREFETCH_DISTANCE) {
+                        if Some(a.pid) == self.cur_pid {
+                            self.os.pt.prefetch(self.cur_asid, a.vaddr);
+                        }
+                    }
+                }
                 self.record(r).map_err(|e| self.with_position(e))?;
                 if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
                     self.run.records += 1;
@@ -112,6 +126,9 @@ impl<P: PageTable> Engine<P> {
                 }
                 self.run.records += 1;
             }
+            // Prefetch while walks are frequent (> 1 in 8 records); otherwise it
+            // would only cost time.
+            prefetch = (self.walks.count - walks_before) * 8 > buf.len() as u64;
             on_batch(self.run.records);
         }
         self.finish();
