@@ -27,7 +27,10 @@ pub enum Replacement {
 
 #[derive(Clone, Debug)]
 enum ReplState {
-    /// Per-slot last-use stamps; victim = smallest stamp in the set.
+    /// Up to 16 ways: per set, the ways in recency order packed as 4-bit nibbles
+    /// (nibble 0 = most recent). One u64 per set keeps the host cache footprint small.
+    LruOrder { order: Vec<u64> },
+    /// More ways: per-slot last-use stamps; victim = smallest stamp in the set.
     Lru { stamps: Vec<u64>, clock: u64 },
     /// One bit-tree per set (ways - 1 bits used).
     Plru { bits: Vec<u64> },
@@ -75,6 +78,11 @@ impl<V: Copy + Default> AssocCache<V> {
         }
         let sets = entries / ways;
         let repl = match repl {
+            Replacement::Lru if ways <= 16 => {
+                // Initial order 0, 1, ..., ways-1: way ways-1 is the first victim.
+                let init = (0..ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)));
+                ReplState::LruOrder { order: vec![init; sets] }
+            }
             Replacement::Lru => ReplState::Lru { stamps: vec![0; entries], clock: 0 },
             Replacement::Plru => ReplState::Plru { bits: vec![0; sets] },
             Replacement::Random => ReplState::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
@@ -141,6 +149,10 @@ impl<V: Copy + Default> AssocCache<V> {
     #[inline(always)]
     fn touch(&mut self, set: usize, slot: usize) {
         match &mut self.repl {
+            ReplState::LruOrder { order } => {
+                let way = (slot - set * self.ways) as u64;
+                order[set] = lru_to_front(order[set], way, self.ways);
+            }
             ReplState::Lru { stamps, clock } => {
                 *clock += 1;
                 stamps[slot] = *clock;
@@ -187,6 +199,8 @@ impl<V: Copy + Default> AssocCache<V> {
     fn victim_way(&mut self, set: usize) -> usize {
         let base = set * self.ways;
         match &mut self.repl {
+            // Invalid ways are kept at the least-recent end, so they go first.
+            ReplState::LruOrder { order } => ((order[set] >> (4 * (self.ways - 1))) & 0xf) as usize,
             // Invalid slots have stamp 0, so the minimum finds them first.
             ReplState::Lru { stamps, .. } => {
                 let s = &stamps[base..base + self.ways];
@@ -214,8 +228,14 @@ impl<V: Copy + Default> AssocCache<V> {
     #[inline(always)]
     fn kill(&mut self, slot: usize) {
         self.keys[slot] = INVALID;
-        if let ReplState::Lru { stamps, .. } = &mut self.repl {
-            stamps[slot] = 0;
+        match &mut self.repl {
+            ReplState::Lru { stamps, .. } => stamps[slot] = 0,
+            ReplState::LruOrder { order } => {
+                let set = slot / self.ways;
+                let way = (slot % self.ways) as u64;
+                order[set] = lru_to_back(order[set], way, self.ways);
+            }
+            _ => {}
         }
     }
 
@@ -244,8 +264,13 @@ impl<V: Copy + Default> AssocCache<V> {
 
     pub fn flush_all(&mut self) {
         self.keys.fill(INVALID);
-        if let ReplState::Lru { stamps, .. } = &mut self.repl {
-            stamps.fill(0);
+        match &mut self.repl {
+            ReplState::Lru { stamps, .. } => stamps.fill(0),
+            ReplState::LruOrder { order } => {
+                let init = (0..self.ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)));
+                order.fill(init);
+            }
+            _ => {}
         }
     }
 
@@ -257,6 +282,52 @@ impl<V: Copy + Default> AssocCache<V> {
     pub fn occupancy(&self) -> usize {
         self.keys.iter().filter(|&&k| k != INVALID).count()
     }
+}
+
+/// Position of `way` in a packed recency order.
+#[inline(always)]
+fn lru_position(order: u64, way: u64, ways: usize) -> u32 {
+    let mut p = 0;
+    while p < ways as u32 - 1 && (order >> (4 * p)) & 0xf != way {
+        p += 1;
+    }
+    p
+}
+
+/// Bits of the nibbles below position `p`.
+#[inline(always)]
+fn low_nibbles(p: u32) -> u64 {
+    if p >= 16 {
+        u64::MAX
+    } else {
+        (1u64 << (4 * p)) - 1
+    }
+}
+
+/// Move `way` to the most-recent end (nibble 0).
+#[inline(always)]
+fn lru_to_front(order: u64, way: u64, ways: usize) -> u64 {
+    let p = lru_position(order, way, ways);
+    if p == 0 {
+        return order;
+    }
+    let below = order & low_nibbles(p);
+    let above = order & !low_nibbles(p + 1);
+    above | (below << 4) | way
+}
+
+/// Move `way` to the least-recent end (nibble ways-1).
+#[inline(always)]
+fn lru_to_back(order: u64, way: u64, ways: usize) -> u64 {
+    let p = lru_position(order, way, ways);
+    let last = ways as u32 - 1;
+    if p == last {
+        return order;
+    }
+    let below = order & low_nibbles(p);
+    let between = (order & low_nibbles(last + 1) & !low_nibbles(p + 1)) >> 4;
+    let beyond = order & !low_nibbles(last + 1);
+    beyond | (way << (4 * last)) | between | below
 }
 
 /// Tree-PLRU: internal node i has children 2i+1, 2i+2; bit = 1 means "the LRU side is
@@ -323,6 +394,39 @@ mod tests {
         assert_eq!(c.peek(0, 8, 5), Some(2));
         assert_eq!(c.flush_asid(1), 1);
         assert_eq!(c.occupancy(), 1);
+    }
+
+    /// The packed order (<= 16 ways) and the stamp LRU (more ways) agree with a
+    /// reference recency list on random traffic, including invalidations.
+    #[test]
+    fn packed_lru_matches_reference_lists() {
+        use rand::{Rng, SeedableRng};
+        for ways in [1usize, 2, 3, 4, 8, 12, 16, 24] {
+            let mut c: AssocCache<u64> = AssocCache::new(ways, ways, Replacement::Lru, 0, "t").unwrap();
+            let mut list: Vec<u64> = Vec::new(); // most recent first
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(ways as u64);
+            for _ in 0..5000 {
+                let k = rng.gen_range(0..(ways as u64 * 2));
+                if rng.gen_range(0..10) == 0 {
+                    assert_eq!(c.invalidate(0, k, 0), list.contains(&k));
+                    list.retain(|&x| x != k);
+                    continue;
+                }
+                let hit = c.lookup(0, k, 0).is_some();
+                assert_eq!(hit, list.contains(&k), "ways {ways}");
+                if hit {
+                    list.retain(|&x| x != k);
+                } else {
+                    let ev = c.fill_absent(0, k, 0, k);
+                    if list.len() == ways {
+                        assert_eq!(ev.map(|e| e.key), list.pop());
+                    } else {
+                        assert!(ev.is_none());
+                    }
+                }
+                list.insert(0, k);
+            }
+        }
     }
 
     #[test]
