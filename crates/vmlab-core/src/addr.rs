@@ -30,6 +30,14 @@ impl PageSize {
         }
     }
 
+    /// For shifts that come from an already-validated size (page-table entries, TLB
+    /// entries): no check in release builds.
+    #[inline(always)]
+    pub const fn from_valid_shift(shift: u8) -> PageSize {
+        debug_assert!(shift >= MIN_PAGE_SHIFT && shift <= MAX_PAGE_SHIFT);
+        PageSize(shift)
+    }
+
     /// The page size of `bytes` bytes, which must be a power of two >= 4 KiB.
     pub fn from_bytes(bytes: u64) -> Result<PageSize, String> {
         if bytes == 0 || !bytes.is_power_of_two() {

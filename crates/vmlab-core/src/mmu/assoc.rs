@@ -121,12 +121,20 @@ impl<V: Copy + Default> AssocCache<V> {
     fn find(&self, set: usize, key: u64, asid: Asid) -> Option<usize> {
         let base = set * self.ways;
         let keys = &self.keys[base..base + self.ways];
-        for (w, &k) in keys.iter().enumerate() {
-            if k == key {
-                let a = self.asids[base + w];
+        // Branch-free tag match over up to 64 ways at a time: keys are random, so an
+        // early-exit loop mispredicts on almost every way.
+        for (c, chunk) in keys.chunks(64).enumerate() {
+            let mut mask = 0u64;
+            for (w, &k) in chunk.iter().enumerate() {
+                mask |= ((k == key) as u64) << w;
+            }
+            while mask != 0 {
+                let slot = base + c * 64 + mask.trailing_zeros() as usize;
+                let a = self.asids[slot];
                 if a == asid || a == ANY_ASID {
-                    return Some(base + w);
+                    return Some(slot);
                 }
+                mask &= mask - 1;
             }
         }
         None
@@ -287,11 +295,14 @@ impl<V: Copy + Default> AssocCache<V> {
 /// Position of `way` in a packed recency order.
 #[inline(always)]
 fn lru_position(order: u64, way: u64, ways: usize) -> u32 {
-    let mut p = 0;
-    while p < ways as u32 - 1 && (order >> (4 * p)) & 0xf != way {
-        p += 1;
-    }
-    p
+    // SWAR: the nibbles equal to `way` become zero; the lowest zero nibble is exact
+    // (borrows only create false positives above a true zero).
+    const ONES: u64 = 0x1111_1111_1111_1111;
+    const HIGHS: u64 = 0x8888_8888_8888_8888;
+    let x = order ^ way.wrapping_mul(ONES);
+    let z = x.wrapping_sub(ONES) & !x & HIGHS;
+    debug_assert!(z != 0);
+    (z.trailing_zeros() / 4).min(ways as u32 - 1)
 }
 
 /// Bits of the nibbles below position `p`.

@@ -21,6 +21,8 @@ pub struct TlbHierarchy {
     /// `data[l]` / `instr[l]`: the structures probed at level l+1 by that side.
     data: Vec<Vec<TlbId>>,
     instr: Vec<Vec<TlbId>>,
+    /// Bit s set once a page of size 2^s has been filled into any structure.
+    filled_shifts: u64,
 }
 
 /// Where a lookup hit.
@@ -49,7 +51,7 @@ impl TlbHierarchy {
                 instr[t.level as usize - 1].push(i);
             }
         }
-        Ok(TlbHierarchy { tlbs, data, instr })
+        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0 })
     }
 
     pub fn levels(&self) -> usize {
@@ -74,7 +76,7 @@ impl TlbHierarchy {
         for (level, ids) in side.iter().enumerate() {
             let mut found = None;
             for &id in ids {
-                if let Some(e) = self.tlbs[id].lookup(va, asid) {
+                if let Some(e) = self.tlbs[id].lookup(va, asid, self.filled_shifts) {
                     // A translation lives in at most one structure per level in a
                     // well-formed configuration; keep the first hit.
                     found.get_or_insert(TlbHit { level, tlb: id, entry: e });
@@ -90,6 +92,7 @@ impl TlbHierarchy {
     /// Fill the translation into every structure of levels `< upto` on this side that
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
+        self.filled_shifts |= 1u64 << t.size.shift();
         let side = if instr { &self.instr } else { &self.data };
         for ids in side.iter().take(upto) {
             for &id in ids {

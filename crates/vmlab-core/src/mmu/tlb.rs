@@ -22,7 +22,7 @@ impl TlbPayload {
     pub fn translation(&self) -> Translation {
         Translation {
             pa: self.pa,
-            size: PageSize::from_shift(self.shift).unwrap_or(PageSize::K4),
+            size: PageSize::from_valid_shift(self.shift),
             perms: Perms::from_bits(self.perms),
         }
     }
@@ -87,11 +87,16 @@ impl Tlb {
     }
 
     /// Probe every held page size; counts one lookup and one hit or miss.
+    /// `filled` has bit s set if a page of size 2^s was ever filled into any TLB: other
+    /// sizes cannot be present, so their probe is skipped (same outcome, less work).
     #[inline]
-    pub fn lookup(&mut self, va: u64, asid: Asid) -> Option<TlbPayload> {
+    pub fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
         self.counters.lookups += 1;
         for i in 0..self.sizes.len() {
             let shift = self.sizes[i].shift();
+            if filled & (1u64 << shift) == 0 {
+                continue;
+            }
             let vpn = va >> shift;
             let set = self.store.set_of(vpn);
             if let Some(p) = self.store.lookup(set, key(vpn, shift), asid) {
@@ -103,13 +108,16 @@ impl Tlb {
         None
     }
 
-    /// Install the translation of `va`; the caller checks `holds(t.size)`.
+    /// Install the translation of `va`, which this structure just missed (so no entry
+    /// for it exists); the caller checks `holds(t.size)`.
+    #[inline]
     pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation) -> Option<Evicted<TlbPayload>> {
         let shift = t.size.shift();
         let vpn = va >> shift;
         let set = self.store.set_of(vpn);
         self.counters.fills += 1;
-        let ev = self.store.insert(
+        debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
+        let ev = self.store.fill_absent(
             set,
             key(vpn, shift),
             asid,

@@ -265,7 +265,7 @@ impl PageTable for RadixPageTable {
         let (leaf_idx, leaf_level) = path[n - 1];
         let t = Translation {
             pa: e & PAYLOAD_MASK,
-            size: PageSize::from_shift(level_shift(leaf_level) as u8).ok()?,
+            size: PageSize::from_valid_shift(level_shift(leaf_level) as u8),
             perms: entry_perms(e),
         };
         self.set_entry(leaf_idx, index(va, leaf_level), 0);
@@ -299,7 +299,7 @@ impl PageTable for RadixPageTable {
         let level = path[n - 1].1;
         Some(Translation {
             pa: e & PAYLOAD_MASK,
-            size: PageSize::from_shift(level_shift(level) as u8).ok()?,
+            size: PageSize::from_valid_shift(level_shift(level) as u8),
             perms: entry_perms(e),
         })
     }
@@ -337,7 +337,7 @@ impl PageTable for RadixPageTable {
             if e & P_LEAF != 0 {
                 return Some(Translation {
                     pa: e & PAYLOAD_MASK,
-                    size: PageSize::from_shift(level_shift(level) as u8).ok()?,
+                    size: PageSize::from_valid_shift(level_shift(level) as u8),
                     perms: entry_perms(e),
                 });
             }
