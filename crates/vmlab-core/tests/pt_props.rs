@@ -1,0 +1,146 @@
+//! The property suite every page-table kind must pass: random map, unmap and protect
+//! (several address spaces, every page size the kind supports), checked against a
+//! simple reference map after every operation through `translate` and `walk`.
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use vmlab::addr::{Asid, PageSize, Perms};
+use vmlab::os::buddy::{BuddyAllocator, FrameUse};
+use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable, WalkCaches, WalkPath};
+
+#[derive(Clone, Debug)]
+enum Op {
+    Map { asid: Asid, slot: u64, size_ix: usize, perms: u8 },
+    Unmap { asid: Asid, slot: u64 },
+    Protect { asid: Asid, slot: u64, perms: u8 },
+    Probe { asid: Asid, slot: u64, offset: u64 },
+}
+
+/// Virtual addresses are drawn from a few clustered regions so that maps collide with
+/// each other and share table nodes.
+fn va_of(slot: u64) -> u64 {
+    let region = slot % 4;
+    let base = [0x0000_0040_0000u64, 0x7f00_0000_0000, 0x5555_0000_0000, 0x1_0000_0000][region as usize];
+    base + (slot / 4) * 0x1000 * 97
+}
+
+fn op_strategy() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u16..3, 0u64..4000, 0usize..3, 1u8..16).prop_map(|(asid, slot, size_ix, perms)| Op::Map { asid, slot, size_ix, perms }),
+        2 => (0u16..3, 0u64..4000).prop_map(|(asid, slot)| Op::Unmap { asid, slot }),
+        1 => (0u16..3, 0u64..4000, 1u8..16).prop_map(|(asid, slot, perms)| Op::Protect { asid, slot, perms }),
+        3 => (0u16..3, 0u64..4000, 0u64..(1 << 30)).prop_map(|(asid, slot, offset)| Op::Probe { asid, slot, offset }),
+    ]
+}
+
+/// Reference: per ASID, page base -> (pa, size, perms).
+type Reference = BTreeMap<(Asid, u64), (u64, PageSize, Perms)>;
+
+fn ref_lookup(r: &Reference, asid: Asid, va: u64) -> Option<(u64, (u64, PageSize, Perms))> {
+    r.range(..=(asid, va))
+        .next_back()
+        .filter(|((a, b), (_, s, _))| *a == asid && va < b + s.bytes())
+        .map(|((_, b), v)| (*b, *v))
+}
+
+fn overlaps(r: &Reference, asid: Asid, base: u64, size: PageSize) -> bool {
+    ref_lookup(r, asid, base).is_some() || r.range((asid, base)..(asid, base + size.bytes())).next().is_some()
+}
+
+/// Run `ops` against a page table and the reference; `caches` are the kind's walk caches.
+pub fn check_kind<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op]) -> Result<(), TestCaseError> {
+    let sizes: Vec<PageSize> = pt.page_sizes().to_vec();
+    let mut mem = BuddyAllocator::new(64 << 30).unwrap();
+    for asid in 0..3 {
+        pt.create_space(&mut mem, asid).unwrap();
+    }
+    let mut reference: Reference = BTreeMap::new();
+    let mut path = WalkPath::new();
+    for op in ops {
+        match *op {
+            Op::Map { asid, slot, size_ix, perms } => {
+                let size = sizes[size_ix % sizes.len()];
+                let base = size.align_down(va_of(slot));
+                if overlaps(&reference, asid, base, size) {
+                    continue;
+                }
+                let pa = mem.alloc(size, FrameUse::Data).unwrap();
+                let perms = Perms::from_bits(perms);
+                pt.map(&mut mem, asid, base, pa, size, perms).unwrap();
+                reference.insert((asid, base), (pa, size, perms));
+            }
+            Op::Unmap { asid, slot } => {
+                let va = va_of(slot);
+                let expected = ref_lookup(&reference, asid, va);
+                let got = pt.unmap(&mut mem, asid, va);
+                prop_assert_eq!(got.map(|t| (t.pa, t.size)), expected.map(|(_, (pa, s, _))| (pa, s)));
+                if let Some((b, (pa, s, _))) = expected {
+                    reference.remove(&(asid, b));
+                    mem.free(pa, s, FrameUse::Data);
+                    caches.invalidate(asid, b);
+                }
+            }
+            Op::Protect { asid, slot, perms } => {
+                let va = va_of(slot);
+                let perms = Perms::from_bits(perms);
+                let expected = ref_lookup(&reference, asid, va);
+                prop_assert_eq!(pt.protect(asid, va, perms), expected.is_some());
+                if let Some((b, (pa, s, _))) = expected {
+                    reference.insert((asid, b), (pa, s, perms));
+                    caches.invalidate(asid, b);
+                }
+            }
+            Op::Probe { asid, slot, offset } => {
+                let va = va_of(slot) + offset % (4 << 20);
+                let expected = ref_lookup(&reference, asid, va).map(|(_, (pa, s, p))| (pa, s, p));
+                let t = pt.translate(asid, va).map(|t| (t.pa, t.size, t.perms));
+                prop_assert_eq!(t, expected, "translate {:#x} asid {}", va, asid);
+                path.clear();
+                let w = pt.walk(asid, va, &mut caches, &mut path).map(|t| (t.pa, t.size, t.perms));
+                prop_assert_eq!(w, expected, "walk {:#x} asid {}", va, asid);
+                prop_assert!(!path.refs().is_empty(), "a walk makes at least one reference");
+                // Steps are numbered 0.. without gaps, in order.
+                let mut last = 0u16;
+                for r in path.refs() {
+                    prop_assert!(r.step == last || r.step == last + 1);
+                    last = r.step;
+                }
+                prop_assert_eq!(path.steps(), last + 1);
+            }
+        }
+        let fp = pt.footprint();
+        prop_assert_eq!(fp.mapped_pages, reference.len() as u64);
+        prop_assert_eq!(fp.bytes, mem.counters().frames_page_table * 4096);
+    }
+    // Tearing down every space returns all page-table memory.
+    for ((asid, b), (pa, s, _)) in std::mem::take(&mut reference) {
+        prop_assert!(pt.unmap(&mut mem, asid, b).is_some());
+        mem.free(pa, s, FrameUse::Data);
+    }
+    for asid in 0..3 {
+        pt.destroy_space(&mut mem, asid);
+    }
+    prop_assert_eq!(pt.footprint().nodes, 0);
+    prop_assert_eq!(mem.counters().frames_used, 0);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn radix4_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
+        check_kind(RadixPageTable::new(4).unwrap(), PageWalkCache::none(), &ops)?;
+    }
+
+    #[test]
+    fn radix4_with_pwc_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
+        let pwc = PageWalkCache::new(&[4, 2, 1], 0, vmlab::mmu::assoc::Replacement::Lru, 1, 0).unwrap();
+        check_kind(RadixPageTable::new(4).unwrap(), pwc, &ops)?;
+    }
+
+    #[test]
+    fn radix5_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..200)) {
+        check_kind(RadixPageTable::new(5).unwrap(), PageWalkCache::none(), &ops)?;
+    }
+}
