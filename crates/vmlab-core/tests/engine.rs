@@ -185,3 +185,75 @@ proptest! {
         prop_assert_eq!(u(&doc, "/walks/count"), misses);
     }
 }
+
+/// Reference for a two-level hierarchy: L1 hit -> MRU in L1; L1 miss and L2 hit -> MRU
+/// in L2 and fill L1; miss in both -> fill both (non-inclusive, independent LRU).
+fn reference_two_level(vpns: &[u64], l1: (usize, usize), l2: (usize, usize)) -> [(u64, u64); 2] {
+    struct Lru {
+        sets: Vec<VecDeque<u64>>,
+        ways: usize,
+    }
+    impl Lru {
+        fn new((entries, ways): (usize, usize)) -> Lru {
+            Lru { sets: vec![VecDeque::new(); entries / ways], ways }
+        }
+        fn lookup(&mut self, v: u64) -> bool {
+            let n = self.sets.len() as u64;
+            let l = &mut self.sets[(v % n) as usize];
+            match l.iter().position(|&x| x == v) {
+                Some(p) => {
+                    l.remove(p);
+                    l.push_front(v);
+                    true
+                }
+                None => false,
+            }
+        }
+        fn fill(&mut self, v: u64) {
+            let n = self.sets.len() as u64;
+            let ways = self.ways;
+            let l = &mut self.sets[(v % n) as usize];
+            if l.len() == ways {
+                l.pop_back();
+            }
+            l.push_front(v);
+        }
+    }
+    let (mut a, mut b) = (Lru::new(l1), Lru::new(l2));
+    let mut out = [(0u64, 0u64); 2];
+    for &v in vpns {
+        out[0].0 += 1;
+        if a.lookup(v) {
+            continue;
+        }
+        out[0].1 += 1;
+        out[1].0 += 1;
+        if b.lookup(v) {
+            a.fill(v);
+            continue;
+        }
+        out[1].1 += 1;
+        a.fill(v);
+        b.fill(v);
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn two_level_lru_hierarchy_matches_reference(
+        pages in proptest::collection::vec(0u64..64, 1..1500),
+    ) {
+        let recs: Vec<Record> = pages.iter().map(|p| Record::read(BASE + p * 4096, 8, 1)).collect();
+        let cfg = Config::from_toml(include_str!("../../../configs/tiny.toml"), "tiny", &[
+            "tlb={a={level=1,serves=\"data\",entries=4,ways=0,page_sizes=[\"4K\"]},b={level=2,serves=\"data\",entries=16,ways=2,page_sizes=[\"4K\"]}}".into(),
+        ]).unwrap();
+        let mut src = VecSource::new("test", recs);
+        let doc = run(&cfg, &mut src, &SourceInfo::default(), |_| {}).unwrap();
+        let vpns: Vec<u64> = pages.iter().map(|p| (BASE >> 12) + p).collect();
+        let r = reference_two_level(&vpns, (4, 4), (16, 2));
+        prop_assert_eq!((u(&doc, "/tlb/a/lookups"), u(&doc, "/tlb/a/misses")), r[0]);
+        prop_assert_eq!((u(&doc, "/tlb/b/lookups"), u(&doc, "/tlb/b/misses")), r[1]);
+    }
+}

@@ -440,6 +440,64 @@ mod tests {
         }
     }
 
+    /// Tree-PLRU against an explicit binary tree of "go left/right" flags.
+    #[test]
+    fn plru_matches_explicit_tree_model() {
+        use rand::{Rng, SeedableRng};
+        let ways = 8;
+        let mut c: AssocCache<u64> = AssocCache::new(ways, ways, Replacement::Plru, 0, "t").unwrap();
+        // flags[node]: true = the victim search goes right. Node n has children 2n+1, 2n+2.
+        let mut flags = [false; 7];
+        let mut tags: [Option<u64>; 8] = [None; 8];
+        let point_away = |flags: &mut [bool; 7], way: usize| {
+            let (mut node, mut lo, mut span) = (0, 0, ways);
+            while span > 1 {
+                span /= 2;
+                let right = way >= lo + span;
+                flags[node] = !right;
+                if right {
+                    lo += span;
+                    node = 2 * node + 2;
+                } else {
+                    node = 2 * node + 1;
+                }
+            }
+        };
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        for _ in 0..3000 {
+            let k = rng.gen_range(0..20u64);
+            let hit = c.lookup(0, k, 0).is_some();
+            let pos = tags.iter().position(|&t| t == Some(k));
+            assert_eq!(hit, pos.is_some());
+            let way = match pos {
+                Some(w) => w,
+                None => {
+                    let w = match tags.iter().position(|t| t.is_none()) {
+                        Some(w) => w,
+                        None => {
+                            let (mut node, mut lo, mut span) = (0, 0, ways);
+                            while span > 1 {
+                                span /= 2;
+                                if flags[node] {
+                                    lo += span;
+                                    node = 2 * node + 2;
+                                } else {
+                                    node = 2 * node + 1;
+                                }
+                            }
+                            lo
+                        }
+                    };
+                    let ev = c.fill_absent(0, k, 0, k);
+                    assert_eq!(ev.map(|e| e.key), tags[w]);
+                    tags[w] = Some(k);
+                    w
+                }
+            };
+            point_away(&mut flags, way);
+        }
+    }
+
     #[test]
     fn plru_never_evicts_the_most_recent_way() {
         for ways in [2usize, 4, 8, 16] {
