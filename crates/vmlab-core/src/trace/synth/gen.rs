@@ -1,0 +1,146 @@
+//! The generator interface the synthetic workloads implement.
+
+use crate::trace::Record;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+pub trait Generator: Send {
+    /// Lowest virtual address of the workload's data (code goes 1 GiB below).
+    fn base(&self) -> u64;
+    /// Records that set the stage (Mmap of the regions, forks).
+    fn setup(&mut self, pid: u32, out: &mut Vec<Record>);
+    /// Append exactly `n` data accesses (and any context switches they need).
+    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>);
+}
+
+pub fn rng(seed: u64) -> Xoshiro256PlusPlus {
+    Xoshiro256PlusPlus::seed_from_u64(seed)
+}
+
+/// Uniform integer in [0, n) by multiply-shift (Lemire); bias < n / 2^64.
+#[inline(always)]
+pub fn below(r: u64, n: u64) -> u64 {
+    ((r as u128 * n as u128) >> 64) as u64
+}
+
+/// An anonymous private read/write region.
+pub fn mmap_rw(pid: u32, start: u64, len: u64) -> Record {
+    Record::Mmap {
+        pid,
+        start,
+        len,
+        prot: crate::trace::record::prot::READ | crate::trace::record::prot::WRITE,
+        flags: crate::trace::MapFlags::PRIVATE,
+    }
+}
+
+/// Round up to a whole number of 4 KiB pages.
+pub fn page_round(b: u64) -> u64 {
+    (b + 4095) & !4095
+}
+
+/// A seeded bijection on [0, n): a balanced Feistel network over the smallest even
+/// power of two >= n, with cycle walking. Visiting permute(0), permute(1), ... gives a
+/// random order with no repeats and O(1) memory.
+#[derive(Clone, Debug)]
+pub struct Permutation {
+    n: u64,
+    half_bits: u32,
+    keys: [u64; 4],
+}
+
+impl Permutation {
+    pub fn new(n: u64, seed: u64) -> Permutation {
+        assert!(n > 0);
+        let bits = 64 - (n - 1).leading_zeros().min(63);
+        let half_bits = bits.div_ceil(2).max(1);
+        let mut r = rng(seed ^ 0x9e37_79b9_7f4a_7c15);
+        Permutation { n, half_bits, keys: std::array::from_fn(|_| rand::RngCore::next_u64(&mut r)) }
+    }
+
+    #[inline(always)]
+    fn round(&self, x: u64, k: u64) -> u64 {
+        let mut h = (x ^ k).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        h ^= h >> 29;
+        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        h ^ (h >> 32)
+    }
+
+    #[inline]
+    fn feistel(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half_bits) - 1;
+        let (mut l, mut r) = (x >> self.half_bits, x & mask);
+        for &k in &self.keys {
+            let t = r;
+            r = l ^ (self.round(r, k) & mask);
+            l = t;
+        }
+        (l << self.half_bits) | r
+    }
+
+    /// The image of `i` (< n).
+    #[inline]
+    pub fn get(&self, i: u64) -> u64 {
+        let mut x = self.feistel(i);
+        // Cycle walking: the domain is at most 4n, so this ends after ~4 steps on average.
+        while x >= self.n {
+            x = self.feistel(x);
+        }
+        x
+    }
+}
+
+/// A 64-bit mix of two values (SplitMix64 finaliser), for hash-defined structure.
+#[inline(always)]
+pub fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a.wrapping_add(b.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_add(0x632b_e59b_d9b4_e019);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Accesses produced in bursts (one graph vertex, one key lookup), handed out exactly
+/// `n` at a time.
+#[derive(Default)]
+pub struct Pending {
+    buf: Vec<(u64, u16, bool)>,
+    pos: usize,
+}
+
+impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+    pub fn refill(&mut self) -> &mut Vec<(u64, u16, bool)> {
+        self.buf.clear();
+        self.pos = 0;
+        &mut self.buf
+    }
+    /// Move up to `n` queued accesses into `out`; returns how many.
+    pub fn drain(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) -> u64 {
+        let take = (self.buf.len() - self.pos).min(n as usize);
+        for &(va, size, write) in &self.buf[self.pos..self.pos + take] {
+            out.push(if write { Record::write(va, size, pid) } else { Record::read(va, size, pid) });
+        }
+        self.pos += take;
+        take as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_is_a_bijection() {
+        for n in [1u64, 2, 3, 7, 100, 1000, 4096, 5000] {
+            let p = Permutation::new(n, 42);
+            let mut seen = vec![false; n as usize];
+            for i in 0..n {
+                let x = p.get(i);
+                assert!(x < n && !seen[x as usize], "n={n}");
+                seen[x as usize] = true;
+            }
+        }
+    }
+}

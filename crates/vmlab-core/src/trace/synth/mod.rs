@@ -1,0 +1,146 @@
+//! Seeded synthetic workloads. Each generator streams records (nothing is
+//! materialised), is fully determined by its parameters and seed, and announces its
+//! regions with `Mmap` records before touching them. Catalogue: docs/workloads.md.
+
+mod gen;
+mod graph;
+mod kv;
+mod params;
+mod pchase;
+mod shared;
+mod simple;
+mod sparse;
+mod xsbench;
+
+pub use params::{ParamInfo, WorkloadInfo};
+
+use super::{Record, TraceMeta, TraceSource, BATCH};
+use crate::error::{Error, Result};
+use gen::Generator;
+use params::Params;
+
+/// Default virtual base of a workload's region: 1 GiB aligned, in the user half of a
+/// 48-bit address space.
+pub const DEFAULT_BASE: u64 = 0x7f00_0000_0000;
+
+/// Every workload: name, description, constructor.
+fn registry() -> Vec<(WorkloadInfo, fn(&mut Params) -> Result<Box<dyn Generator>>)> {
+    vec![
+        (simple::gups_info(), simple::gups),
+        (simple::stream_info(), simple::stream),
+        (simple::stride_info(), simple::stride),
+        (pchase::info(), pchase::new),
+        (sparse::info(), sparse::new),
+        (shared::info(), shared::new),
+        (graph::info(), graph::new),
+        (kv::info(), kv::new),
+        (xsbench::info(), xsbench::new),
+    ]
+}
+
+/// The catalogue of built-in workloads with their parameters and defaults.
+pub fn catalog() -> Vec<WorkloadInfo> {
+    registry().into_iter().map(|(i, _)| i).collect()
+}
+
+/// Open workload `name` with `key=value` parameters.
+pub fn open(name: &str, params: &[(String, String)]) -> Result<Box<dyn TraceSource + Send>> {
+    let reg = registry();
+    let Some((info, ctor)) = reg.iter().find(|(i, _)| i.name == name) else {
+        let names: Vec<&str> = reg.iter().map(|(i, _)| i.name).collect();
+        return Err(Error::Workload { name: name.into(), msg: format!("unknown workload (known: {})", names.join(", ")) });
+    };
+    let mut p = Params::new(name, info, params)?;
+    let generator = ctor(&mut p)?;
+    let common = p.common()?;
+    p.finish()?;
+    Ok(Box::new(SynthSource::new(name, p.resolved(), common, generator)))
+}
+
+/// Parameters every workload takes.
+#[derive(Clone, Copy, Debug)]
+pub struct Common {
+    pub accesses: u64,
+    pub instrs_per_access: u64,
+    pub pid: u32,
+    /// Bytes of code fetched sequentially (one fetch per access), 0 = none.
+    pub code: u64,
+}
+
+/// Drives a generator: emits its setup records, then accesses with ticks and fetches.
+struct SynthSource {
+    meta: TraceMeta,
+    gen: Box<dyn Generator>,
+    common: Common,
+    emitted: u64,
+    setup_done: bool,
+    code_base: u64,
+    code_off: u64,
+}
+
+impl SynthSource {
+    fn new(name: &str, resolved: Vec<(String, String)>, common: Common, gen: Box<dyn Generator>) -> SynthSource {
+        let meta = TraceMeta {
+            source: format!("synthetic:{name}"),
+            command: Vec::new(),
+            source_page_size: None,
+            extra: resolved.into_iter().collect(),
+        };
+        // Code sits 1 GiB below the data region (1 GiB aligned).
+        let code_base = gen.base().saturating_sub(1 << 30) & !((1 << 30) - 1);
+        SynthSource { meta, gen, common, emitted: 0, setup_done: false, code_base, code_off: 0 }
+    }
+}
+
+impl TraceSource for SynthSource {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    fn next_batch(&mut self, buf: &mut Vec<Record>) -> Result<bool> {
+        buf.clear();
+        if !self.setup_done {
+            self.setup_done = true;
+            if self.common.code > 0 {
+                buf.push(Record::Mmap {
+                    pid: self.common.pid,
+                    start: self.code_base,
+                    len: self.common.code,
+                    prot: super::record::prot::READ | super::record::prot::EXEC,
+                    flags: super::MapFlags::PRIVATE,
+                });
+            }
+            self.gen.setup(self.common.pid, buf);
+        }
+        let left = self.common.accesses - self.emitted;
+        // Records per access: the access itself, plus a fetch if code is simulated.
+        let per = if self.common.code > 0 { 2 } else { 1 };
+        let room = (BATCH.saturating_sub(buf.len() + 1) / per).max(1) as u64;
+        let n = left.min(room);
+        if n == 0 {
+            return Ok(!buf.is_empty());
+        }
+        let before = buf.len();
+        if self.common.code > 0 {
+            for _ in 0..n {
+                buf.push(Record::fetch(self.code_base + self.code_off, 4, self.common.pid));
+                self.code_off = (self.code_off + 4) % self.common.code;
+                self.gen.emit(1, self.common.pid, buf);
+            }
+        } else {
+            self.gen.emit(n, self.common.pid, buf);
+        }
+        // Generators emit exactly the number of data accesses asked for.
+        let made = n;
+        debug_assert_eq!(
+            buf[before..].iter().filter(|r| matches!(r, Record::Access(a) if a.kind != crate::addr::AccessKind::Fetch)).count() as u64,
+            n
+        );
+        self.emitted += made;
+        // Non-memory instructions of the batch, as one tick.
+        if self.common.instrs_per_access > 0 && made > 0 {
+            buf.push(Record::Tick(made * self.common.instrs_per_access));
+        }
+        Ok(true)
+    }
+}

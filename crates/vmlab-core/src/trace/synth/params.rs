@@ -1,0 +1,157 @@
+//! Workload parameters: `key=value` strings checked against each workload's declared
+//! parameters, whose defaults live in one place (the `ParamInfo` list).
+
+use super::Common;
+use crate::addr::parse_bytes;
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ParamInfo {
+    pub name: &'static str,
+    pub default: String,
+    pub help: &'static str,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: Vec<ParamInfo>,
+}
+
+pub fn param(name: &'static str, default: impl Into<String>, help: &'static str) -> ParamInfo {
+    ParamInfo { name, default: default.into(), help }
+}
+
+/// Parameters every workload accepts, appended to each workload's own list.
+pub fn common_params() -> Vec<ParamInfo> {
+    vec![
+        param("accesses", "10M", "number of data accesses to emit (k/M/G = 10^3/10^6/10^9)"),
+        param("seed", "1", "random seed"),
+        param("instrs_per_access", "4", "non-memory instructions per access, emitted as ticks"),
+        param("pid", "1", "process id"),
+        param("code", "0", "bytes of code fetched sequentially, one 4-byte fetch per access (0 = no fetches)"),
+    ]
+}
+
+pub struct Params {
+    workload: String,
+    values: Vec<(String, String)>,
+}
+
+impl Params {
+    pub fn new(workload: &str, info: &WorkloadInfo, given: &[(String, String)]) -> Result<Params> {
+        let mut values: Vec<(String, String)> = info
+            .params
+            .iter()
+            .chain(common_params().iter())
+            .map(|p| (p.name.to_string(), p.default.clone()))
+            .collect();
+        for (k, v) in given {
+            match values.iter_mut().find(|(n, _)| n == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => {
+                    let known: Vec<&str> = values.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(Error::Workload {
+                        name: workload.into(),
+                        msg: format!("unknown parameter `{k}` (known: {})", known.join(", ")),
+                    });
+                }
+            }
+        }
+        Ok(Params { workload: workload.into(), values })
+    }
+
+    fn raw(&self, key: &str) -> &str {
+        &self.values.iter().find(|(n, _)| n == key).expect("declared parameter").1
+    }
+
+    fn err(&self, key: &str, what: &str) -> Error {
+        Error::Workload { name: self.workload.clone(), msg: format!("parameter `{key}` = `{}`: expected {what}", self.raw(key)) }
+    }
+
+    /// A byte size: 4096, 4K, 2M, 1G, 4GiB.
+    pub fn bytes(&self, key: &str) -> Result<u64> {
+        parse_bytes(self.raw(key)).map_err(|_| self.err(key, "a size such as 4096, 64K, 2M or 4G"))
+    }
+
+    /// A count: plain integer or k/M/G (10^3/10^6/10^9) suffix, or scientific 1e6.
+    pub fn count(&self, key: &str) -> Result<u64> {
+        let s = self.raw(key).trim();
+        let (num, mult) = match s.chars().last() {
+            Some('k') | Some('K') => (&s[..s.len() - 1], 1_000u64),
+            Some('M') => (&s[..s.len() - 1], 1_000_000),
+            Some('G') => (&s[..s.len() - 1], 1_000_000_000),
+            _ => (s, 1),
+        };
+        if let Ok(n) = num.parse::<u64>() {
+            return n.checked_mul(mult).ok_or_else(|| self.err(key, "a count that fits 64 bits"));
+        }
+        match num.parse::<f64>() {
+            Ok(f) if f >= 0.0 && f.fract() == 0.0 && f * (mult as f64) < 1.8e19 => Ok((f * mult as f64) as u64),
+            _ => Err(self.err(key, "a non-negative integer count such as 1000, 10k, 5M or 1e6")),
+        }
+    }
+
+    /// An integer, decimal or 0x-hex.
+    pub fn int(&self, key: &str) -> Result<u64> {
+        let s = self.raw(key).trim().replace('_', "");
+        let r = match s.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        };
+        r.ok_or_else(|| self.err(key, "an integer (decimal or 0x hex)"))
+    }
+
+    pub fn float(&self, key: &str) -> Result<f64> {
+        self.raw(key).trim().parse::<f64>().ok().filter(|f| f.is_finite()).ok_or_else(|| self.err(key, "a number"))
+    }
+
+    /// One of `choices`.
+    pub fn choice(&self, key: &str, choices: &[&str]) -> Result<String> {
+        let v = self.raw(key).trim();
+        if choices.contains(&v) {
+            Ok(v.to_string())
+        } else {
+            Err(self.err(key, &format!("one of {}", choices.join(", "))))
+        }
+    }
+
+    /// Check a constraint on already-parsed values.
+    pub fn require(&self, ok: bool, key: &str, what: &str) -> Result<()> {
+        if ok {
+            Ok(())
+        } else {
+            Err(self.err(key, what))
+        }
+    }
+
+    pub fn common(&self) -> Result<Common> {
+        let pid = self.int("pid")?;
+        self.require(pid <= u32::MAX as u64, "pid", "a 32-bit process id")?;
+        let code = self.bytes("code")?;
+        self.require(code % 4 == 0, "code", "a multiple of 4 bytes")?;
+        Ok(Common { accesses: self.count("accesses")?, instrs_per_access: self.int("instrs_per_access")?, pid: pid as u32, code })
+    }
+
+    pub fn seed(&self) -> Result<u64> {
+        self.int("seed")
+    }
+
+    /// Region base: default 1 GiB aligned, and must be 4 KiB aligned.
+    pub fn base(&self) -> Result<u64> {
+        let b = self.int("base")?;
+        self.require(b % 4096 == 0, "base", "a 4 KiB-aligned address")?;
+        Ok(b)
+    }
+
+    pub fn finish(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Every parameter with its resolved value (for the trace metadata).
+    pub fn resolved(&self) -> Vec<(String, String)> {
+        self.values.clone()
+    }
+}

@@ -1,0 +1,56 @@
+//! Pointer chase: a random single cycle over all nodes of the footprint.
+
+use super::gen::{mmap_rw, page_round, Generator, Permutation};
+use super::params::{param, Params, WorkloadInfo};
+use super::DEFAULT_BASE;
+use crate::error::Result;
+use crate::trace::Record;
+
+pub fn info() -> WorkloadInfo {
+    WorkloadInfo {
+        name: "pchase",
+        description: "pointer chase: 8-byte reads following a random single cycle through every node of the footprint",
+        params: vec![
+            param("footprint", "1G", "bytes of nodes"),
+            param("node", "64", "bytes per node"),
+            param("base", format!("{DEFAULT_BASE:#x}"), "virtual base address (4 KiB aligned)"),
+        ],
+    }
+}
+
+struct PointerChase {
+    base: u64,
+    node: u64,
+    nodes: u64,
+    order: Permutation,
+    i: u64,
+}
+
+pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+    let footprint = p.bytes("footprint")?;
+    let node = p.bytes("node")?;
+    p.require(node >= 8 && node % 8 == 0, "node", "a multiple of 8 bytes")?;
+    p.require(footprint >= node, "footprint", "at least one node")?;
+    let nodes = footprint / node;
+    Ok(Box::new(PointerChase { base: p.base()?, node, nodes, order: Permutation::new(nodes, p.seed()?), i: 0 }))
+}
+
+impl Generator for PointerChase {
+    fn base(&self) -> u64 {
+        self.base
+    }
+    fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
+        out.push(mmap_rw(pid, self.base, page_round(self.nodes * self.node)));
+    }
+    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
+        for _ in 0..n {
+            // Node order(i) holds the pointer to node order(i+1).
+            let v = self.order.get(self.i);
+            self.i += 1;
+            if self.i == self.nodes {
+                self.i = 0;
+            }
+            out.push(Record::read(self.base + v * self.node, 8, pid));
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Synthetic workloads: determinism, exact counts, layout invariants, parameter errors.
+
+use std::collections::{BTreeMap, HashSet};
+use vmlab::addr::AccessKind;
+use vmlab::trace::{synth, Record, TraceSource};
+
+fn drain(name: &str, params: &[(&str, &str)]) -> Vec<Record> {
+    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut src = synth::open(name, &p).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut all = Vec::new();
+    let mut buf = Vec::new();
+    while src.next_batch(&mut buf).unwrap() {
+        all.extend_from_slice(&buf);
+    }
+    all
+}
+
+fn data_accesses(rs: &[Record]) -> Vec<(AccessKind, u64, u16, u32)> {
+    rs.iter()
+        .filter_map(|r| match r {
+            Record::Access(a) if a.kind != AccessKind::Fetch => Some((a.kind, a.vaddr, a.size, a.pid)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_workload_is_deterministic_exact_and_inside_its_regions() {
+    for w in synth::catalog() {
+        let small: Vec<(&str, &str)> = match w.name {
+            "graph" => vec![("vertices", "5000"), ("accesses", "20000")],
+            "kv" => vec![("keys", "20000"), ("accesses", "20000")],
+            "sparse" => vec![("pages", "300"), ("accesses", "20000")],
+            _ => vec![("footprint", "8M"), ("accesses", "20000")],
+        };
+        let small: Vec<(&str, &str)> = small
+            .into_iter()
+            .filter(|(k, _)| *k == "accesses" || w.params.iter().any(|p| p.name == *k))
+            .collect();
+        let a = drain(w.name, &small);
+        let b = drain(w.name, &small);
+        assert_eq!(a, b, "{} is not deterministic", w.name);
+        let mut other = small.clone();
+        other.push(("seed", "2"));
+        if !matches!(w.name, "stream" | "stride" | "shared") {
+            assert_ne!(a, drain(w.name, &other), "{}: the seed changes nothing", w.name);
+        }
+        let acc = data_accesses(&a);
+        assert_eq!(acc.len(), 20000, "{}: access count", w.name);
+        // Every access lies inside a region announced earlier.
+        let mut regions: BTreeMap<u64, u64> = BTreeMap::new();
+        for r in &a {
+            match r {
+                Record::Mmap { start, len, .. } => {
+                    regions.insert(*start, start + len);
+                }
+                Record::Access(x) => {
+                    let (s, e) = regions.range(..=x.vaddr).next_back().map(|(s, e)| (*s, *e)).unwrap_or((1, 0));
+                    assert!(s <= x.vaddr && x.vaddr + x.size as u64 <= e, "{}: {:#x} outside every region", w.name, x.vaddr);
+                }
+                _ => {}
+            }
+        }
+        assert!(a.iter().any(|r| matches!(r, Record::Tick(_))), "{}: no instruction ticks", w.name);
+    }
+}
+
+#[test]
+fn stream_with_page_stride_touches_every_page_of_the_gigabyte_once() {
+    let rs = drain("stream", &[("footprint", "1G"), ("stride", "4096"), ("accesses", "262144")]);
+    let acc = data_accesses(&rs);
+    let pages: HashSet<u64> = acc.iter().map(|a| a.1 >> 12).collect();
+    assert_eq!(pages.len(), 262144);
+    let base = acc.iter().map(|a| a.1).min().unwrap();
+    assert_eq!(base % (1 << 30), 0, "1 GiB aligned region");
+    assert!(acc.iter().all(|a| a.1 < base + (1 << 30)));
+}
+
+#[test]
+fn gups_is_read_then_write_of_one_aligned_word_inside_the_table() {
+    let rs = drain("gups", &[("footprint", "64M"), ("accesses", "10001")]);
+    let acc = data_accesses(&rs);
+    let base = 0x7f00_0000_0000u64;
+    for pair in acc.chunks(2) {
+        assert_eq!(pair[0].0, AccessKind::Read);
+        assert!(pair[0].1 % 8 == 0 && pair[0].1 >= base && pair[0].1 < base + (64 << 20));
+        if pair.len() == 2 {
+            assert_eq!(pair[1].0, AccessKind::Write);
+            assert_eq!(pair[1].1, pair[0].1);
+        }
+    }
+}
+
+#[test]
+fn pchase_visits_every_node_once_per_cycle() {
+    let rs = drain("pchase", &[("footprint", "1M"), ("node", "64"), ("accesses", "32768")]);
+    let acc = data_accesses(&rs);
+    let first: HashSet<u64> = acc[..16384].iter().map(|a| a.1).collect();
+    assert_eq!(first.len(), 16384);
+    // The second cycle repeats the first in the same order.
+    assert_eq!(acc[..16384], acc[16384..]);
+}
+
+#[test]
+fn sparse_pages_are_distinct_and_inside_the_space() {
+    let rs = drain("sparse", &[("pages", "500"), ("space", "1T"), ("accesses", "50000")]);
+    let maps: Vec<(u64, u64)> = rs
+        .iter()
+        .filter_map(|r| if let Record::Mmap { start, len, .. } = r { Some((*start, *len)) } else { None })
+        .collect();
+    assert_eq!(maps.len(), 500);
+    assert!(maps.iter().all(|m| m.1 == 4096));
+    let distinct: HashSet<u64> = maps.iter().map(|m| m.0).collect();
+    assert_eq!(distinct.len(), 500);
+    let base = 0x7f00_0000_0000u64;
+    assert!(maps.iter().all(|m| m.0 >= base && m.0 + 4096 <= base + (1 << 40)));
+    let touched: HashSet<u64> = data_accesses(&rs).iter().map(|a| a.1 >> 12).collect();
+    assert_eq!(touched.len(), 500, "random order reaches every page");
+}
+
+#[test]
+fn shared_processes_touch_the_same_pages() {
+    let rs = drain("shared", &[("procs", "3"), ("pages", "16"), ("burst", "16"), ("accesses", "480")]);
+    let forks = rs.iter().filter(|r| matches!(r, Record::Fork { .. })).count();
+    assert_eq!(forks, 2);
+    let mut per_pid: BTreeMap<u32, HashSet<u64>> = BTreeMap::new();
+    for a in data_accesses(&rs) {
+        per_pid.entry(a.3).or_default().insert(a.1 >> 12);
+    }
+    assert_eq!(per_pid.len(), 3);
+    let pages: Vec<&HashSet<u64>> = per_pid.values().collect();
+    assert_eq!(pages[0].len(), 16);
+    assert!(pages.iter().all(|p| *p == pages[0]));
+    assert!(rs.iter().any(|r| matches!(r, Record::Mmap { flags, .. } if flags.contains(vmlab::trace::MapFlags::SHARED))));
+}
+
+#[test]
+fn bad_parameters_and_names_are_clear_errors() {
+    let e = synth::open("gups", &[("footprnt".into(), "1G".into())]).err().unwrap().to_string();
+    assert!(e.contains("unknown parameter `footprnt`") && e.contains("footprint"), "{e}");
+    let e = synth::open("gups", &[("footprint".into(), "lots".into())]).err().unwrap().to_string();
+    assert!(e.contains("`footprint`") && e.contains("expected"), "{e}");
+    let e = synth::open("nosuch", &[]).err().unwrap().to_string();
+    assert!(e.contains("unknown workload") && e.contains("gups"), "{e}");
+    let e = synth::open("stream", &[("accesses".into(), "-5".into())]).err().unwrap().to_string();
+    assert!(e.contains("`accesses`"), "{e}");
+}
