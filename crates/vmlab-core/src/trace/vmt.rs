@@ -1,1 +1,652 @@
-//! (in progress)
+//! The .vmt trace format, version 1: a header with JSON metadata, then zstd-compressed
+//! blocks of delta/varint-coded records, each with a CRC-32, then an end marker with
+//! the record and block counts. Byte-level spec: docs/trace-format.md.
+//!
+//! Readers hold one block at a time, so memory is bounded whatever the trace length.
+
+use super::{Access, MapFlags, Record, TraceMeta, TraceSource, BATCH};
+use crate::addr::AccessKind;
+use crate::error::{Error, Result};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+pub const MAGIC: &[u8; 8] = b"VMLABTRC";
+pub const VERSION: u16 = 1;
+/// Records per block.
+pub const BLOCK_RECORDS: usize = 1 << 16;
+const TAG_BLOCK: u8 = b'B';
+const TAG_END: u8 = b'E';
+/// Block header after its tag: records u32, raw bytes u32, compressed bytes u32, crc u32.
+const BLOCK_HEADER: usize = 16;
+/// End marker: tag, total records u64, blocks u64, crc u32.
+const END_LEN: usize = 1 + 8 + 8 + 4;
+/// Upper bounds that reject absurd headers before allocating.
+const MAX_META: u32 = 16 << 20;
+const MAX_RAW: u32 = (BLOCK_RECORDS * 40) as u32;
+
+// Record tag byte. Accesses: bits 0-1 kind (0 read, 1 write, 2 fetch), bits 2-4 size
+// class (2^c bytes for c < 7; 7 = explicit u16), bit 5 pid follows, bit 6 the address
+// delta repeats the previous delta of this stream (no varint follows).
+// Other records: bits 0-1 = 3, bits 2-7 the event code.
+const KIND_OTHER: u8 = 3;
+const SIZE_EXPLICIT: u8 = 7;
+const F_PID: u8 = 1 << 5;
+const F_REPEAT: u8 = 1 << 6;
+const EV_TICK: u8 = 0;
+const EV_MMAP: u8 = 1;
+const EV_MUNMAP: u8 = 2;
+const EV_MPROTECT: u8 = 3;
+const EV_BRK: u8 = 4;
+const EV_FORK: u8 = 5;
+const EV_EXIT: u8 = 6;
+const EV_SWITCH: u8 = 7;
+
+/// Delta-coding state; reset at every block so blocks decode independently.
+#[derive(Clone, Copy, Default)]
+struct Deltas {
+    /// Previous address and delta, per stream: 0 = data, 1 = instruction fetches.
+    addr: [u64; 2],
+    delta: [u64; 2],
+    pid: u32,
+}
+
+#[inline(always)]
+fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+#[inline(always)]
+fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+#[inline(always)]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn encode(r: &Record, st: &mut Deltas, out: &mut Vec<u8>) {
+    match *r {
+        Record::Access(a) => {
+            let stream = (a.kind == AccessKind::Fetch) as usize;
+            let class = match a.size {
+                1 => 0,
+                2 => 1,
+                4 => 2,
+                8 => 3,
+                16 => 4,
+                32 => 5,
+                64 => 6,
+                _ => SIZE_EXPLICIT,
+            };
+            let delta = a.vaddr.wrapping_sub(st.addr[stream]);
+            let mut tag = a.kind as u8 | (class << 2);
+            if a.pid != st.pid {
+                tag |= F_PID;
+            }
+            if delta == st.delta[stream] {
+                tag |= F_REPEAT;
+            }
+            out.push(tag);
+            if class == SIZE_EXPLICIT {
+                out.extend_from_slice(&a.size.to_le_bytes());
+            }
+            if a.pid != st.pid {
+                put_varint(out, a.pid as u64);
+                st.pid = a.pid;
+            }
+            if delta != st.delta[stream] {
+                put_varint(out, zigzag(delta as i64));
+                st.delta[stream] = delta;
+            }
+            st.addr[stream] = a.vaddr;
+        }
+        Record::Tick(n) => {
+            out.push(KIND_OTHER | (EV_TICK << 2));
+            put_varint(out, n);
+        }
+        Record::Mmap { pid, start, len, prot, flags } => {
+            out.push(KIND_OTHER | (EV_MMAP << 2));
+            put_varint(out, pid as u64);
+            put_varint(out, start);
+            put_varint(out, len);
+            out.push(prot);
+            out.push(flags.0);
+        }
+        Record::Munmap { pid, start, len } => {
+            out.push(KIND_OTHER | (EV_MUNMAP << 2));
+            put_varint(out, pid as u64);
+            put_varint(out, start);
+            put_varint(out, len);
+        }
+        Record::Mprotect { pid, start, len, prot } => {
+            out.push(KIND_OTHER | (EV_MPROTECT << 2));
+            put_varint(out, pid as u64);
+            put_varint(out, start);
+            put_varint(out, len);
+            out.push(prot);
+        }
+        Record::Brk { pid, end } => {
+            out.push(KIND_OTHER | (EV_BRK << 2));
+            put_varint(out, pid as u64);
+            put_varint(out, end);
+        }
+        Record::Fork { parent, child } => {
+            out.push(KIND_OTHER | (EV_FORK << 2));
+            put_varint(out, parent as u64);
+            put_varint(out, child as u64);
+        }
+        Record::Exit { pid } => {
+            out.push(KIND_OTHER | (EV_EXIT << 2));
+            put_varint(out, pid as u64);
+        }
+        Record::ContextSwitch { pid } => {
+            out.push(KIND_OTHER | (EV_SWITCH << 2));
+            put_varint(out, pid as u64);
+        }
+    }
+}
+
+/// Writes a .vmt trace.
+pub struct VmtWriter {
+    out: BufWriter<Box<dyn Write + Send>>,
+    path: PathBuf,
+    raw: Vec<u8>,
+    comp: Vec<u8>,
+    in_block: usize,
+    state: Deltas,
+    total: u64,
+    blocks: u64,
+    level: i32,
+    offset: u64,
+}
+
+impl VmtWriter {
+    /// Create `path` (truncating it) and write the header.
+    pub fn create(path: &Path, meta: &TraceMeta) -> Result<VmtWriter> {
+        let f = File::create(path).map_err(|e| Error::io(path, e))?;
+        VmtWriter::new(f, meta, path)
+    }
+
+    /// Write to any sink (a pipe, a socket); `path_for_errors` names it in errors.
+    pub fn new<W: Write + Send + 'static>(w: W, meta: &TraceMeta, path_for_errors: &Path) -> Result<VmtWriter> {
+        let mut out = BufWriter::with_capacity(1 << 20, Box::new(w) as Box<dyn Write + Send>);
+        let json = serde_json::to_vec(meta).expect("metadata serializes");
+        let mut header = Vec::with_capacity(16 + json.len() + 4);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        header.extend_from_slice(&0u16.to_le_bytes());
+        header.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        header.extend_from_slice(&json);
+        let crc = crc32fast::hash(&header);
+        header.extend_from_slice(&crc.to_le_bytes());
+        out.write_all(&header).map_err(|e| Error::io(path_for_errors, e))?;
+        Ok(VmtWriter {
+            out,
+            path: path_for_errors.to_path_buf(),
+            raw: Vec::with_capacity(BLOCK_RECORDS * 4),
+            comp: Vec::new(),
+            in_block: 0,
+            state: Deltas::default(),
+            total: 0,
+            blocks: 0,
+            level: 3,
+            offset: header.len() as u64,
+        })
+    }
+
+    /// zstd compression level (1..=22, default 3).
+    pub fn set_level(&mut self, level: i32) {
+        self.level = level.clamp(1, 22);
+    }
+
+    #[inline]
+    pub fn write(&mut self, r: &Record) -> Result<()> {
+        encode(r, &mut self.state, &mut self.raw);
+        self.in_block += 1;
+        self.total += 1;
+        if self.in_block == BLOCK_RECORDS {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    pub fn write_all(&mut self, rs: &[Record]) -> Result<()> {
+        rs.iter().try_for_each(|r| self.write(r))
+    }
+
+    fn io(&self, e: std::io::Error) -> Error {
+        Error::io(&self.path, e)
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        if self.in_block == 0 {
+            return Ok(());
+        }
+        self.comp = zstd::bulk::compress(&self.raw, self.level).map_err(|e| self.io(e))?;
+        let mut h = [0u8; 1 + BLOCK_HEADER];
+        h[0] = TAG_BLOCK;
+        h[1..5].copy_from_slice(&(self.in_block as u32).to_le_bytes());
+        h[5..9].copy_from_slice(&(self.raw.len() as u32).to_le_bytes());
+        h[9..13].copy_from_slice(&(self.comp.len() as u32).to_le_bytes());
+        h[13..17].copy_from_slice(&crc32fast::hash(&self.comp).to_le_bytes());
+        self.out.write_all(&h).map_err(|e| Error::io(&self.path, e))?;
+        self.out.write_all(&self.comp).map_err(|e| Error::io(&self.path, e))?;
+        self.offset += (h.len() + self.comp.len()) as u64;
+        self.blocks += 1;
+        self.raw.clear();
+        self.in_block = 0;
+        self.state = Deltas::default();
+        Ok(())
+    }
+
+    /// Flush the last block and write the end marker; returns the records written.
+    pub fn finish(mut self) -> Result<u64> {
+        self.flush_block()?;
+        let mut end = [0u8; END_LEN];
+        end[0] = TAG_END;
+        end[1..9].copy_from_slice(&self.total.to_le_bytes());
+        end[9..17].copy_from_slice(&self.blocks.to_le_bytes());
+        let crc = crc32fast::hash(&end[..17]);
+        end[17..21].copy_from_slice(&crc.to_le_bytes());
+        self.out.write_all(&end).map_err(|e| Error::io(&self.path, e))?;
+        self.out.flush().map_err(|e| Error::io(&self.path, e))?;
+        Ok(self.total)
+    }
+}
+
+trait ReadSeek: Read + Seek + Send {}
+impl<T: Read + Seek + Send> ReadSeek for T {}
+
+/// Streams the records of a .vmt trace.
+pub struct VmtReader {
+    input: Box<dyn ReadSeek>,
+    path: PathBuf,
+    meta: TraceMeta,
+    /// Byte offset of the next unread byte of the file.
+    offset: u64,
+    comp: Vec<u8>,
+    raw: Vec<u8>,
+    /// Decoding position inside `raw`, records left in the block, block's offset.
+    pos: usize,
+    left: u32,
+    block_offset: u64,
+    state: Deltas,
+    records: u64,
+    blocks: u64,
+    total_hint: Option<u64>,
+    done: bool,
+}
+
+impl VmtReader {
+    pub fn open(path: &Path) -> Result<VmtReader> {
+        let f = File::open(path).map_err(|e| Error::io(path, e))?;
+        VmtReader::from_reader(BufReader::with_capacity(1 << 20, f), path)
+    }
+
+    /// Read from any seekable input (an in-memory buffer, say); `path` names it in errors.
+    pub fn from_reader<R: Read + Seek + Send + 'static>(input: R, path: &Path) -> Result<VmtReader> {
+        let mut r = VmtReader {
+            input: Box::new(input),
+            path: path.to_path_buf(),
+            meta: TraceMeta::default(),
+            offset: 0,
+            comp: Vec::new(),
+            raw: Vec::new(),
+            pos: 0,
+            left: 0,
+            block_offset: 0,
+            state: Deltas::default(),
+            records: 0,
+            blocks: 0,
+            total_hint: None,
+            done: false,
+        };
+        r.read_header()?;
+        r.total_hint = r.peek_end_marker();
+        Ok(r)
+    }
+
+    fn err(&self, offset: u64, msg: impl Into<String>) -> Error {
+        Error::Trace { file: self.path.clone(), offset, msg: msg.into() }
+    }
+
+    /// Fill `buf` exactly, or fail naming what was being read.
+    fn read_exact_at(&mut self, buf: &mut [u8], what: &str) -> Result<()> {
+        let at = self.offset;
+        let mut got = 0;
+        while got < buf.len() {
+            match self.input.read(&mut buf[got..]) {
+                Ok(0) => {
+                    return Err(self.err(at, format!("truncated {what}: file ends after {got} of {} bytes", buf.len())))
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.err(at, format!("reading {what}: {e}"))),
+            }
+        }
+        self.offset += buf.len() as u64;
+        Ok(())
+    }
+
+    fn read_header(&mut self) -> Result<()> {
+        let mut fixed = [0u8; 16];
+        let mut got = 0;
+        while got < fixed.len() {
+            match self.input.read(&mut fixed[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) => return Err(self.err(0, format!("reading header: {e}"))),
+            }
+        }
+        if got < 8 || &fixed[..8] != MAGIC {
+            return Err(self.err(0, "not a vmlab trace (bad magic; expected a .vmt file)"));
+        }
+        if got < 16 {
+            return Err(self.err(got as u64, "truncated header"));
+        }
+        self.offset = 16;
+        let version = u16::from_le_bytes([fixed[8], fixed[9]]);
+        if version != VERSION {
+            return Err(self.err(8, format!("unsupported trace format version {version} (this vmlab reads version {VERSION})")));
+        }
+        let meta_len = u32::from_le_bytes(fixed[12..16].try_into().unwrap());
+        if meta_len > MAX_META {
+            return Err(self.err(12, format!("metadata length {meta_len} is implausible (corrupt header)")));
+        }
+        let mut json = vec![0u8; meta_len as usize];
+        self.read_exact_at(&mut json, "header metadata")?;
+        let mut crc = [0u8; 4];
+        let crc_at = self.offset;
+        self.read_exact_at(&mut crc, "header checksum")?;
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&fixed);
+        hasher.update(&json);
+        if hasher.finalize() != u32::from_le_bytes(crc) {
+            return Err(self.err(crc_at, "header checksum mismatch (corrupt header)"));
+        }
+        self.meta = serde_json::from_slice(&json).map_err(|e| self.err(16, format!("header metadata is not valid: {e}")))?;
+        Ok(())
+    }
+
+    /// The record count from the end marker, if the input can seek there and it is intact.
+    fn peek_end_marker(&mut self) -> Option<u64> {
+        let here = self.input.stream_position().ok()?;
+        let len = self.input.seek(SeekFrom::End(0)).ok()?;
+        let mut end = [0u8; END_LEN];
+        let ok = len >= here + END_LEN as u64
+            && self.input.seek(SeekFrom::End(-(END_LEN as i64))).is_ok()
+            && self.input.read_exact(&mut end).is_ok();
+        self.input.seek(SeekFrom::Start(here)).ok()?;
+        (ok && end[0] == TAG_END && crc32fast::hash(&end[..17]) == u32::from_le_bytes(end[17..21].try_into().unwrap()))
+            .then(|| u64::from_le_bytes(end[1..9].try_into().unwrap()))
+    }
+
+    /// Load the next block; returns false at a valid end marker.
+    fn next_block(&mut self) -> Result<bool> {
+        let at = self.offset;
+        let mut tag = [0u8; 1];
+        match self.input.read(&mut tag) {
+            Ok(0) => return Err(self.err(at, "truncated trace: no end marker (the writer did not finish)")),
+            Ok(_) => self.offset += 1,
+            Err(e) => return Err(self.err(at, format!("reading block: {e}"))),
+        }
+        match tag[0] {
+            TAG_BLOCK => {}
+            TAG_END => {
+                let mut end = [0u8; END_LEN - 1];
+                self.read_exact_at(&mut end, "end marker")?;
+                let mut all = [0u8; END_LEN];
+                all[0] = TAG_END;
+                all[1..].copy_from_slice(&end);
+                if crc32fast::hash(&all[..17]) != u32::from_le_bytes(all[17..21].try_into().unwrap()) {
+                    return Err(self.err(at, "end marker checksum mismatch"));
+                }
+                let total = u64::from_le_bytes(all[1..9].try_into().unwrap());
+                let blocks = u64::from_le_bytes(all[9..17].try_into().unwrap());
+                if total != self.records || blocks != self.blocks {
+                    return Err(self.err(
+                        at,
+                        format!(
+                            "end marker says {total} records in {blocks} blocks, but {} records in {} blocks were read",
+                            self.records, self.blocks
+                        ),
+                    ));
+                }
+                let mut extra = [0u8; 1];
+                if matches!(self.input.read(&mut extra), Ok(n) if n > 0) {
+                    return Err(self.err(self.offset, "data after the end marker"));
+                }
+                return Ok(false);
+            }
+            t => return Err(self.err(at, format!("expected a block or the end marker, found byte {t:#04x} (corrupt trace)"))),
+        }
+        let mut h = [0u8; BLOCK_HEADER];
+        self.read_exact_at(&mut h, "block header")?;
+        let count = u32::from_le_bytes(h[0..4].try_into().unwrap());
+        let raw_len = u32::from_le_bytes(h[4..8].try_into().unwrap());
+        let comp_len = u32::from_le_bytes(h[8..12].try_into().unwrap());
+        let crc = u32::from_le_bytes(h[12..16].try_into().unwrap());
+        if count == 0 || count as usize > BLOCK_RECORDS || raw_len > MAX_RAW || raw_len < count || comp_len > MAX_RAW + 1024 {
+            return Err(self.err(at, format!("implausible block header ({count} records, {raw_len} bytes, {comp_len} compressed)")));
+        }
+        self.comp.resize(comp_len as usize, 0);
+        let mut comp = std::mem::take(&mut self.comp);
+        let r = self.read_exact_at(&mut comp, "block");
+        self.comp = comp;
+        r?;
+        if crc32fast::hash(&self.comp) != crc {
+            return Err(self.err(at, "block checksum mismatch (corrupt block)"));
+        }
+        self.raw.resize(raw_len as usize, 0);
+        let n = zstd::bulk::decompress_to_buffer(&self.comp, &mut self.raw[..])
+            .map_err(|e| self.err(at, format!("block does not decompress: {e}")))?;
+        if n != raw_len as usize {
+            return Err(self.err(at, format!("block decompresses to {n} bytes, header says {raw_len}")));
+        }
+        self.block_offset = at;
+        self.pos = 0;
+        self.left = count;
+        self.state = Deltas::default();
+        self.blocks += 1;
+        Ok(true)
+    }
+
+    fn corrupt(&self, msg: &str) -> Error {
+        self.err(self.block_offset, format!("corrupt block: {msg} (at byte {} of the decompressed block)", self.pos))
+    }
+
+    /// Decode up to `max` records of the current block into `out`.
+    fn decode(&mut self, out: &mut Vec<Record>, max: usize) -> Result<()> {
+        let raw = &self.raw[..];
+        let mut pos = self.pos;
+        let mut st = self.state;
+        let n = (self.left as usize).min(max);
+        let mut done = 0;
+        macro_rules! varint {
+            () => {{
+                let mut v: u64 = 0;
+                let mut shift = 0u32;
+                loop {
+                    let Some(&b) = raw.get(pos) else {
+                        self.pos = pos;
+                        return Err(self.corrupt("record runs past the end of the block"));
+                    };
+                    pos += 1;
+                    if shift == 63 && b > 1 {
+                        self.pos = pos;
+                        return Err(self.corrupt("varint overflows 64 bits"));
+                    }
+                    v |= ((b & 0x7f) as u64) << shift;
+                    if b < 0x80 {
+                        break v;
+                    }
+                    shift += 7;
+                    if shift > 63 {
+                        self.pos = pos;
+                        return Err(self.corrupt("varint longer than 10 bytes"));
+                    }
+                }
+            }};
+        }
+        macro_rules! u32v {
+            () => {{
+                let v = varint!();
+                if v > u32::MAX as u64 {
+                    self.pos = pos;
+                    return Err(self.corrupt("process id exceeds 32 bits"));
+                }
+                v as u32
+            }};
+        }
+        macro_rules! byte {
+            () => {{
+                let Some(&b) = raw.get(pos) else {
+                    self.pos = pos;
+                    return Err(self.corrupt("record runs past the end of the block"));
+                };
+                pos += 1;
+                b
+            }};
+        }
+        while done < n {
+            let tag = byte!();
+            let kind = tag & 3;
+            if kind != KIND_OTHER {
+                if tag & 0x80 != 0 {
+                    self.pos = pos;
+                    return Err(self.corrupt(&format!("unknown access tag {tag:#04x}")));
+                }
+                let class = (tag >> 2) & 7;
+                let size = if class == SIZE_EXPLICIT {
+                    let lo = byte!();
+                    let hi = byte!();
+                    u16::from_le_bytes([lo, hi])
+                } else {
+                    1u16 << class
+                };
+                if tag & F_PID != 0 {
+                    st.pid = u32v!();
+                }
+                let stream = (kind == 2) as usize;
+                if tag & F_REPEAT == 0 {
+                    st.delta[stream] = unzigzag(varint!()) as u64;
+                }
+                st.addr[stream] = st.addr[stream].wrapping_add(st.delta[stream]);
+                let k = match kind {
+                    0 => AccessKind::Read,
+                    1 => AccessKind::Write,
+                    _ => AccessKind::Fetch,
+                };
+                out.push(Record::Access(Access { vaddr: st.addr[stream], pid: st.pid, size, kind: k }));
+            } else {
+                let r = match tag >> 2 {
+                    EV_TICK => Record::Tick(varint!()),
+                    EV_MMAP => {
+                        let pid = u32v!();
+                        let start = varint!();
+                        let len = varint!();
+                        let prot = byte!();
+                        let flags = byte!();
+                        Record::Mmap { pid, start, len, prot, flags: MapFlags(flags) }
+                    }
+                    EV_MUNMAP => {
+                        let pid = u32v!();
+                        let start = varint!();
+                        let len = varint!();
+                        Record::Munmap { pid, start, len }
+                    }
+                    EV_MPROTECT => {
+                        let pid = u32v!();
+                        let start = varint!();
+                        let len = varint!();
+                        let prot = byte!();
+                        Record::Mprotect { pid, start, len, prot }
+                    }
+                    EV_BRK => {
+                        let pid = u32v!();
+                        let end = varint!();
+                        Record::Brk { pid, end }
+                    }
+                    EV_FORK => {
+                        let parent = u32v!();
+                        let child = u32v!();
+                        Record::Fork { parent, child }
+                    }
+                    EV_EXIT => Record::Exit { pid: u32v!() },
+                    EV_SWITCH => Record::ContextSwitch { pid: u32v!() },
+                    e => {
+                        self.pos = pos;
+                        return Err(self.corrupt(&format!("unknown event code {e}")));
+                    }
+                };
+                out.push(r);
+            }
+            done += 1;
+        }
+        self.pos = pos;
+        self.state = st;
+        self.left -= n as u32;
+        self.records += n as u64;
+        if self.left == 0 && self.pos != self.raw.len() {
+            return Err(self.corrupt("bytes left over after the block's last record"));
+        }
+        Ok(())
+    }
+}
+
+impl TraceSource for VmtReader {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    fn next_batch(&mut self, buf: &mut Vec<Record>) -> Result<bool> {
+        buf.clear();
+        while buf.len() < BATCH && !self.done {
+            if self.left == 0 {
+                if !self.next_block()? {
+                    self.done = true;
+                    break;
+                }
+            }
+            let want = BATCH - buf.len();
+            self.decode(buf, want)?;
+        }
+        Ok(!buf.is_empty())
+    }
+
+    fn len_hint(&self) -> Option<u64> {
+        self.total_hint
+    }
+}
+
+/// A stable hash of a trace's content: FNV-1a over the header and every block's
+/// checksum and size (no decompression needed), as 16 hex digits.
+pub fn content_hash(path: &Path) -> Result<String> {
+    let mut r = VmtReader::open(path)?;
+    let mut h = crate::config::fnv1a(&serde_json::to_vec(&r.meta).expect("json"));
+    loop {
+        let at = r.offset;
+        let mut tag = [0u8; 1];
+        r.read_exact_at(&mut tag, "block tag")?;
+        if tag[0] == TAG_END {
+            let mut end = [0u8; END_LEN - 1];
+            r.read_exact_at(&mut end, "end marker")?;
+            h = crate::config::fnv1a_extend(h, &end);
+            return Ok(format!("{h:016x}"));
+        }
+        if tag[0] != TAG_BLOCK {
+            return Err(r.err(at, format!("expected a block, found byte {:#04x}", tag[0])));
+        }
+        let mut hdr = [0u8; BLOCK_HEADER];
+        r.read_exact_at(&mut hdr, "block header")?;
+        h = crate::config::fnv1a_extend(h, &hdr);
+        let comp_len = u32::from_le_bytes(hdr[8..12].try_into().unwrap()) as i64;
+        r.input.seek(SeekFrom::Current(comp_len)).map_err(|e| r.err(at, e.to_string()))?;
+        r.offset += comp_len as u64;
+    }
+}
