@@ -153,7 +153,13 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Trace { output, command } => {
             let s = trace::live::trace_to_vmt(&command, &output, &trace::live::LiveOptions::default())?;
-            eprintln!("vmlab: wrote {} ({s:?})", output.display());
+            eprintln!(
+                "vmlab: wrote {} records from {} process(es) to {} (command exit status {})",
+                s.records,
+                s.processes.len(),
+                output.display(),
+                s.exit_code
+            );
             Ok(0)
         }
         Cmd::Convert { from, input, output, pid } => {
