@@ -1,1 +1,147 @@
+// pyo3 0.22 macros test a `gil-refs` feature this crate does not declare.
+#![allow(unexpected_cfgs)]
 
+//! `vmlab._core`: the Python binding of the vmlab engine. The Python package
+//! (python/vmlab) wraps these functions; the CLI is the Rust one, reached through
+//! `cli_main`.
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use vmlab::api::{self, RunRequest, SourceSpec};
+use vmlab::trace::{Record, TraceSource};
+
+create_exception!(_core, VmlabError, PyException, "A vmlab error: bad input, bad config, or a simulation that cannot go on.");
+
+fn to_py(e: vmlab::Error) -> PyErr {
+    VmlabError::new_err(e.to_string())
+}
+
+/// Stringify workload parameter values (ints, floats, strings).
+fn params_of(params: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    if let Some(d) = params {
+        for (k, v) in d.iter() {
+            out.push((k.str()?.to_string(), v.str()?.to_string()));
+        }
+    }
+    Ok(out)
+}
+
+/// Run one simulation and return the stats document as JSON text.
+#[pyfunction]
+#[pyo3(signature = (config, overrides=Vec::new(), trace=None, workload=None, params=None, progress=false))]
+fn run(
+    py: Python<'_>,
+    config: String,
+    overrides: Vec<String>,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<&Bound<'_, PyDict>>,
+    progress: bool,
+) -> PyResult<String> {
+    let source = match (trace, workload) {
+        (Some(t), None) => SourceSpec::Trace(t.into()),
+        (None, Some(w)) => SourceSpec::Workload { name: w, params: params_of(params)? },
+        _ => return Err(VmlabError::new_err("give exactly one of trace= or workload=")),
+    };
+    let req = RunRequest { config, overrides, source, progress };
+    let doc = py.allow_threads(|| api::run(&req)).map_err(to_py)?;
+    Ok(serde_json::to_string(&doc).expect("json"))
+}
+
+/// The `vmlab` command line; returns the exit status.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.allow_threads(|| vmlab::cli::main(argv))
+}
+
+#[pyfunction]
+fn version() -> &'static str {
+    vmlab::VERSION
+}
+
+/// Built-in presets as (name, TOML text).
+#[pyfunction]
+fn presets() -> Vec<(String, String)> {
+    api::presets()
+}
+
+/// The workload catalogue as JSON text.
+#[pyfunction]
+fn workloads() -> String {
+    serde_json::to_string(&vmlab::trace::synth::catalog()).expect("json")
+}
+
+/// `vmlab info` as JSON text.
+#[pyfunction]
+fn trace_info(py: Python<'_>, path: String) -> PyResult<String> {
+    py.allow_threads(|| {
+        let mut r = vmlab::trace::vmt::VmtReader::open(std::path::Path::new(&path))?;
+        let info = vmlab::trace::info::summarize(&mut r)?;
+        Ok(serde_json::to_string(&info).expect("json"))
+    })
+    .map_err(to_py)
+}
+
+/// Streams the records of a .vmt file (or a workload) as Python tuples:
+/// `("read"|"write"|"fetch", vaddr, size, pid)`, `("tick", n)`,
+/// `("mmap", pid, start, len, prot, flags)`, `("munmap", pid, start, len)`,
+/// `("mprotect", pid, start, len, prot)`, `("brk", pid, end)`, `("fork", parent, child)`,
+/// `("exit", pid)`, `("switch", pid)`.
+#[pyclass]
+struct TraceReader {
+    src: Box<dyn TraceSource + Send>,
+    buf: Vec<Record>,
+}
+
+#[pymethods]
+impl TraceReader {
+    #[new]
+    #[pyo3(signature = (trace=None, workload=None, params=None))]
+    fn new(trace: Option<String>, workload: Option<String>, params: Option<&Bound<'_, PyDict>>) -> PyResult<TraceReader> {
+        let spec = match (trace, workload) {
+            (Some(t), None) => SourceSpec::Trace(t.into()),
+            (None, Some(w)) => SourceSpec::Workload { name: w, params: params_of(params)? },
+            _ => return Err(VmlabError::new_err("give exactly one of trace= or workload=")),
+        };
+        let (src, _) = api::open_source(&spec).map_err(to_py)?;
+        Ok(TraceReader { src, buf: Vec::new() })
+    }
+
+    /// The next batch of records (an empty list at the end).
+    fn next_batch(&mut self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        if !self.src.next_batch(&mut self.buf).map_err(to_py)? {
+            return Ok(Vec::new());
+        }
+        Ok(self.buf.iter().map(|r| record_to_py(py, r)).collect())
+    }
+}
+
+fn record_to_py(py: Python<'_>, r: &Record) -> PyObject {
+    match *r {
+        Record::Access(a) => (a.kind.name(), a.vaddr, a.size, a.pid).into_py(py),
+        Record::Tick(n) => ("tick", n).into_py(py),
+        Record::Mmap { pid, start, len, prot, flags } => ("mmap", pid, start, len, prot, flags.0).into_py(py),
+        Record::Munmap { pid, start, len } => ("munmap", pid, start, len).into_py(py),
+        Record::Mprotect { pid, start, len, prot } => ("mprotect", pid, start, len, prot).into_py(py),
+        Record::Brk { pid, end } => ("brk", pid, end).into_py(py),
+        Record::Fork { parent, child } => ("fork", parent, child).into_py(py),
+        Record::Exit { pid } => ("exit", pid).into_py(py),
+        Record::ContextSwitch { pid } => ("switch", pid).into_py(py),
+    }
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("VmlabError", m.py().get_type_bound::<VmlabError>())?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_info, m)?)?;
+    m.add_class::<TraceReader>()?;
+    Ok(())
+}

@@ -52,8 +52,8 @@ pub struct Engine<P: PageTable> {
     cur_pid: Option<Pid>,
     cur_asid: Asid,
     max_accesses: u64,
-    /// Per TLB level (0-based): (lookups, hits), both sides together.
-    pub tlb_levels: Vec<(u64, u64)>,
+    /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits).
+    pub tlb_levels: [Vec<(u64, u64)>; 2],
     pub run: RunCounters,
     pub walks: WalkCounters,
     pub cycles: CycleCounters,
@@ -94,7 +94,7 @@ impl<P: PageTable> Engine<P> {
             cur_pid: None,
             cur_asid: 0,
             max_accesses: cfg.sim.max_accesses,
-            tlb_levels: vec![(0, 0); tlbs_levels],
+            tlb_levels: [vec![(0, 0); tlbs_levels], vec![(0, 0); tlbs_levels]],
             run: RunCounters::default(),
             walks: WalkCounters::default(),
             cycles: CycleCounters::default(),
@@ -247,9 +247,9 @@ impl<P: PageTable> Engine<P> {
             Some(hit) => {
                 self.cycles.tlb += self.tlb_latency[side][hit.level];
                 for l in 0..=hit.level {
-                    self.tlb_levels[l].0 += 1;
+                    self.tlb_levels[side][l].0 += 1;
                 }
-                self.tlb_levels[hit.level].1 += 1;
+                self.tlb_levels[side][hit.level].1 += 1;
                 let mut t = hit.entry.translation();
                 if !t.perms.contains(need) {
                     t = self.fault(va, kind)?;
@@ -262,7 +262,7 @@ impl<P: PageTable> Engine<P> {
             None => {
                 self.cycles.tlb += self.tlb_latency[side][levels - 1];
                 for l in 0..levels {
-                    self.tlb_levels[l].0 += 1;
+                    self.tlb_levels[side][l].0 += 1;
                 }
                 let t = match self.walk(va) {
                     Some(t) if t.perms.contains(need) => t,
@@ -358,8 +358,8 @@ impl<P: PageTable> Engine<P> {
             if total == 0 {
                 continue;
             }
-            self.tlb_levels[0].0 += total;
-            self.tlb_levels[0].1 += total;
+            self.tlb_levels[side][0].0 += total;
+            self.tlb_levels[side][0].1 += total;
             let l1: Vec<usize> = self.tlbs.side(side == 1)[0].clone();
             for (slot, &id) in l1.iter().enumerate() {
                 let c = &mut self.tlbs.tlbs[id].counters;

@@ -70,15 +70,21 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
             }),
         );
     }
-    let tlb_levels: Vec<Value> = e
-        .tlb_levels
-        .iter()
-        .enumerate()
-        .map(|(l, &(lookups, hits))| {
-            json!({"level": l + 1, "lookups": lookups, "hits": hits, "misses": lookups - hits,
-                   "miss_rate": ratio(lookups - hits, lookups)})
-        })
-        .collect();
+    let level_rows = |levels: &mut dyn Iterator<Item = (u64, u64)>| -> Vec<Value> {
+        levels
+            .enumerate()
+            .map(|(l, (lookups, hits))| {
+                json!({"level": l + 1, "lookups": lookups, "hits": hits, "misses": lookups - hits,
+                       "miss_rate": ratio(lookups - hits, lookups)})
+            })
+            .collect()
+    };
+    let [data, instr] = &e.tlb_levels;
+    let tlb_levels = level_rows(&mut data.iter().zip(instr).map(|(d, i)| (d.0 + i.0, d.1 + i.1)));
+    let by_side = json!({
+        "data": level_rows(&mut data.iter().copied()),
+        "instr": level_rows(&mut instr.iter().copied()),
+    });
     let mut walk_caches = Map::new();
     for (name, c) in e.walk_caches.counters() {
         walk_caches.insert(
@@ -120,6 +126,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
         "totals": e.run,
         "tlb": tlb,
         "tlb_levels": tlb_levels,
+        "tlb_levels_by_side": by_side,
         "walks": {
             "count": w.count, "refs": w.refs, "steps": w.steps, "faulting": w.faulting,
             "refs_per_walk": ratio(w.refs, w.count), "steps_per_walk": ratio(w.steps, w.count),

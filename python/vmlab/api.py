@@ -1,0 +1,194 @@
+"""The Python API over the Rust engine."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
+
+from . import _core
+
+Overrides = Union[None, Mapping[str, Any], Sequence[str]]
+
+
+def _override_list(overrides: Overrides) -> list[str]:
+    """Accept {"key": value} or ["key=value", ...]; values become TOML text."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        out = []
+        for k, v in overrides.items():
+            if isinstance(v, bool):
+                text = "true" if v else "false"
+            elif isinstance(v, (list, tuple)):
+                text = "[" + ", ".join(json.dumps(x) if isinstance(x, str) else str(x) for x in v) + "]"
+            else:
+                text = str(v)
+            out.append(f"{k}={text}")
+        return out
+    return [str(o) for o in overrides]
+
+
+class Result:
+    """The stats document of one run (schema ``vmlab.stats/1``, docs/metrics.md)."""
+
+    def __init__(self, doc: dict):
+        self._doc = doc
+
+    def to_dict(self) -> dict:
+        return self._doc
+
+    def __getitem__(self, key: str) -> Any:
+        return self._doc[key]
+
+    def get(self, path: str, default: float = math.nan) -> Any:
+        """A value by slash path, e.g. ``r.get("walks/latency/p99")``; NaN if absent."""
+        cur: Any = self._doc
+        for part in path.strip("/").split("/"):
+            if isinstance(cur, dict) and part in cur:
+                cur = cur[part]
+            elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+                cur = cur[int(part)]
+            else:
+                return default
+        return cur
+
+    def to_pandas(self):
+        """A long table of every numeric counter: columns section, name, metric, value."""
+        import pandas as pd
+
+        rows = []
+        for section in ("totals", "walks", "faults", "page_table", "memory", "cycles"):
+            for metric, value in _flatten(self._doc.get(section, {})):
+                rows.append((section, section, metric, value))
+        for section in ("tlb", "walk_caches", "caches"):
+            for name, counters in self._doc.get(section, {}).items():
+                for metric, value in _flatten(counters):
+                    rows.append((section, name, metric, value))
+        for lvl in self._doc.get("tlb_levels", []):
+            for metric, value in _flatten(lvl):
+                rows.append(("tlb_levels", f"level{lvl.get('level')}", metric, value))
+        for size, n in self._doc.get("page_sizes", {}).items():
+            rows.append(("page_sizes", size, "mapped_pages", n))
+        return pd.DataFrame(rows, columns=["section", "name", "metric", "value"])
+
+    def tlb_table(self):
+        """One row per TLB structure."""
+        import pandas as pd
+
+        tlb = self._doc.get("tlb", {})
+        df = pd.DataFrame.from_dict(tlb, orient="index")
+        df.index.name = "structure"
+        return df
+
+    def cache_table(self):
+        """One row per cache level."""
+        import pandas as pd
+
+        df = pd.DataFrame.from_dict(self._doc.get("caches", {}), orient="index")
+        df.index.name = "cache"
+        return df
+
+    def summary(self) -> dict:
+        """Headline metrics as a flat dict (NaN where a run has no such number)."""
+        levels = self._doc.get("tlb_levels", [])
+        data = self._doc.get("tlb_levels_by_side", {}).get("data", [])
+        d_lookups = data[0]["lookups"] if data else math.nan
+        dmiss = data[0]["misses"] if data else math.nan
+        return {
+            "accesses": self.get("totals/accesses"),
+            "instructions": self.get("totals/instructions"),
+            "translations": self.get("totals/translations"),
+            "l1_dtlb_lookups": d_lookups,
+            "l1_dtlb_misses": dmiss,
+            "l1_dtlb_miss_rate": (dmiss / d_lookups) if d_lookups else math.nan,
+            "last_level_tlb_misses": levels[-1]["misses"] if levels else math.nan,
+            "walks": self.get("walks/count"),
+            "walk_refs": self.get("walks/refs"),
+            "refs_per_walk": self.get("walks/refs_per_walk"),
+            "walk_latency_mean": self.get("walks/latency/mean"),
+            "walk_latency_p99": self.get("walks/latency/p99"),
+            "faults": self.get("faults/count"),
+            "page_table_bytes": self.get("page_table/bytes"),
+            "translation_cpki": self.get("cycles/translation_per_kilo_instruction"),
+        }
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        src = self._doc.get("source", {})
+        return (
+            f"<vmlab.Result {src.get('kind')}:{src.get('name')} accesses={s['accesses']} "
+            f"walks={s['walks']} l1_dtlb_miss_rate={s['l1_dtlb_miss_rate']:.4f} "
+            f"translation_cpki={s['translation_cpki']:.2f}>"
+        )
+
+
+def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if k in ("histogram", "config", "details", "page_sizes"):
+                continue
+            yield from _flatten(v, f"{prefix}{k}." if not isinstance(v, (int, float)) else f"{prefix}{k}")
+    elif isinstance(d, bool):
+        return
+    elif isinstance(d, (int, float)):
+        yield prefix.rstrip("."), d
+
+
+def run(
+    config: str = "skylake",
+    trace: Union[str, os.PathLike, None] = None,
+    workload: str | None = None,
+    overrides: Overrides = None,
+    progress: bool = False,
+    **params: Any,
+) -> Result:
+    """Simulate a trace file or a built-in workload under a preset or TOML config.
+
+    ``overrides`` are config keys, as a dict or a list of ``"key=value"``;
+    ``params`` are workload parameters (``accesses="1M"``, ``footprint="4G"``).
+    Raises :class:`vmlab.VmlabError` with a one-line message on bad input.
+    """
+    if (trace is None) == (workload is None):
+        raise _core.VmlabError("give exactly one of trace= or workload=")
+    if trace is not None and params:
+        raise _core.VmlabError("workload parameters given with trace=")
+    text = _core.run(
+        str(config),
+        _override_list(overrides),
+        trace=os.fspath(trace) if trace is not None else None,
+        workload=workload,
+        params={k: str(v) for k, v in params.items()},
+        progress=progress,
+    )
+    return Result(json.loads(text))
+
+
+def presets() -> dict[str, str]:
+    """Built-in presets: name -> TOML text."""
+    return dict(_core.presets())
+
+
+def workloads() -> list[dict]:
+    """The built-in synthetic workloads and their parameters."""
+    return json.loads(_core.workloads())
+
+
+def trace_info(path: Union[str, os.PathLike]) -> dict:
+    """What ``vmlab info`` prints, as a dict."""
+    return json.loads(_core.trace_info(os.fspath(path)))
+
+
+def read_trace(path: Union[str, os.PathLike, None] = None, workload: str | None = None, **params: Any) -> Iterable[tuple]:
+    """Iterate over the records of a .vmt file or a workload, as tuples (see TraceReader)."""
+    r = _core.TraceReader(
+        trace=os.fspath(path) if path is not None else None,
+        workload=workload,
+        params={k: str(v) for k, v in params.items()} or None,
+    )
+    while True:
+        batch = r.next_batch()
+        if not batch:
+            return
+        yield from batch

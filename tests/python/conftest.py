@@ -1,0 +1,23 @@
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VMLAB = ROOT / ".venv" / "bin" / "vmlab"
+
+
+def vmlab_cmd():
+    return [str(VMLAB)] if VMLAB.exists() else [shutil.which("vmlab") or "vmlab"]
+
+
+@pytest.fixture(scope="session")
+def real_trace(tmp_path_factory):
+    """A trace of a real program taken with `vmlab trace` (valgrind lackey)."""
+    if shutil.which("valgrind") is None:
+        pytest.fail("valgrind is required (scripts/setup.sh installs it)")
+    out = tmp_path_factory.mktemp("traces") / "ls.vmt"
+    subprocess.run(vmlab_cmd() + ["trace", "-o", str(out), "--", "ls", "-l", "/usr/lib"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return out

@@ -1,0 +1,78 @@
+import json
+import subprocess
+
+from conftest import vmlab_cmd
+
+
+def run_cli(*args, **kw):
+    return subprocess.run(vmlab_cmd() + list(args), capture_output=True, text=True, **kw)
+
+
+def test_run_json_is_clean_json_on_stdout():
+    p = run_cli("run", "--config", "tiny", "--workload", "gups", "accesses=10k", "footprint=8M", "--json", "--progress")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["totals"]["accesses"] == 10000
+
+
+def test_set_overrides_any_key():
+    p = run_cli("run", "-c", "tiny", "--set", "tlb.l1d.entries=2", "--set", "tlb.l1d.ways=1",
+                "--workload", "stream", "accesses=1000", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["tlb"]["l1d"]["entries"] == 2
+
+
+def one_error_line(p):
+    assert p.returncode != 0
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("vmlab: error: ")
+    assert "Traceback" not in p.stderr and "panicked" not in p.stderr
+    return lines[0]
+
+
+def test_bad_inputs_give_one_clear_error_line(tmp_path):
+    garbage = tmp_path / "garbage.vmt"
+    garbage.write_bytes(b"\x00\x01 definitely not a trace" * 10)
+    msg = one_error_line(run_cli("run", "--trace", str(garbage)))
+    assert "garbage.vmt" in msg and "bad magic" in msg
+
+    good = tmp_path / "good.vmt"
+    assert run_cli("generate", "stream", "accesses=200k", "-o", str(good)).returncode == 0
+    data = good.read_bytes()
+    trunc = tmp_path / "trunc.vmt"
+    trunc.write_bytes(data[: len(data) // 2])
+    msg = one_error_line(run_cli("run", "--trace", str(trunc)))
+    assert "trunc.vmt" in msg and "byte offset" in msg
+
+    corrupt = tmp_path / "corrupt.vmt"
+    b = bytearray(data)
+    b[len(b) // 2] ^= 0xFF
+    corrupt.write_bytes(bytes(b))
+    msg = one_error_line(run_cli("info", str(corrupt)))
+    assert "corrupt.vmt" in msg and "byte offset" in msg
+
+    msg = one_error_line(run_cli("run", "--set", "tlb.l1d_4k.entriez=3", "--workload", "gups"))
+    assert "tlb.l1d_4k.entriez" in msg
+    msg = one_error_line(run_cli("run", "--set", "tlb.l1d_4k.entries=0", "--workload", "gups"))
+    assert "tlb.l1d_4k.entries" in msg
+    msg = one_error_line(run_cli("run", "--set", "tlb.l1d_4k.ways=5", "--workload", "gups"))
+    assert "tlb.l1d_4k.ways" in msg
+    msg = one_error_line(run_cli("run", "--set", "machine.phys_mem=1M", "--workload", "gups", "accesses=100k"))
+    assert "physical memory exhausted" in msg
+
+
+def test_info_and_demo():
+    p = run_cli("demo", "--quick")
+    assert p.returncode == 0, p.stderr
+    assert "gups" in p.stdout and "skylake 2M" in p.stdout
+
+
+def test_info_on_a_real_trace(real_trace):
+    p = run_cli("info", str(real_trace), "--json")
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["source"] == "valgrind-lackey"
+    assert info["counts"]["fetches"] > 10000
+    assert info["counts"]["mmap"] > 0
+    assert info["pages_touched"]["4K"] >= info["pages_touched"]["2M"] >= 1
