@@ -14,6 +14,9 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("tiny", include_str!("../../../configs/tiny.toml")),
 ];
 
+/// Page-table organisations `page_table.kind` accepts.
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed"];
+
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bytes(pub u64);
@@ -93,10 +96,12 @@ pub struct OsConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// Organisation: "radix".
+    /// Organisation: "radix" or "hashed" (hashed and clustered tables).
     pub kind: String,
     #[serde(default)]
     pub radix: RadixConfig,
+    #[serde(default)]
+    pub hashed: crate::pt::hashed::HashedConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -294,8 +299,11 @@ impl Config {
 
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
     pub fn validate(&self) -> Result<()> {
-        if self.page_table.kind != "radix" {
-            return Err(Error::config("page_table.kind", format!("unknown kind `{}` (known: radix)", self.page_table.kind)));
+        if !PAGE_TABLE_KINDS.contains(&self.page_table.kind.as_str()) {
+            return Err(Error::config(
+                "page_table.kind",
+                format!("unknown kind `{}` (known: {})", self.page_table.kind, PAGE_TABLE_KINDS.join(", ")),
+            ));
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         if self.tlb.is_empty() {

@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use vmlab::addr::{Asid, PageSize, Perms};
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
-use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable, WalkCaches, WalkPath};
+use vmlab::pt::hashed::{HashFunction, HashedConfig, TableScope};
+use vmlab::pt::{radix::PageWalkCache, HashedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -48,7 +49,9 @@ fn overlaps(r: &Reference, asid: Asid, base: u64, size: PageSize) -> bool {
 }
 
 /// Run `ops` against a page table and the reference; `caches` are the kind's walk caches.
-pub fn check_kind<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op]) -> Result<(), TestCaseError> {
+/// `frees_all`: tearing down every address space returns all page-table memory (false
+/// for a shared global table, which outlives the spaces).
+fn check_kind<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], frees_all: bool) -> Result<(), TestCaseError> {
     let sizes: Vec<PageSize> = pt.page_sizes().to_vec();
     let mut mem = BuddyAllocator::new(64 << 30).unwrap();
     for asid in 0..3 {
@@ -120,8 +123,11 @@ pub fn check_kind<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op]) ->
     for asid in 0..3 {
         pt.destroy_space(&mut mem, asid);
     }
-    prop_assert_eq!(pt.footprint().nodes, 0);
-    prop_assert_eq!(mem.counters().frames_used, 0);
+    prop_assert_eq!(pt.footprint().mapped_pages, 0);
+    prop_assert_eq!(mem.counters().frames_used * 4096, pt.footprint().bytes);
+    if frees_all {
+        prop_assert_eq!(pt.footprint().bytes, 0);
+    }
     Ok(())
 }
 
@@ -130,17 +136,34 @@ proptest! {
 
     #[test]
     fn radix4_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
-        check_kind(RadixPageTable::new(4).unwrap(), PageWalkCache::none(), &ops)?;
+        check_kind(RadixPageTable::new(4).unwrap(), PageWalkCache::none(), &ops, true)?;
     }
 
     #[test]
     fn radix4_with_pwc_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
         let pwc = PageWalkCache::new(&[4, 2, 1], 0, vmlab::mmu::assoc::Replacement::Lru, 1, 0).unwrap();
-        check_kind(RadixPageTable::new(4).unwrap(), pwc, &ops)?;
+        check_kind(RadixPageTable::new(4).unwrap(), pwc, &ops, true)?;
+    }
+
+    #[test]
+    fn hashed_and_clustered_match_reference(
+        ops in proptest::collection::vec(op_strategy(), 1..300),
+        subblock in prop_oneof![Just(1usize), Just(2), Just(4), Just(16)],
+        buckets in prop_oneof![Just(4usize), Just(256)],
+        global in any::<bool>(),
+        mix in any::<bool>(),
+        promote in any::<bool>(),
+    ) {
+        let cfg = HashedConfig {
+            buckets, subblock, promote,
+            hash: if mix { HashFunction::Mix } else { HashFunction::Bits },
+            scope: if global { TableScope::Global } else { TableScope::PerSpace },
+        };
+        check_kind(HashedPageTable::new(&cfg).unwrap(), NoWalkCaches, &ops, !global)?;
     }
 
     #[test]
     fn radix5_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..200)) {
-        check_kind(RadixPageTable::new(5).unwrap(), PageWalkCache::none(), &ops)?;
+        check_kind(RadixPageTable::new(5).unwrap(), PageWalkCache::none(), &ops, true)?;
     }
 }

@@ -7,9 +7,11 @@
 //! sit behind the same interface.
 
 pub mod arena;
+pub mod hashed;
 pub mod radix;
 pub mod walk;
 
+pub use hashed::HashedPageTable;
 pub use radix::RadixPageTable;
 pub use walk::{WalkPath, WalkRef};
 
@@ -119,9 +121,10 @@ pub trait PageTable {
     /// Functional lookup: the mapping covering `va`, with no side effects or costs.
     fn translate(&self, asid: Asid, va: u64) -> Option<Translation>;
     /// What a TLB refill does for `va`: the physical references it makes go into `path`
-    /// (cleared by the caller), consulting and filling `caches`. Returns the mapping, or
+    /// (cleared by the caller), consulting and filling `caches`. A walk may reorganise
+    /// the table (hashed tables promote chain hits). Returns the mapping, or
     /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
-    fn walk(&self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
+    fn walk(&mut self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
 
     /// A hint that `va` will probably be walked soon: bring the simulator's own copy of
     /// the entries into the host cache. Must not change any state or statistic.

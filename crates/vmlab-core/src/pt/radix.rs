@@ -305,7 +305,7 @@ impl PageTable for RadixPageTable {
     }
 
     #[inline]
-    fn walk(&self, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) -> Option<Translation> {
+    fn walk(&mut self, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) -> Option<Translation> {
         let root = self.root(asid)?;
         // The deepest PWC hit decides where the walk starts: a hit for the entry at
         // level L means the level-(L-1) node is known (Intel SDM §4.10.3).

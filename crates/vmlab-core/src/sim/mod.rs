@@ -7,7 +7,7 @@ pub use engine::Engine;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::pt::{radix::PageWalkCache, PageTable, RadixPageTable, WalkCaches};
+use crate::pt::{radix::PageWalkCache, HashedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
 use crate::trace::TraceSource;
 use serde_json::{json, Map, Value};
@@ -29,6 +29,7 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
             let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
             run_with(cfg, pt, pwc, src, info, on_batch)
         }
+        "hashed" => run_with(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, src, info, on_batch),
         other => Err(crate::Error::config("page_table.kind", format!("unknown kind `{other}`"))),
     }
 }

@@ -1,0 +1,568 @@
+//! Hashed and clustered page tables (Elphinstone §3.5–3.6, §6.1.2–6.1.3).
+//!
+//! One structure covers both: a power-of-two array of buckets, each holding a tag
+//! (block number + ASID), a link, and the PTEs of a block of `subblock` consecutive
+//! 4 KiB pages (subblock 1: a plain HPT; 2: Elphinstone's HPT of PTE pairs; 4–16: a
+//! clustered page table). Bucket layout in simulated memory: tag (8 B) | link (8 B) |
+//! subblock × PTE (8 B), i.e. 16 + 8n bytes. Collisions chain externally through
+//! buckets allocated from per-table slab frames; a walk that hits in the chain promotes
+//! the bucket to the head by swapping contents (Elphinstone §6.1.2), when `promote`.
+//!
+//! Page sizes: 4 KiB, and (subblock > 1) a superpage covering a whole block, held as a
+//! single PTE in the block's bucket (the CPT's native superpage, §3.6).
+//!
+//! A walk visits buckets one after another: each is a sequential step whose references
+//! are the distinct cache lines it reads (the tag, then the PTE on a match or the link
+//! on a mismatch).
+
+use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use crate::addr::{Asid, PageSize, Perms};
+use crate::error::{Error, Result};
+use crate::os::buddy::{BuddyAllocator, FrameUse};
+use serde::{Deserialize, Serialize};
+
+const NONE: u32 = u32::MAX;
+const LINE: u64 = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HashFunction {
+    /// Bit selection: the low bits of the block number (Elphinstone's choice).
+    #[default]
+    Bits,
+    /// A multiplicative mix of block number and ASID (spreads clustered addresses).
+    Mix,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum TableScope {
+    /// One table per address space (Elphinstone's per-task tables).
+    #[default]
+    PerSpace,
+    /// One table shared by all address spaces, ASIDs in the tags.
+    Global,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct HashedConfig {
+    /// Buckets in the hash table (a power of two).
+    pub buckets: usize,
+    /// 4 KiB pages per bucket: 1 or 2 (HPT), up to 16 (CPT).
+    pub subblock: usize,
+    #[serde(default)]
+    pub hash: HashFunction,
+    #[serde(default)]
+    pub scope: TableScope,
+    /// Swap a chain hit into the head bucket.
+    #[serde(default = "yes")]
+    pub promote: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for HashedConfig {
+    fn default() -> Self {
+        HashedConfig { buckets: 8192, subblock: 2, hash: HashFunction::Bits, scope: TableScope::PerSpace, promote: true }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bucket {
+    block: u64,
+    asid: Asid,
+    /// Bit i: PTE i present. A superpage uses bit 0 with `superpage` set.
+    present: u16,
+    superpage: bool,
+    next: u32,
+    /// Simulated physical address of the bucket.
+    pa: u64,
+}
+
+impl Bucket {
+    fn empty(pa: u64) -> Bucket {
+        Bucket { block: 0, asid: 0, present: 0, superpage: false, next: NONE, pa }
+    }
+}
+
+/// One hash table (per address space, or the global one).
+struct Table {
+    /// Arena index of head bucket 0; heads are contiguous.
+    heads: u32,
+    /// Simulated physical base of the head array and its size.
+    table_pa: u64,
+    table_size: PageSize,
+    /// Slab frames holding this table's chain buckets, and free chain buckets.
+    slab_frames: Vec<u64>,
+    free_nodes: Vec<u32>,
+    live_chain: u64,
+}
+
+pub struct HashedPageTable {
+    cfg: HashedConfig,
+    sizes: Vec<PageSize>,
+    block_shift: u32,
+    bucket_bytes: u64,
+    buckets: Vec<Bucket>,
+    ptes: Vec<u64>,
+    /// Table per ASID (PerSpace), or table 0 for everyone (Global).
+    tables: Vec<Option<Table>>,
+    mapped: u64,
+    frames: u64,
+    chain_hits: u64,
+    promotions: u64,
+}
+
+impl HashedPageTable {
+    pub fn new(cfg: &HashedConfig) -> Result<HashedPageTable> {
+        if cfg.buckets == 0 || !cfg.buckets.is_power_of_two() || cfg.buckets > 1 << 26 {
+            return Err(Error::config("page_table.hashed.buckets", "must be a power of two between 1 and 2^26"));
+        }
+        if !(1..=16).contains(&cfg.subblock) || !cfg.subblock.is_power_of_two() {
+            return Err(Error::config("page_table.hashed.subblock", "must be 1, 2, 4, 8 or 16"));
+        }
+        let block_shift = 12 + cfg.subblock.trailing_zeros();
+        let mut sizes = vec![PageSize::K4];
+        if cfg.subblock > 1 {
+            sizes.push(PageSize::from_valid_shift(block_shift as u8));
+        }
+        Ok(HashedPageTable {
+            cfg: cfg.clone(),
+            sizes,
+            block_shift,
+            bucket_bytes: 16 + 8 * cfg.subblock as u64,
+            buckets: Vec::new(),
+            ptes: Vec::new(),
+            tables: Vec::new(),
+            mapped: 0,
+            frames: 0,
+            chain_hits: 0,
+            promotions: 0,
+        })
+    }
+
+    fn table_index(&self, asid: Asid) -> usize {
+        match self.cfg.scope {
+            TableScope::PerSpace => asid as usize,
+            TableScope::Global => 0,
+        }
+    }
+
+    fn table(&self, asid: Asid) -> Option<&Table> {
+        self.tables.get(self.table_index(asid)).and_then(|t| t.as_ref())
+    }
+
+    #[inline]
+    fn hash(&self, block: u64, asid: Asid) -> usize {
+        let mask = self.cfg.buckets as u64 - 1;
+        let h = match (self.cfg.hash, self.cfg.scope) {
+            (HashFunction::Bits, TableScope::PerSpace) => block,
+            (HashFunction::Bits, TableScope::Global) => block ^ ((asid as u64) << 7),
+            (HashFunction::Mix, _) => {
+                let x = (block ^ ((asid as u64) << 48)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                x ^ (x >> 29)
+            }
+        };
+        (h & mask) as usize
+    }
+
+    fn new_table(&mut self, mem: &mut BuddyAllocator) -> Result<Table> {
+        let bytes = (self.cfg.buckets as u64 * self.bucket_bytes).next_power_of_two().max(4096);
+        let size = PageSize::from_bytes(bytes).map_err(|m| Error::config("page_table.hashed.buckets", m))?;
+        let table_pa = mem.alloc(size, FrameUse::PageTable)?;
+        self.frames += size.base_pages();
+        let heads = self.buckets.len() as u32;
+        for i in 0..self.cfg.buckets as u64 {
+            self.buckets.push(Bucket::empty(table_pa + i * self.bucket_bytes));
+        }
+        self.ptes.resize(self.buckets.len() * self.cfg.subblock, 0);
+        Ok(Table { heads, table_pa, table_size: size, slab_frames: Vec::new(), free_nodes: Vec::new(), live_chain: 0 })
+    }
+
+    fn alloc_chain(&mut self, mem: &mut BuddyAllocator, ti: usize) -> Result<u32> {
+        if self.tables[ti].as_ref().unwrap().free_nodes.is_empty() {
+            let frame = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
+            self.frames += 1;
+            let per = 4096 / self.bucket_bytes;
+            let first = self.buckets.len() as u32;
+            for i in 0..per {
+                self.buckets.push(Bucket::empty(frame + i * self.bucket_bytes));
+            }
+            self.ptes.resize(self.buckets.len() * self.cfg.subblock, 0);
+            let t = self.tables[ti].as_mut().unwrap();
+            t.slab_frames.push(frame);
+            t.free_nodes.extend((first..first + per as u32).rev());
+        }
+        let t = self.tables[ti].as_mut().unwrap();
+        t.live_chain += 1;
+        Ok(t.free_nodes.pop().unwrap())
+    }
+
+    /// The bucket holding `block` for `asid`: (bucket, predecessor in the chain).
+    fn find(&self, asid: Asid, block: u64) -> Option<(u32, Option<u32>)> {
+        let t = self.table(asid)?;
+        let mut b = t.heads + self.hash(block, asid) as u32;
+        let mut prev = None;
+        loop {
+            let k = &self.buckets[b as usize];
+            if k.present != 0 && k.block == block && k.asid == asid {
+                return Some((b, prev));
+            }
+            if k.next == NONE {
+                return None;
+            }
+            prev = Some(b);
+            b = k.next;
+        }
+    }
+
+    fn slot(&self, va: u64) -> usize {
+        ((va >> 12) as usize) & (self.cfg.subblock - 1)
+    }
+
+    fn translation_of(&self, b: u32, va: u64) -> Option<Translation> {
+        let k = &self.buckets[b as usize];
+        let n = self.cfg.subblock;
+        if k.superpage {
+            let e = self.ptes[b as usize * n];
+            return Some(Translation { pa: e & !0xfff, size: self.sizes[1], perms: Perms::from_bits(e as u8) });
+        }
+        let i = self.slot(va);
+        if k.present & (1 << i) == 0 {
+            return None;
+        }
+        let e = self.ptes[b as usize * n + i];
+        Some(Translation { pa: e & !0xfff, size: PageSize::K4, perms: Perms::from_bits(e as u8) })
+    }
+
+    /// Move the contents (not the address or link) of bucket `from` into `to`.
+    fn move_contents(&mut self, from: u32, to: u32) {
+        let n = self.cfg.subblock;
+        let (f, t) = (from as usize, to as usize);
+        let src = self.buckets[f];
+        let dst = &mut self.buckets[t];
+        dst.block = src.block;
+        dst.asid = src.asid;
+        dst.present = src.present;
+        dst.superpage = src.superpage;
+        for i in 0..n {
+            self.ptes[t * n + i] = self.ptes[f * n + i];
+        }
+    }
+
+    fn swap_contents(&mut self, a: u32, b: u32) {
+        let n = self.cfg.subblock;
+        let (x, y) = (a as usize, b as usize);
+        let (ka, kb) = (self.buckets[x], self.buckets[y]);
+        self.buckets[x] = Bucket { block: kb.block, asid: kb.asid, present: kb.present, superpage: kb.superpage, ..ka };
+        self.buckets[y] = Bucket { block: ka.block, asid: ka.asid, present: ka.present, superpage: ka.superpage, ..kb };
+        for i in 0..n {
+            self.ptes.swap(x * n + i, y * n + i);
+        }
+    }
+
+    /// Distinct cache lines read in a bucket at offsets `offs`, pushed as one step.
+    fn push_bucket(&self, path: &mut WalkPath, b: u32, offs: &[u64]) {
+        let pa = self.buckets[b as usize].pa;
+        path.begin_step();
+        let mut last = u64::MAX;
+        for &o in offs {
+            let line = (pa + o) & !(LINE - 1);
+            if line != last {
+                path.push_parallel(pa + o, 0);
+                last = line;
+            }
+        }
+    }
+}
+
+impl PageTable for HashedPageTable {
+    type Caches = NoWalkCaches;
+
+    fn kind(&self) -> &'static str {
+        match self.cfg.subblock {
+            1 | 2 => "hashed",
+            _ => "clustered",
+        }
+    }
+
+    fn page_sizes(&self) -> &[PageSize] {
+        &self.sizes
+    }
+
+    fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
+        let ti = self.table_index(asid);
+        if self.tables.len() <= ti {
+            self.tables.resize_with(ti + 1, || None);
+        }
+        if self.tables[ti].is_none() {
+            let t = self.new_table(mem)?;
+            self.tables[ti] = Some(t);
+        }
+        Ok(())
+    }
+
+    fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
+        match self.cfg.scope {
+            TableScope::Global => {
+                // Remove this space's entries; the shared table stays.
+                let blocks: Vec<u64> = self
+                    .buckets
+                    .iter()
+                    .filter(|k| k.present != 0 && k.asid == asid)
+                    .map(|k| k.block)
+                    .collect();
+                for block in blocks {
+                    let va = block << self.block_shift;
+                    while let Some((b, _)) = self.find(asid, block) {
+                        let k = self.buckets[b as usize];
+                        let i = if k.superpage { 0 } else { k.present.trailing_zeros() as u64 };
+                        self.unmap(mem, asid, va + (i << 12));
+                    }
+                }
+            }
+            TableScope::PerSpace => {
+                let ti = asid as usize;
+                let Some(t) = self.tables.get_mut(ti).and_then(|t| t.take()) else { return };
+                for b in t.heads..t.heads + self.cfg.buckets as u32 {
+                    let mut c = Some(b);
+                    while let Some(x) = c {
+                        let k = self.buckets[x as usize];
+                        self.mapped -= if k.superpage { 1 } else { k.present.count_ones() as u64 };
+                        self.buckets[x as usize].present = 0;
+                        c = (k.next != NONE).then_some(k.next);
+                    }
+                }
+                mem.free(t.table_pa, t.table_size, FrameUse::PageTable);
+                self.frames -= t.table_size.base_pages();
+                for f in t.slab_frames {
+                    mem.free(f, PageSize::K4, FrameUse::PageTable);
+                    self.frames -= 1;
+                }
+            }
+        }
+    }
+
+    fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
+        if !self.sizes.contains(&size) {
+            return Err(Error::config(
+                "os.page_size",
+                format!("a {} page table with subblock {} maps 4K{} pages, not {size}", self.kind(), self.cfg.subblock,
+                    if self.cfg.subblock > 1 { format!(" and {}", self.sizes[1]) } else { String::new() }),
+            ));
+        }
+        let ti = self.table_index(asid);
+        if self.table(asid).is_none() {
+            return Err(Error::Sim(format!("map into unknown address space {asid}")));
+        }
+        let block = va >> self.block_shift;
+        let n = self.cfg.subblock;
+        let entry = (pa & !0xfff) | perms.bits() as u64;
+        let b = match self.find(asid, block) {
+            Some((b, _)) => {
+                let k = self.buckets[b as usize];
+                if k.superpage || size != PageSize::K4 || k.present & (1 << self.slot(va)) != 0 {
+                    return Err(Error::Sim(format!("map {va:#x}: already mapped")));
+                }
+                b
+            }
+            None => {
+                let head = self.tables[ti].as_ref().unwrap().heads + self.hash(block, asid) as u32;
+                let b = if self.buckets[head as usize].present == 0 {
+                    head
+                } else {
+                    let node = self.alloc_chain(mem, ti)?;
+                    self.buckets[node as usize].next = self.buckets[head as usize].next;
+                    self.buckets[head as usize].next = node;
+                    node
+                };
+                let k = &mut self.buckets[b as usize];
+                k.block = block;
+                k.asid = asid;
+                k.present = 0;
+                k.superpage = size != PageSize::K4;
+                b
+            }
+        };
+        let i = if size == PageSize::K4 { self.slot(va) } else { 0 };
+        self.ptes[b as usize * n + i] = entry;
+        self.buckets[b as usize].present |= 1 << i;
+        self.mapped += 1;
+        Ok(())
+    }
+
+    fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
+        let _ = mem;
+        let block = va >> self.block_shift;
+        let (b, prev) = self.find(asid, block)?;
+        let t = self.translation_of(b, va)?;
+        let slot = self.slot(va);
+        let k = &mut self.buckets[b as usize];
+        if k.superpage {
+            k.present = 0;
+            k.superpage = false;
+        } else {
+            k.present &= !(1 << slot);
+        }
+        self.mapped -= 1;
+        if self.buckets[b as usize].present == 0 {
+            let ti = self.table_index(asid);
+            let next = self.buckets[b as usize].next;
+            match prev {
+                // A chain bucket: unlink and free it.
+                Some(p) => {
+                    self.buckets[p as usize].next = next;
+                    self.buckets[b as usize].next = NONE;
+                    let tb = self.tables[ti].as_mut().unwrap();
+                    tb.free_nodes.push(b);
+                    tb.live_chain -= 1;
+                }
+                // The head: pull the first chain bucket into it.
+                None if next != NONE => {
+                    self.move_contents(next, b);
+                    self.buckets[b as usize].next = self.buckets[next as usize].next;
+                    self.buckets[next as usize].present = 0;
+                    self.buckets[next as usize].next = NONE;
+                    let tb = self.tables[ti].as_mut().unwrap();
+                    tb.free_nodes.push(next);
+                    tb.live_chain -= 1;
+                }
+                None => {}
+            }
+        }
+        Some(t)
+    }
+
+    fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
+        let Some((b, _)) = self.find(asid, va >> self.block_shift) else { return false };
+        if self.translation_of(b, va).is_none() {
+            return false;
+        }
+        let n = self.cfg.subblock;
+        let i = if self.buckets[b as usize].superpage { 0 } else { self.slot(va) };
+        let e = &mut self.ptes[b as usize * n + i];
+        *e = (*e & !0xfff) | perms.bits() as u64;
+        true
+    }
+
+    fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
+        let (b, _) = self.find(asid, va >> self.block_shift)?;
+        self.translation_of(b, va)
+    }
+
+    fn walk(&mut self, asid: Asid, va: u64, _: &mut NoWalkCaches, path: &mut WalkPath) -> Option<Translation> {
+        let block = va >> self.block_shift;
+        let t = self.table(asid)?;
+        let head = t.heads + self.hash(block, asid) as u32;
+        let pte_off = 16 + 8 * self.slot(va) as u64;
+        let mut b = head;
+        loop {
+            let k = self.buckets[b as usize];
+            let hit = k.present != 0 && k.block == block && k.asid == asid;
+            if hit {
+                let off = if k.superpage { 16 } else { pte_off };
+                self.push_bucket(path, b, &[0, off]);
+                let found = self.translation_of(b, va);
+                if b != head && found.is_some() {
+                    self.chain_hits += 1;
+                    if self.cfg.promote {
+                        self.swap_contents(head, b);
+                        self.promotions += 1;
+                    }
+                }
+                return found;
+            }
+            self.push_bucket(path, b, &[0, 8]);
+            if k.next == NONE {
+                return None;
+            }
+            b = k.next;
+        }
+    }
+
+    fn footprint(&self) -> PtFootprint {
+        let live_chain: u64 = self.tables.iter().flatten().map(|t| t.live_chain).sum();
+        let heads = self.tables.iter().flatten().count() as u64 * self.cfg.buckets as u64;
+        PtFootprint { bytes: self.frames * 4096, nodes: heads + live_chain, mapped_pages: self.mapped }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        let live_chain: u64 = self.tables.iter().flatten().map(|t| t.live_chain).sum();
+        serde_json::json!({
+            "buckets": self.cfg.buckets, "subblock": self.cfg.subblock, "bucket_bytes": self.bucket_bytes,
+            "chain_buckets": live_chain, "chain_hits": self.chain_hits, "promotions": self.promotions,
+            "tables": self.tables.iter().flatten().count(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(buckets: usize, subblock: usize) -> (HashedPageTable, BuddyAllocator) {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let mut pt = HashedPageTable::new(&HashedConfig { buckets, subblock, ..Default::default() }).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        (pt, mem)
+    }
+
+    #[test]
+    fn a_lookup_without_collision_touches_one_entry() {
+        let (mut pt, mut mem) = table(256, 2);
+        pt.map(&mut mem, 0, 0x40_0000, 0x10_0000, PageSize::K4, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        let t = pt.walk(0, 0x40_0123, &mut NoWalkCaches, &mut path).unwrap();
+        assert_eq!(t.phys(0x40_0123), 0x10_0123);
+        assert_eq!(path.steps(), 1);
+        // A 32-byte bucket never straddles a 64-byte line: tag and PTE share one line.
+        assert_eq!(path.refs().len(), 1);
+    }
+
+    #[test]
+    fn collisions_chain_and_chain_hits_are_promoted() {
+        let (mut pt, mut mem) = table(256, 2);
+        // Blocks 0 and 256 (8 KiB blocks) hash to the same bucket with bit selection.
+        let (a, b) = (0x0u64, 256u64 << 13);
+        pt.map(&mut mem, 0, a, 0x1000, PageSize::K4, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 0, b, 0x2000, PageSize::K4, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        // `b` went into the chain: the walk reads the head, then the chain bucket.
+        assert_eq!(pt.walk(0, b, &mut NoWalkCaches, &mut path).unwrap().pa, 0x2000);
+        assert_eq!(path.steps(), 2);
+        // It was promoted: now it is found at the head.
+        path.clear();
+        pt.walk(0, b, &mut NoWalkCaches, &mut path).unwrap();
+        assert_eq!(path.steps(), 1);
+        path.clear();
+        assert_eq!(pt.walk(0, a, &mut NoWalkCaches, &mut path).unwrap().pa, 0x1000);
+        assert_eq!(path.steps(), 2);
+        // Unmapping the head pulls the chain bucket up.
+        pt.unmap(&mut mem, 0, a).unwrap();
+        assert_eq!(pt.translate(0, b).unwrap().pa, 0x2000);
+        assert_eq!(pt.footprint().nodes, 256);
+    }
+
+    #[test]
+    fn clustered_superpage_covers_the_block() {
+        let (mut pt, mut mem) = table(128, 4);
+        let sp = PageSize::from_bytes(16 << 10).unwrap();
+        assert_eq!(pt.page_sizes(), &[PageSize::K4, sp]);
+        pt.map(&mut mem, 0, 0x10_0000, 0x20_0000, sp, Perms::RW_USER).unwrap();
+        let t = pt.translate(0, 0x10_3fff).unwrap();
+        assert_eq!((t.pa, t.size), (0x20_0000, sp));
+        assert!(pt.map(&mut mem, 0, 0x10_1000, 0x5000, PageSize::K4, Perms::RW_USER).is_err());
+        assert!(pt.map(&mut mem, 0, 0, 0, PageSize::M2, Perms::RW_USER).is_err());
+    }
+
+    #[test]
+    fn bad_geometry_names_the_key() {
+        let e = HashedPageTable::new(&HashedConfig { buckets: 100, ..Default::default() }).err().unwrap();
+        assert!(e.to_string().contains("page_table.hashed.buckets"));
+        let e = HashedPageTable::new(&HashedConfig { subblock: 3, ..Default::default() }).err().unwrap();
+        assert!(e.to_string().contains("page_table.hashed.subblock"));
+    }
+}
