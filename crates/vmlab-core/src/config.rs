@@ -15,7 +15,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed"];
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted"];
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,12 +96,14 @@ pub struct OsConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// Organisation: "radix" or "hashed" (hashed and clustered tables).
+    /// Organisation: "radix", "hashed" (hashed and clustered tables) or "inverted".
     pub kind: String,
     #[serde(default)]
     pub radix: RadixConfig,
     #[serde(default)]
     pub hashed: crate::pt::hashed::HashedConfig,
+    #[serde(default)]
+    pub inverted: crate::pt::inverted::InvertedConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use vmlab::addr::{Asid, PageSize, Perms};
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
 use vmlab::pt::hashed::{HashFunction, HashedConfig, TableScope};
-use vmlab::pt::{radix::PageWalkCache, HashedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
+use vmlab::pt::inverted::InvertedConfig;
+use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -51,9 +52,14 @@ fn overlaps(r: &Reference, asid: Asid, base: u64, size: PageSize) -> bool {
 /// Run `ops` against a page table and the reference; `caches` are the kind's walk caches.
 /// `frees_all`: tearing down every address space returns all page-table memory (false
 /// for a shared global table, which outlives the spaces).
-fn check_kind<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], frees_all: bool) -> Result<(), TestCaseError> {
+fn check_kind<P: PageTable>(pt: P, caches: P::Caches, ops: &[Op], frees_all: bool) -> Result<(), TestCaseError> {
+    check_kind_in(pt, caches, ops, frees_all, 64 << 30)
+}
+
+/// As `check_kind`, with `phys` bytes of simulated memory.
+fn check_kind_in<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], frees_all: bool, phys: u64) -> Result<(), TestCaseError> {
     let sizes: Vec<PageSize> = pt.page_sizes().to_vec();
-    let mut mem = BuddyAllocator::new(64 << 30).unwrap();
+    let mut mem = BuddyAllocator::new(phys).unwrap();
     for asid in 0..3 {
         pt.create_space(&mut mem, asid).unwrap();
     }
@@ -160,6 +166,13 @@ proptest! {
             scope: if global { TableScope::Global } else { TableScope::PerSpace },
         };
         check_kind(HashedPageTable::new(&cfg).unwrap(), NoWalkCaches, &ops, !global)?;
+    }
+
+    #[test]
+    fn inverted_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300), anchors in prop_oneof![Just(0usize), Just(8)]) {
+        let phys = 256u64 << 20;
+        let pt = InvertedPageTable::new(&InvertedConfig { anchors }, phys).unwrap();
+        check_kind_in(pt, NoWalkCaches, &ops, false, phys)?;
     }
 
     #[test]

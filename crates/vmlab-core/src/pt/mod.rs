@@ -8,10 +8,12 @@
 
 pub mod arena;
 pub mod hashed;
+pub mod inverted;
 pub mod radix;
 pub mod walk;
 
 pub use hashed::HashedPageTable;
+pub use inverted::InvertedPageTable;
 pub use radix::RadixPageTable;
 pub use walk::{WalkPath, WalkRef};
 
