@@ -104,6 +104,9 @@ pub struct PageTableConfig {
     pub hashed: crate::pt::hashed::HashedConfig,
     #[serde(default)]
     pub inverted: crate::pt::inverted::InvertedConfig,
+    /// A software TLB in front of the table (`entries = 0`: none).
+    #[serde(default)]
+    pub stlb: crate::pt::stlb::StlbConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -8,6 +8,8 @@ use vmlab::addr::{Asid, PageSize, Perms};
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
 use vmlab::pt::hashed::{HashFunction, HashedConfig, TableScope};
 use vmlab::pt::inverted::InvertedConfig;
+use vmlab::pt::stlb::StlbConfig;
+use vmlab::pt::SoftwareTlb;
 use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
 
 #[derive(Clone, Debug)]
@@ -173,6 +175,25 @@ proptest! {
         let phys = 256u64 << 20;
         let pt = InvertedPageTable::new(&InvertedConfig { anchors }, phys).unwrap();
         check_kind_in(pt, NoWalkCaches, &ops, false, phys)?;
+    }
+
+    /// A software TLB in front of a table must stay consistent through unmap and
+    /// protect: every walk still agrees with the reference.
+    #[test]
+    fn stlb_in_front_matches_reference(
+        ops in proptest::collection::vec(op_strategy(), 1..300),
+        entries in prop_oneof![Just(4usize), Just(64)],
+        ways in prop_oneof![Just(1usize), Just(2)],
+        index_shift in prop_oneof![Just(12u8), Just(13)],
+        hashed in any::<bool>(),
+    ) {
+        let cfg = StlbConfig { entries, ways, index_shift };
+        if hashed {
+            let inner = HashedPageTable::new(&HashedConfig { buckets: 16, subblock: 4, ..Default::default() }).unwrap();
+            check_kind(SoftwareTlb::new(inner, &cfg).unwrap(), NoWalkCaches, &ops, false)?;
+        } else {
+            check_kind(SoftwareTlb::new(RadixPageTable::new(4).unwrap(), &cfg).unwrap(), PageWalkCache::none(), &ops, false)?;
+        }
     }
 
     #[test]

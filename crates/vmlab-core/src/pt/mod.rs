@@ -10,11 +10,13 @@ pub mod arena;
 pub mod hashed;
 pub mod inverted;
 pub mod radix;
+pub mod stlb;
 pub mod walk;
 
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
 pub use radix::RadixPageTable;
+pub use stlb::SoftwareTlb;
 pub use walk::{WalkPath, WalkRef};
 
 use crate::addr::{Asid, PageSize, Perms};

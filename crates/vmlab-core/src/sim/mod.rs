@@ -7,7 +7,7 @@ pub use engine::Engine;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches};
+use crate::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
 use crate::trace::TraceSource;
 use serde_json::{json, Map, Value};
@@ -27,14 +27,30 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
         "radix" => {
             let pt = RadixPageTable::new(cfg.page_table.radix.levels)?;
             let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
-            run_with(cfg, pt, pwc, src, info, on_batch)
+            run_kind(cfg, pt, pwc, src, info, on_batch)
         }
-        "hashed" => run_with(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, src, info, on_batch),
+        "hashed" => run_kind(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, src, info, on_batch),
         "inverted" => {
             let pt = InvertedPageTable::new(&cfg.page_table.inverted, cfg.machine.phys_mem.0)?;
-            run_with(cfg, pt, NoWalkCaches, src, info, on_batch)
+            run_kind(cfg, pt, NoWalkCaches, src, info, on_batch)
         }
         other => Err(crate::Error::config("page_table.kind", format!("unknown kind `{other}`"))),
+    }
+}
+
+/// Run a kind, behind a software TLB if one is configured.
+fn run_kind<P: PageTable>(
+    cfg: &Config,
+    pt: P,
+    caches: P::Caches,
+    src: &mut dyn TraceSource,
+    info: &SourceInfo,
+    on_batch: impl FnMut(u64),
+) -> Result<Value> {
+    if cfg.page_table.stlb.entries > 0 {
+        run_with(cfg, SoftwareTlb::new(pt, &cfg.page_table.stlb)?, caches, src, info, on_batch)
+    } else {
+        run_with(cfg, pt, caches, src, info, on_batch)
     }
 }
 
