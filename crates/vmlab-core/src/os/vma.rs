@@ -69,14 +69,7 @@ impl VmaSet {
         if start >= end {
             return;
         }
-        let overlapping: Vec<Vma> = self
-            .map
-            .range(..end)
-            .rev()
-            .take_while(|(_, v)| v.end > start)
-            .map(|(_, v)| *v)
-            .collect();
-        for v in overlapping {
+        for v in self.overlapping(start, end) {
             self.map.remove(&v.start);
             if v.start < start {
                 self.map.insert(v.start, Vma { end: start, ..v });
@@ -89,18 +82,16 @@ impl VmaSet {
 
     /// Set the permissions of [start, end) where it is mapped, splitting as needed.
     pub fn protect_range(&mut self, start: u64, end: u64, perms: Perms) {
-        let parts: Vec<Vma> = self
-            .map
-            .range(..end)
-            .rev()
-            .take_while(|(_, v)| v.end > start)
-            .map(|(_, v)| *v)
-            .collect();
-        for v in parts {
+        for v in self.overlapping(start, end) {
             let (s, e) = (v.start.max(start), v.end.min(end));
             self.remove_range(s, e);
             self.map.insert(s, Vma { start: s, end: e, perms, ..v });
         }
+    }
+
+    /// The regions overlapping [start, end), highest first.
+    fn overlapping(&self, start: u64, end: u64) -> Vec<Vma> {
+        self.map.range(..end).rev().take_while(|(_, v)| v.end > start).map(|(_, v)| *v).collect()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Vma> {

@@ -99,6 +99,23 @@ pub fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Generators that produce accesses a burst at a time (a BFS vertex, a key lookup).
+pub trait Bursts {
+    fn pending(&mut self) -> &mut Pending;
+    /// Queue the next burst into `pending()`.
+    fn next_burst(&mut self);
+}
+
+/// `Generator::emit` for a burst generator: exactly `n` accesses, refilling as needed.
+pub fn emit_bursts<G: Bursts>(g: &mut G, mut n: u64, pid: u32, out: &mut Vec<Record>) {
+    while n > 0 {
+        if g.pending().is_empty() {
+            g.next_burst();
+        }
+        n -= g.pending().drain(n, pid, out);
+    }
+}
+
 /// Accesses produced in bursts (one graph vertex, one key lookup), handed out exactly
 /// `n` at a time.
 #[derive(Default)]

@@ -6,9 +6,8 @@
 //! neighbours of v are `hash(seed, v, i)`. Only the offsets array (V+1 words), the BFS
 //! queue and a visited bitmap live in memory.
 
-use super::gen::{mix, mmap_rw, page_round, Generator, Pending};
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::gen::{emit_bursts, Bursts, mix, mmap_rw, page_round, Generator, Pending};
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
 
@@ -19,7 +18,7 @@ pub fn info() -> WorkloadInfo {
         params: vec![
             param("vertices", "1M", "number of vertices V"),
             param("degree", "16", "average degree"),
-            param("base", format!("{DEFAULT_BASE:#x}"), "virtual base of the arrays (4 KiB aligned)"),
+            base_param(),
         ],
     }
 }
@@ -138,12 +137,16 @@ impl Generator for Bfs {
     fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
         out.push(mmap_rw(pid, self.base, self.end - self.base));
     }
-    fn emit(&mut self, mut n: u64, pid: u32, out: &mut Vec<Record>) {
-        while n > 0 {
-            if self.pending.is_empty() {
-                self.expand();
-            }
-            n -= self.pending.drain(n, pid, out);
-        }
+    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
+        emit_bursts(self, n, pid, out)
+    }
+}
+
+impl Bursts for Bfs {
+    fn pending(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+    fn next_burst(&mut self) {
+        self.expand()
     }
 }

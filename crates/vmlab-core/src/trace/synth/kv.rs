@@ -7,9 +7,8 @@
 //! Popularity is Zipfian (Gray et al. 1994, as in YCSB) and scrambled by a hash so hot
 //! keys are spread over the heap.
 
-use super::gen::{mix, mmap_rw, page_round, rng, Generator, Pending};
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::gen::{emit_bursts, Bursts, mix, mmap_rw, page_round, rng, Generator, Pending};
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
 use rand::RngCore;
@@ -26,7 +25,7 @@ pub fn info() -> WorkloadInfo {
             param("theta", "0.99", "Zipfian skew (0 = uniform, < 1)"),
             param("value_size", "256", "bytes per value (1..65535)"),
             param("write_ratio", "0.05", "fraction of operations that are PUTs"),
-            param("base", format!("{DEFAULT_BASE:#x}"), "virtual base (4 KiB aligned)"),
+            base_param(),
         ],
     }
 }
@@ -135,12 +134,16 @@ impl Generator for KeyValue {
     fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
         out.push(mmap_rw(pid, self.base, self.end - self.base));
     }
-    fn emit(&mut self, mut n: u64, pid: u32, out: &mut Vec<Record>) {
-        while n > 0 {
-            if self.pending.is_empty() {
-                self.operation();
-            }
-            n -= self.pending.drain(n, pid, out);
-        }
+    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
+        emit_bursts(self, n, pid, out)
+    }
+}
+
+impl Bursts for KeyValue {
+    fn pending(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+    fn next_burst(&mut self) {
+        self.operation()
     }
 }

@@ -24,6 +24,11 @@ pub fn param(name: &'static str, default: impl Into<String>, help: &'static str)
     ParamInfo { name, default: default.into(), help }
 }
 
+/// The `base` parameter of a workload's data region.
+pub fn base_param() -> ParamInfo {
+    param("base", format!("{:#x}", super::DEFAULT_BASE), "virtual base address of the region (4 KiB aligned)")
+}
+
 /// Parameters every workload accepts, appended to each workload's own list.
 pub fn common_params() -> Vec<ParamInfo> {
     vec![

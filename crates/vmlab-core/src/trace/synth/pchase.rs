@@ -1,8 +1,7 @@
 //! Pointer chase: a random single cycle over all nodes of the footprint.
 
 use super::gen::{mmap_rw, page_round, Generator, Permutation};
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
 
@@ -13,7 +12,7 @@ pub fn info() -> WorkloadInfo {
         params: vec![
             param("footprint", "1G", "bytes of nodes"),
             param("node", "64", "bytes per node"),
-            param("base", format!("{DEFAULT_BASE:#x}"), "virtual base address (4 KiB aligned)"),
+            base_param(),
         ],
     }
 }

@@ -2,8 +2,7 @@
 //! shared pages, switching after each burst.
 
 use super::gen::Generator;
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::{MapFlags, Record};
 
@@ -15,7 +14,7 @@ pub fn info() -> WorkloadInfo {
             param("procs", "4", "number of processes n"),
             param("pages", "64", "shared pages p"),
             param("burst", "64", "accesses per time slice (default: one pass over the pages)"),
-            param("base", format!("{DEFAULT_BASE:#x}"), "address of the shared region (4 KiB aligned)"),
+            base_param(),
         ],
     }
 }

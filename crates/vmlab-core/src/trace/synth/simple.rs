@@ -1,16 +1,11 @@
 //! GUPS (random read-modify-write), STREAM (sequential) and STRIDE.
 
 use super::gen::{below, mmap_rw, page_round, rng, Generator};
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
 use rand::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
-
-fn base_param() -> super::ParamInfo {
-    param("base", format!("{DEFAULT_BASE:#x}"), "virtual base address of the region (4 KiB aligned)")
-}
 
 pub fn gups_info() -> WorkloadInfo {
     WorkloadInfo {

@@ -2,8 +2,7 @@
 //! over a large range) and SPARSE-FILE (objects with a file-size distribution).
 
 use super::gen::{below, mix, mmap_rw, rng, Generator, Permutation};
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
 use rand::RngCore;
@@ -22,7 +21,7 @@ pub fn info() -> WorkloadInfo {
             param("space", "1T", "size of the virtual range the pages are scattered over"),
             param("layout", "page", "page | file"),
             param("order", "random", "random | sequential: which page each access touches"),
-            param("base", format!("{DEFAULT_BASE:#x}"), "start of the range (4 KiB aligned)"),
+            base_param(),
         ],
     }
 }

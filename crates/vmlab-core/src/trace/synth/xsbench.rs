@@ -7,9 +7,8 @@
 //! `nuclides` nuclide grids at the indexed position. G is chosen so the three arrays
 //! fill `footprint`.
 
-use super::gen::{below, mix, mmap_rw, page_round, rng, Generator, Pending};
-use super::params::{param, Params, WorkloadInfo};
-use super::DEFAULT_BASE;
+use super::gen::{emit_bursts, Bursts, below, mix, mmap_rw, page_round, rng, Generator, Pending};
+use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
 use rand::RngCore;
@@ -24,7 +23,7 @@ pub fn info() -> WorkloadInfo {
         params: vec![
             param("footprint", "1G", "total bytes of the grids"),
             param("nuclides", "68", "nuclides per lookup"),
-            param("base", format!("{DEFAULT_BASE:#x}"), "virtual base (4 KiB aligned)"),
+            base_param(),
         ],
     }
 }
@@ -103,12 +102,16 @@ impl Generator for XsBench {
     fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
         out.push(mmap_rw(pid, self.base, self.end - self.base));
     }
-    fn emit(&mut self, mut n: u64, pid: u32, out: &mut Vec<Record>) {
-        while n > 0 {
-            if self.pending.is_empty() {
-                self.lookup();
-            }
-            n -= self.pending.drain(n, pid, out);
-        }
+    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
+        emit_bursts(self, n, pid, out)
+    }
+}
+
+impl Bursts for XsBench {
+    fn pending(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+    fn next_burst(&mut self) {
+        self.lookup()
     }
 }
