@@ -15,7 +15,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted"];
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded"];
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub struct OsConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// Organisation: "radix", "hashed" (hashed and clustered tables) or "inverted".
+    /// Organisation: "radix", "hashed" (hashed and clustered tables), "inverted" or "guarded".
     pub kind: String,
     #[serde(default)]
     pub radix: RadixConfig,
@@ -104,6 +104,8 @@ pub struct PageTableConfig {
     pub hashed: crate::pt::hashed::HashedConfig,
     #[serde(default)]
     pub inverted: crate::pt::inverted::InvertedConfig,
+    #[serde(default)]
+    pub guarded: crate::pt::guarded::GuardedConfig,
     /// A software TLB in front of the table (`entries = 0`: none).
     #[serde(default)]
     pub stlb: crate::pt::stlb::StlbConfig,

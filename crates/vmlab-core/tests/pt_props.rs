@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use vmlab::addr::{Asid, PageSize, Perms};
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
 use vmlab::pt::hashed::{HashFunction, HashedConfig, TableScope};
+use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::inverted::InvertedConfig;
+use vmlab::pt::GuardedPageTable;
 use vmlab::pt::stlb::StlbConfig;
 use vmlab::pt::SoftwareTlb;
 use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
@@ -194,6 +196,15 @@ proptest! {
         } else {
             check_kind(SoftwareTlb::new(RadixPageTable::new(4).unwrap(), &cfg).unwrap(), PageWalkCache::none(), &ops, false)?;
         }
+    }
+
+    #[test]
+    fn guarded_matches_reference(
+        ops in proptest::collection::vec(op_strategy(), 1..300),
+        node_entries in prop_oneof![Just(2usize), Just(4), Just(16), Just(256)],
+    ) {
+        let pt = GuardedPageTable::new(&GuardedConfig { node_entries, va_bits: 48 }).unwrap();
+        check_kind(pt, NoWalkCaches, &ops, true)?;
     }
 
     #[test]

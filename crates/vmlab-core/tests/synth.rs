@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use vmlab::addr::AccessKind;
-use vmlab::trace::{synth, Record, TraceSource};
+use vmlab::trace::{synth, Record};
 
 fn drain(name: &str, params: &[(&str, &str)]) -> Vec<Record> {
     let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

@@ -7,12 +7,15 @@
 //! sit behind the same interface.
 
 pub mod arena;
+pub mod guarded;
 pub mod hashed;
 pub mod inverted;
 pub mod radix;
+pub mod slab;
 pub mod stlb;
 pub mod walk;
 
+pub use guarded::GuardedPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
 pub use radix::RadixPageTable;

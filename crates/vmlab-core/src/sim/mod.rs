@@ -7,7 +7,7 @@ pub use engine::Engine;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
+use crate::pt::{radix::PageWalkCache, GuardedPageTable, HashedPageTable, InvertedPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
 use crate::trace::TraceSource;
 use serde_json::{json, Map, Value};
@@ -30,6 +30,7 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
             run_kind(cfg, pt, pwc, src, info, on_batch)
         }
         "hashed" => run_kind(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, src, info, on_batch),
+        "guarded" => run_kind(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, src, info, on_batch),
         "inverted" => {
             let pt = InvertedPageTable::new(&cfg.page_table.inverted, cfg.machine.phys_mem.0)?;
             run_kind(cfg, pt, NoWalkCaches, src, info, on_batch)

@@ -1,0 +1,462 @@
+//! Guarded page table (Liedtke; Elphinstone §3.7, ch. 4) with a single node size
+//! S = 2^s entries (Elphinstone's G2 ... G256).
+//!
+//! The virtual page number (VA bits 12 .. va_bits) is read as D digits of s bits, the
+//! top digit padded with zeros. Every node decodes one digit; every entry carries a
+//! guard — the digits skipped between the digit its node decodes and the next node (or
+//! the page) — so single-entry levels never exist: inserting splits an entry at the
+//! first digit where its guard and the new page differ, and removing a page merges a
+//! node left with one entry back into its parent's guard. Every node therefore holds at
+//! least two entries (Elphinstone's Lemma 1), giving at most S(k−1) node entries for k
+//! mapped pages (Theorem 1; 2(k−1) for G2, Liedtke's "small" GPT).
+//!
+//! Entries are 16 bytes (guard and its length, then a node pointer or a PTE). The root
+//! entry of each address space lives in a 16-byte slot of its own. A walk reads the root
+//! entry, then one entry per node on the path: each is a sequential step.
+//!
+//! Aligning digits to the page number's low end is what produces Elphinstone's
+//! spill-over effect: the top digit is partial, and nodes fill unevenly as the number
+//! of mapped pages crosses powers of S. Pages are 4 KiB.
+
+use super::slab::Slab;
+use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use crate::addr::{Asid, PageSize, Perms};
+use crate::error::{Error, Result};
+use crate::os::buddy::BuddyAllocator;
+use serde::{Deserialize, Serialize};
+
+const ENTRY_BYTES: u64 = 16;
+const EMPTY: u8 = 0;
+const LEAF: u8 = 1;
+const NODE: u8 = 2;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuardedConfig {
+    /// Entries per node S (a power of two, 2 ..= 256): G2 ... G256.
+    pub node_entries: usize,
+    /// Virtual-address bits translated (pages above 2^va_bits are an error).
+    pub va_bits: u8,
+}
+
+impl Default for GuardedConfig {
+    fn default() -> Self {
+        GuardedConfig { node_entries: 16, va_bits: 48 }
+    }
+}
+
+#[derive(Clone, Copy, Default, Debug)]
+struct Entry {
+    kind: u8,
+    /// Guard length in digits, and the guard's digits packed (most significant first).
+    glen: u8,
+    guard: u64,
+    /// Leaf: physical page | permission bits. Node: node index.
+    val: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Node {
+    pa: u64,
+    live: u16,
+}
+
+/// Where an entry lives: an address space's root slot, or entry i of the node array.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Slot {
+    Root(Asid),
+    At(usize),
+}
+
+pub struct GuardedPageTable {
+    s: u32,
+    /// Digits in a page number.
+    digits: u32,
+    va_bits: u8,
+    nodes: Vec<Node>,
+    entries: Vec<Entry>,
+    free_nodes: Vec<u32>,
+    live_nodes: u64,
+    node_slab: Slab,
+    root_slab: Slab,
+    /// Per ASID: root entry and its simulated address.
+    roots: Vec<Option<(Entry, u64)>>,
+    mapped: u64,
+    sizes: [PageSize; 1],
+}
+
+impl GuardedPageTable {
+    pub fn new(cfg: &GuardedConfig) -> Result<GuardedPageTable> {
+        let n = cfg.node_entries;
+        if !(2..=256).contains(&n) || !n.is_power_of_two() {
+            return Err(Error::config("page_table.guarded.node_entries", "must be a power of two from 2 to 256"));
+        }
+        if !(20..=64).contains(&cfg.va_bits) {
+            return Err(Error::config("page_table.guarded.va_bits", "must be between 20 and 64"));
+        }
+        let s = n.trailing_zeros();
+        let t = cfg.va_bits as u32 - 12;
+        Ok(GuardedPageTable {
+            s,
+            digits: t.div_ceil(s),
+            va_bits: cfg.va_bits,
+            nodes: Vec::new(),
+            entries: Vec::new(),
+            free_nodes: Vec::new(),
+            live_nodes: 0,
+            node_slab: Slab::new(n as u64 * ENTRY_BYTES),
+            root_slab: Slab::new(ENTRY_BYTES),
+            roots: Vec::new(),
+            mapped: 0,
+            sizes: [PageSize::K4],
+        })
+    }
+
+    fn entries_per_node(&self) -> usize {
+        1 << self.s
+    }
+
+    /// `len` digits of `key` starting at digit `from` (0 = most significant).
+    #[inline]
+    fn digits_of(&self, key: u64, from: u32, len: u32) -> u64 {
+        if len == 0 {
+            return 0;
+        }
+        let shift = self.s * (self.digits - from - len);
+        let bits = self.s * len;
+        let v = key.checked_shr(shift).unwrap_or(0);
+        if bits >= 64 {
+            v
+        } else {
+            v & ((1u64 << bits) - 1)
+        }
+    }
+
+    #[inline]
+    fn digit(&self, key: u64, d: u32) -> usize {
+        self.digits_of(key, d, 1) as usize
+    }
+
+    /// Digit i of a guard of `glen` digits.
+    fn guard_digit(&self, e: &Entry, i: u32) -> usize {
+        ((e.guard >> (self.s * (e.glen as u32 - 1 - i))) & ((1 << self.s) - 1)) as usize
+    }
+
+    /// Common leading digits of `e`'s guard and `key` from digit `d`.
+    fn common(&self, e: &Entry, key: u64, d: u32) -> u32 {
+        let g = e.glen as u32;
+        (0..g).find(|&i| self.guard_digit(e, i) != self.digit(key, d + i)).unwrap_or(g)
+    }
+
+    fn get(&self, slot: Slot) -> Entry {
+        match slot {
+            Slot::Root(a) => self.roots[a as usize].expect("live space").0,
+            Slot::At(i) => self.entries[i],
+        }
+    }
+
+    fn set(&mut self, slot: Slot, e: Entry) {
+        match slot {
+            Slot::Root(a) => self.roots[a as usize].as_mut().expect("live space").0 = e,
+            Slot::At(i) => self.entries[i] = e,
+        }
+    }
+
+    fn key_of(&self, va: u64) -> Result<u64> {
+        if self.va_bits < 64 && va >> self.va_bits != 0 {
+            return Err(Error::Sim(format!(
+                "virtual address {va:#x} is beyond the guarded table's {} bits (page_table.guarded.va_bits)",
+                self.va_bits
+            )));
+        }
+        Ok(va >> 12)
+    }
+
+    fn alloc_node(&mut self, mem: &mut BuddyAllocator) -> Result<u32> {
+        let pa = self.node_slab.alloc(mem)?;
+        let per = self.entries_per_node();
+        let idx = match self.free_nodes.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = Node { pa, live: 0 };
+                self.entries[i as usize * per..(i as usize + 1) * per].fill(Entry::default());
+                i
+            }
+            None => {
+                self.nodes.push(Node { pa, live: 0 });
+                self.entries.resize(self.nodes.len() * per, Entry::default());
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.live_nodes += 1;
+        Ok(idx)
+    }
+
+    fn free_node(&mut self, mem: &mut BuddyAllocator, n: u32) {
+        self.node_slab.free(mem, self.nodes[n as usize].pa);
+        self.free_nodes.push(n);
+        self.live_nodes -= 1;
+    }
+
+    /// Follow `key` to its leaf: the slots visited (root first). None if unmapped.
+    fn find(&self, asid: Asid, key: u64, trail: &mut Vec<Slot>) -> Option<Slot> {
+        self.roots.get(asid as usize)?.as_ref()?;
+        let per = self.entries_per_node();
+        let mut slot = Slot::Root(asid);
+        let mut d = 0u32;
+        loop {
+            trail.push(slot);
+            let e = self.get(slot);
+            if e.kind == EMPTY || self.common(&e, key, d) != e.glen as u32 {
+                return None;
+            }
+            d += e.glen as u32;
+            if e.kind == LEAF {
+                return Some(slot);
+            }
+            slot = Slot::At(e.val as usize * per + self.digit(key, d));
+            d += 1;
+        }
+    }
+
+    fn leaf_translation(e: &Entry) -> Translation {
+        Translation { pa: e.val & !0xfff, size: PageSize::K4, perms: Perms::from_bits(e.val as u8) }
+    }
+
+    fn free_subtree(&mut self, mem: &mut BuddyAllocator, e: Entry) {
+        if e.kind == LEAF {
+            self.mapped -= 1;
+        } else if e.kind == NODE {
+            let per = self.entries_per_node();
+            let n = e.val as usize;
+            for i in 0..per {
+                let c = self.entries[n * per + i];
+                self.free_subtree(mem, c);
+            }
+            self.free_node(mem, n as u32);
+        }
+    }
+}
+
+impl PageTable for GuardedPageTable {
+    type Caches = NoWalkCaches;
+
+    fn kind(&self) -> &'static str {
+        "guarded"
+    }
+
+    fn page_sizes(&self) -> &[PageSize] {
+        &self.sizes
+    }
+
+    fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
+        if self.roots.len() <= asid as usize {
+            self.roots.resize(asid as usize + 1, None);
+        }
+        if self.roots[asid as usize].is_none() {
+            let pa = self.root_slab.alloc(mem)?;
+            self.roots[asid as usize] = Some((Entry::default(), pa));
+        }
+        Ok(())
+    }
+
+    fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
+        let Some(Some((root, pa))) = self.roots.get(asid as usize).copied() else { return };
+        self.free_subtree(mem, root);
+        self.root_slab.free(mem, pa);
+        self.roots[asid as usize] = None;
+    }
+
+    fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
+        if size != PageSize::K4 {
+            return Err(Error::config("os.page_size", format!("the guarded page table maps 4K pages, not {size}")));
+        }
+        let key = self.key_of(va)?;
+        if self.roots.get(asid as usize).map_or(true, |r| r.is_none()) {
+            return Err(Error::Sim(format!("map into unknown address space {asid}")));
+        }
+        let per = self.entries_per_node();
+        let leaf_val = (pa & !0xfff) | perms.bits() as u64;
+        let mut slot = Slot::Root(asid);
+        let mut d = 0u32;
+        loop {
+            let e = self.get(slot);
+            if e.kind == EMPTY {
+                let glen = self.digits - d;
+                self.set(slot, Entry { kind: LEAF, glen: glen as u8, guard: self.digits_of(key, d, glen), val: leaf_val });
+                if let Slot::At(i) = slot {
+                    self.nodes[i / per].live += 1;
+                }
+                self.mapped += 1;
+                return Ok(());
+            }
+            let c = self.common(&e, key, d);
+            if c == e.glen as u32 {
+                if e.kind == LEAF {
+                    return Err(Error::Sim(format!("map {va:#x}: already mapped")));
+                }
+                d += c;
+                slot = Slot::At(e.val as usize * per + self.digit(key, d));
+                d += 1;
+                continue;
+            }
+            // Split at the first differing digit: a node decoding digit d + c holds the
+            // old entry (rest of its guard) and the new page.
+            let n = self.alloc_node(mem)? as usize;
+            let rest = e.glen as u32 - c - 1;
+            let rest_mask = if self.s * rest >= 64 { u64::MAX } else { (1u64 << (self.s * rest)) - 1 };
+            let old = Entry { glen: rest as u8, guard: e.guard & rest_mask, ..e };
+            let dn = d + c;
+            let new_glen = self.digits - dn - 1;
+            let new = Entry { kind: LEAF, glen: new_glen as u8, guard: self.digits_of(key, dn + 1, new_glen), val: leaf_val };
+            let (old_at, new_at) = (self.guard_digit(&e, c), self.digit(key, dn));
+            self.entries[n * per + old_at] = old;
+            self.entries[n * per + new_at] = new;
+            self.nodes[n].live = 2;
+            let head = if c == 0 { 0 } else { e.guard >> (self.s * (e.glen as u32 - c)) };
+            self.set(slot, Entry { kind: NODE, glen: c as u8, guard: head, val: n as u64 });
+            self.mapped += 1;
+            return Ok(());
+        }
+    }
+
+    fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
+        let key = self.key_of(va).ok()?;
+        let mut trail = Vec::with_capacity(16);
+        let leaf_slot = self.find(asid, key, &mut trail)?;
+        let t = Self::leaf_translation(&self.get(leaf_slot));
+        self.set(leaf_slot, Entry::default());
+        self.mapped -= 1;
+        let per = self.entries_per_node();
+        if let Slot::At(i) = leaf_slot {
+            let n = i / per;
+            self.nodes[n].live -= 1;
+            if self.nodes[n].live == 1 {
+                // Merge the node's last entry into the entry that points at the node.
+                let parent = trail[trail.len() - 2];
+                let p = self.get(parent);
+                let j = (0..per).find(|&j| self.entries[n * per + j].kind != EMPTY).expect("one live entry");
+                let r = self.entries[n * per + j];
+                let glen = p.glen as u32 + 1 + r.glen as u32;
+                let guard = (((p.guard << self.s) | j as u64) << (self.s * r.glen as u32)) | r.guard;
+                self.set(parent, Entry { kind: r.kind, glen: glen as u8, guard, val: r.val });
+                self.free_node(mem, n as u32);
+            }
+        }
+        Some(t)
+    }
+
+    fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
+        let Ok(key) = self.key_of(va) else { return false };
+        let mut trail = Vec::new();
+        let Some(slot) = self.find(asid, key, &mut trail) else { return false };
+        let mut e = self.get(slot);
+        e.val = (e.val & !0xfff) | perms.bits() as u64;
+        self.set(slot, e);
+        true
+    }
+
+    fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
+        let key = self.key_of(va).ok()?;
+        let mut trail = Vec::new();
+        let slot = self.find(asid, key, &mut trail)?;
+        Some(Self::leaf_translation(&self.get(slot)))
+    }
+
+    fn walk(&mut self, asid: Asid, va: u64, _: &mut NoWalkCaches, path: &mut WalkPath) -> Option<Translation> {
+        let key = self.key_of(va).ok()?;
+        let (mut e, root_pa) = (*self.roots.get(asid as usize)?)?;
+        path.push_step(root_pa, 0);
+        let per = self.entries_per_node();
+        let mut d = 0u32;
+        let mut depth = 1u8;
+        loop {
+            if e.kind == EMPTY || self.common(&e, key, d) != e.glen as u32 {
+                return None;
+            }
+            d += e.glen as u32;
+            if e.kind == LEAF {
+                return Some(Self::leaf_translation(&e));
+            }
+            let n = e.val as usize;
+            let i = self.digit(key, d);
+            path.push_step(self.nodes[n].pa + i as u64 * ENTRY_BYTES, depth);
+            e = self.entries[n * per + i];
+            d += 1;
+            depth = depth.saturating_add(1);
+        }
+    }
+
+    fn footprint(&self) -> PtFootprint {
+        PtFootprint {
+            bytes: self.node_slab.bytes() + self.root_slab.bytes(),
+            nodes: self.live_nodes,
+            mapped_pages: self.mapped,
+        }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        let per = self.entries_per_node() as u64;
+        serde_json::json!({
+            "node_entries": per, "va_bits": self.va_bits, "digits": self.digits,
+            "entry_bytes": ENTRY_BYTES,
+            "node_entries_total": self.live_nodes * per,
+            "entry_bytes_per_mapped_page": if self.mapped == 0 { 0.0 } else { (self.live_nodes * per * ENTRY_BYTES) as f64 / self.mapped as f64 },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpt(s: usize) -> (GuardedPageTable, BuddyAllocator) {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let mut pt = GuardedPageTable::new(&GuardedConfig { node_entries: s, va_bits: 48 }).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        (pt, mem)
+    }
+
+    #[test]
+    fn one_page_is_found_through_the_root_entry_alone() {
+        let (mut pt, mut mem) = gpt(16);
+        pt.map(&mut mem, 0, 0x7f12_3456_7000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        assert_eq!(pt.walk(0, 0x7f12_3456_7abc, &mut NoWalkCaches, &mut path).unwrap().pa, 0x9000);
+        assert_eq!(path.refs().len(), 1);
+        assert!(pt.walk(0, 0x7f12_3456_8000, &mut NoWalkCaches, &mut path).is_none(), "the guard rejects a neighbour");
+        assert_eq!(pt.footprint().nodes, 0);
+    }
+
+    #[test]
+    fn small_gpt_keeps_liedtkes_bound() {
+        // k isolated pages in a binary GPT use at most 2(k-1) node entries.
+        let (mut pt, mut mem) = gpt(2);
+        let mut x = 0x1234_5678u64;
+        for k in 1..=300u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let va = ((x >> 20) & ((1 << 36) - 1)) << 12;
+            if pt.translate(0, va).is_some() {
+                continue;
+            }
+            pt.map(&mut mem, 0, va, k << 12, PageSize::K4, Perms::RW_USER).unwrap();
+            let m = pt.footprint().mapped_pages;
+            assert!(pt.footprint().nodes * 2 <= 2 * (m - 1).max(0), "{} nodes for {m} pages", pt.footprint().nodes);
+        }
+    }
+
+    #[test]
+    fn removing_pages_merges_nodes_back() {
+        let (mut pt, mut mem) = gpt(16);
+        let base = 0x5000_0000u64;
+        for p in 0..40u64 {
+            pt.map(&mut mem, 0, base + p * 4096, p << 12, PageSize::K4, Perms::RW_USER).unwrap();
+        }
+        assert!(pt.footprint().nodes >= 3);
+        for p in 1..40u64 {
+            pt.unmap(&mut mem, 0, base + p * 4096).unwrap();
+        }
+        assert_eq!(pt.footprint().nodes, 0, "one page left: no node needed");
+        assert_eq!(pt.translate(0, base).unwrap().pa, 0);
+        assert!(pt.map(&mut mem, 0, 1u64 << 50, 0, PageSize::K4, Perms::RW_USER).is_err());
+    }
+}
