@@ -76,3 +76,20 @@ def test_info_on_a_real_trace(real_trace):
     assert info["counts"]["fetches"] > 10000
     assert info["counts"]["mmap"] > 0
     assert info["pages_touched"]["4K"] >= info["pages_touched"]["2M"] >= 1
+
+
+def test_pt_compare_orders_sizes_like_the_thesis():
+    p = run_cli("pt", "compare", "-w", "sparse", "pages=512", "accesses=20k",
+                "--designs", "radix,hashed,clustered,guarded16", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = {r["design"]: r for r in json.loads(p.stdout)}
+    # Sparse space: the multilevel table blows up, hashed/clustered/guarded stay small.
+    for d in ("hashed", "clustered", "guarded16"):
+        assert rows["radix"]["bytes_per_mapped_page"] > 10 * rows[d]["bytes_per_mapped_page"]
+    # Same input, same TLB: every design sees the same walks.
+    assert len({r["walks"] for r in rows.values()}) == 1
+
+
+def test_pt_compare_rejects_unknown_designs():
+    msg = one_error_line(run_cli("pt", "compare", "-w", "gups", "--designs", "radix,nosuch"))
+    assert "nosuch" in msg

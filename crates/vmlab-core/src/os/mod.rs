@@ -72,6 +72,10 @@ pub struct Os<P: PageTable> {
     pub counters: OsCounters,
     /// Pages currently mapped, by size.
     pub mapped_by_size: BTreeMap<PageSize, u64>,
+    mapped_now: u64,
+    /// The most pages mapped at once, and the page-table bytes at that moment.
+    pub peak_mapped_pages: u64,
+    pub pt_bytes_at_peak: u64,
 }
 
 impl<P: PageTable> Os<P> {
@@ -105,6 +109,9 @@ impl<P: PageTable> Os<P> {
             shootdowns: Vec::new(),
             counters: OsCounters::default(),
             mapped_by_size: BTreeMap::new(),
+            mapped_now: 0,
+            peak_mapped_pages: 0,
+            pt_bytes_at_peak: 0,
         })
     }
 
@@ -232,6 +239,11 @@ impl<P: PageTable> Os<P> {
         let m = Mapping { pa, size, perms, object: vma.object };
         self.spaces.get_mut(&pid).unwrap().pages.insert(base, m);
         *self.mapped_by_size.entry(size).or_default() += 1;
+        self.mapped_now += 1;
+        if self.mapped_now > self.peak_mapped_pages {
+            self.peak_mapped_pages = self.mapped_now;
+            self.pt_bytes_at_peak = self.pt.footprint().bytes;
+        }
         Ok(Translation { pa, size, perms })
     }
 
@@ -389,6 +401,7 @@ impl<P: PageTable> Os<P> {
                 self.mem.free(m.pa, m.size, FrameUse::Data);
             }
             *self.mapped_by_size.get_mut(&m.size).unwrap() -= 1;
+            self.mapped_now -= 1;
             self.counters.pages_unmapped += 1;
             self.shootdowns.push(Shootdown::Page { asid, va: base });
         }

@@ -160,6 +160,9 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
         "page_table": {
             "kind": e.os.pt.kind(), "bytes": fp.bytes, "nodes": fp.nodes, "mapped_pages": fp.mapped_pages,
             "bytes_per_mapped_page": ratio(fp.bytes, fp.mapped_pages),
+            "peak_mapped_pages": e.os.peak_mapped_pages,
+            "bytes_at_peak": e.os.pt_bytes_at_peak,
+            "bytes_per_mapped_page_at_peak": ratio(e.os.pt_bytes_at_peak, e.os.peak_mapped_pages),
             "details": e.os.pt.details(),
         },
         "caches": caches,
