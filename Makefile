@@ -1,6 +1,7 @@
 # The two commands (see README.md):
 #   make demo   set up, then run the main job on built-in defaults
 #   make test   set up, then run every test
+# Targets that need the venv depend on `setup`, so `make -j` keeps the order.
 .PHONY: setup demo test test-rust test-python bench clean
 
 setup:
@@ -9,12 +10,15 @@ setup:
 demo: setup
 	.venv/bin/vmlab demo
 
-test: setup test-rust test-python
+test: test-rust test-python
 
-test-rust:
+# After setup: it installs valgrind and cc, which the live-tracing tests need.
+# vmlab-core only: vmlab-py is an extension module (no libpython to link a test binary
+# against); the Python tests below exercise it.
+test-rust: setup
 	cargo test -p vmlab-core --release
 
-test-python:
+test-python: setup
 	.venv/bin/python -m pytest -q tests/python
 
 bench: setup

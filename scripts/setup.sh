@@ -5,31 +5,49 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PY="${PYTHON:-python3}"
+command -v "$PY" >/dev/null 2>&1 || { echo "setup: error: $PY not found (need Python >= 3.9)" >&2; exit 1; }
+command -v cargo >/dev/null 2>&1 || { echo "setup: error: cargo not found (install Rust: https://rustup.rs)" >&2; exit 1; }
+
+# System packages: valgrind (live tracing, real-trace tests), a C toolchain (Rust links
+# with cc), and venv support where Debian's python3 ships without it.
 need_apt=()
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+if [ ! -x .venv/bin/python ] && ! "$PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
+  need_apt+=("python3-venv")
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]} (apt-get)"
   SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "setup: error: need root (or sudo) to install ${need_apt[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
-PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
+# Keyed on the pins: editing requirements-dev.txt reinstalls, nothing else does.
 stamp=".venv/.requirements-$(sha1sum requirements-dev.txt | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
-  echo "setup: installing Python packages"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -r requirements-dev.txt
+  echo "setup: installing pinned Python packages"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
   rm -f .venv/.requirements-*
   touch "$stamp"
 fi
 
-echo "setup: building the vmlab extension (release)"
-VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q 2>&1 | grep -vE "^(📦|🔗|🐍|⚠️ +Warning: .*pip)" || true
-.venv/bin/python -c "import vmlab; print('setup: vmlab', vmlab.__version__, 'ready')"
+# Always ask: cargo rebuilds only what changed (a no-op build takes a few seconds).
+echo "setup: building the vmlab extension (release; a few minutes the first time)"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "setup: error: building the extension failed (output above)" >&2
+  exit 1
+fi
+.venv/bin/python -c "import vmlab; print('setup: vmlab', vmlab.__version__, 'ready in .venv')"

@@ -90,20 +90,34 @@ class Result:
         df.index.name = "cache"
         return df
 
+    def _l1_data_tlb(self) -> tuple[float, float]:
+        """(lookups, misses) of the first TLB level on the data side."""
+        side = self._doc.get("tlb_levels_by_side", {}).get("data") or []
+        if side and isinstance(side[0], dict):
+            return _num(side[0].get("lookups")), _num(side[0].get("misses"))
+        # Older documents: rebuild it from the level-1 data/unified structures. They are
+        # probed together and a page lives in one of them, so the level's lookups are
+        # the most any one saw and its hits add up.
+        l1 = [t for t in self._doc.get("tlb", {}).values()
+              if isinstance(t, dict) and t.get("level") == 1 and t.get("serves") in ("data", "unified")]
+        if not l1:
+            return math.nan, math.nan
+        lookups = max(_num(t.get("lookups")) for t in l1)
+        return lookups, lookups - sum(_num(t.get("hits")) for t in l1)
+
     def summary(self) -> dict:
         """Headline metrics as a flat dict (NaN where a run has no such number)."""
-        levels = self._doc.get("tlb_levels", [])
-        data = self._doc.get("tlb_levels_by_side", {}).get("data", [])
-        d_lookups = data[0]["lookups"] if data else math.nan
-        dmiss = data[0]["misses"] if data else math.nan
+        levels = self._doc.get("tlb_levels") or []
+        last = levels[-1] if levels and isinstance(levels[-1], dict) else {}
+        d_lookups, d_misses = self._l1_data_tlb()
         return {
             "accesses": self.get("totals/accesses"),
             "instructions": self.get("totals/instructions"),
             "translations": self.get("totals/translations"),
             "l1_dtlb_lookups": d_lookups,
-            "l1_dtlb_misses": dmiss,
-            "l1_dtlb_miss_rate": (dmiss / d_lookups) if d_lookups else math.nan,
-            "last_level_tlb_misses": levels[-1]["misses"] if levels else math.nan,
+            "l1_dtlb_misses": d_misses,
+            "l1_dtlb_miss_rate": (d_misses / d_lookups) if d_lookups else math.nan,
+            "last_level_tlb_misses": _num(last.get("misses")),
             "walks": self.get("walks/count"),
             "walk_refs": self.get("walks/refs"),
             "refs_per_walk": self.get("walks/refs_per_walk"),
@@ -122,6 +136,10 @@ class Result:
             f"walks={s['walks']} l1_dtlb_miss_rate={s['l1_dtlb_miss_rate']:.4f} "
             f"translation_cpki={s['translation_cpki']:.2f}>"
         )
+
+
+def _num(v: Any) -> float:
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
 
 
 def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, float]]:

@@ -2,29 +2,61 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from . import _core
 
-PYTHON_COMMANDS = {"demo"}
+# Subcommand -> one-line help (shown under the Rust CLI's own --help).
+PYTHON_COMMANDS = {
+    "demo": "Run built-in workloads under a few designs and print a comparison table (--quick: seconds)",
+}
+
+
+def _native_signals() -> None:
+    # The engine runs with the GIL released and never returns to Python's signal
+    # handlers mid-run, so behave like the native binary: Ctrl-C ends the process
+    # and a closed stdout pipe (`vmlab workloads | head`) ends it quietly.
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _is_panic(e: BaseException) -> bool:
+    # pyo3 raises PanicException (a BaseException) for Rust panics; it is not importable.
+    return type(e).__name__ == "PanicException"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv if argv is None else argv)
-    if len(argv) > 1 and argv[1] in PYTHON_COMMANDS:
+    argv[0] = "vmlab"
+    cmd = argv[1] if len(argv) > 1 else None
+    if cmd in PYTHON_COMMANDS:
         try:
-            if argv[1] == "demo":
-                from .demo import main as demo_main
+            from .demo import main as demo_main
 
-                return demo_main(argv[2:])
+            return demo_main(argv[2:])
         except _core.VmlabError as e:
             print(f"vmlab: error: {e}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:
             return 130
-    argv[0] = "vmlab"
+        except BrokenPipeError:
+            return 141
+
+    _native_signals()
     sys.stdout.flush()
-    code = _core.cli_main(argv)
+    try:
+        code = _core.cli_main(argv)
+    except BaseException as e:  # noqa: BLE001 - only a Rust panic lands here
+        if not _is_panic(e):
+            raise
+        # The panic hook has already printed the message; exit like the native binary.
+        return 101
+    if code == 0 and (cmd in (None, "-h", "--help", "help") and len(argv) <= 2):
+        print("\nPython-only commands (this `vmlab` script):")
+        for name, text in PYTHON_COMMANDS.items():
+            print(f"  {name:<10} {text}")
     return code
 
 

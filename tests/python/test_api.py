@@ -70,3 +70,57 @@ def test_catalogues():
     assert "skylake" in vmlab.presets() and "tiny" in vmlab.presets()
     names = {w["name"] for w in vmlab.workloads()}
     assert {"gups", "stream", "stride", "pchase", "sparse", "shared"} <= names
+
+
+def test_int_params_are_stringified():
+    a = vmlab.run("tiny", workload="gups", accesses=3000, footprint="8M")
+    b = vmlab.run("tiny", workload="gups", accesses="3k", footprint="8M")
+    assert a["source"]["params"]["accesses"] == "3000"  # the text as given is kept
+    strip = lambda d: {k: v for k, v in d.items() if k != "source"}
+    assert strip(a.to_dict()) == strip(b.to_dict())
+    assert a["totals"]["accesses"] == 3000
+
+
+def test_source_must_be_exactly_one_of_trace_or_workload(tmp_path):
+    with pytest.raises(vmlab.VmlabError, match="exactly one"):
+        vmlab.run("tiny")
+    with pytest.raises(vmlab.VmlabError, match="exactly one"):
+        vmlab.run("tiny", trace=tmp_path / "t.vmt", workload="gups")
+    with pytest.raises(vmlab.VmlabError, match="workload parameters"):
+        vmlab.run("tiny", trace=tmp_path / "t.vmt", accesses="1k")
+
+
+def test_vmlab_error_is_an_exception_named_for_the_package():
+    assert issubclass(vmlab.VmlabError, Exception)
+    assert vmlab.VmlabError.__module__ == "vmlab"
+
+
+def test_summary_rebuilds_the_l1_data_tlb_from_structures():
+    # A document without tlb_levels_by_side: per-size L1 structures probed together.
+    doc = {
+        "tlb": {
+            "l1d_4k": {"level": 1, "serves": "data", "lookups": 100, "hits": 60, "misses": 40},
+            "l1d_2m": {"level": 1, "serves": "data", "lookups": 100, "hits": 10, "misses": 90},
+            "l1i": {"level": 1, "serves": "instr", "lookups": 50, "hits": 50, "misses": 0},
+            "stlb": {"level": 2, "serves": "unified", "lookups": 30, "hits": 5, "misses": 25},
+        },
+        "tlb_levels": [{"level": 1}, {"level": 2, "lookups": 30, "hits": 5, "misses": 25}],
+    }
+    s = vmlab.Result(doc).summary()
+    assert s["l1_dtlb_lookups"] == 100 and s["l1_dtlb_misses"] == 30
+    assert s["l1_dtlb_miss_rate"] == pytest.approx(0.3)
+    assert s["last_level_tlb_misses"] == 25
+    assert math.isnan(s["walk_latency_mean"])
+    repr(vmlab.Result(doc))  # NaNs print, no crash
+
+
+def test_summary_matches_the_document():
+    r = vmlab.run("skylake", workload="gups", accesses="20k", footprint="64M")
+    d, s = r.to_dict(), r.summary()
+    by_side = d["tlb_levels_by_side"]["data"][0]
+    assert s["l1_dtlb_misses"] == by_side["misses"]
+    assert s["walks"] == d["walks"]["count"] == s["last_level_tlb_misses"]
+    assert s["page_table_bytes"] == d["page_table"]["bytes"]
+    # The structures agree with the engine's own per-level count.
+    del d["tlb_levels_by_side"]
+    assert vmlab.Result(d).summary()["l1_dtlb_misses"] == by_side["misses"]

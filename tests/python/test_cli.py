@@ -62,10 +62,11 @@ def test_bad_inputs_give_one_clear_error_line(tmp_path):
     assert "physical memory exhausted" in msg
 
 
-def test_info_and_demo():
+def test_demo_quick_runs():
     p = run_cli("demo", "--quick")
     assert p.returncode == 0, p.stderr
-    assert "gups" in p.stdout and "skylake 2M" in p.stdout
+    assert "gups" in p.stdout and "skylake 2M" in p.stdout and "tiny 4K" in p.stdout
+    assert "L1 DTLB miss %" in p.stdout and "M acc/s" in p.stdout
 
 
 def test_info_on_a_real_trace(real_trace):
@@ -93,3 +94,53 @@ def test_pt_compare_orders_sizes_like_the_thesis():
 def test_pt_compare_rejects_unknown_designs():
     msg = one_error_line(run_cli("pt", "compare", "-w", "gups", "--designs", "radix,nosuch"))
     assert "nosuch" in msg
+
+
+def test_python_side_errors_are_one_line_too(tmp_path):
+    one_error_line(run_cli("demo", "--bogus"))
+    msg = one_error_line(run_cli("run", "--trace", str(tmp_path / "missing.vmt")))
+    assert "missing.vmt" in msg
+
+
+def test_help_lists_rust_and_python_commands():
+    p = run_cli("--help")
+    assert p.returncode == 0, p.stderr
+    assert "run" in p.stdout and "trace" in p.stdout and "demo" in p.stdout
+    v = run_cli("--version")
+    assert v.returncode == 0 and vmlab_version() in v.stdout
+
+
+def test_a_closed_pipe_ends_quietly():
+    p = subprocess.run(" ".join(f"'{c}'" for c in vmlab_cmd()) + " workloads | head -c 1",
+                       shell=True, capture_output=True, text=True)
+    assert p.stderr == ""
+
+
+def test_python_dash_m_is_the_same_cli():
+    import sys
+    p = subprocess.run([sys.executable, "-m", "vmlab", "presets"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "skylake" in p.stdout and "tiny" in p.stdout
+
+
+def vmlab_version():
+    import vmlab
+    return vmlab.__version__
+
+
+def test_ctrl_c_stops_a_long_run():
+    import signal
+    import time
+    # Long enough (~a minute) that only the signal can end it within the wait below.
+    p = subprocess.Popen(vmlab_cmd() + ["run", "--workload", "gups", "accesses=500M", "footprint=4G"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        raise AssertionError("vmlab ignored SIGINT")
+    assert p.returncode == -signal.SIGINT
+    assert "Traceback" not in p.stderr.read()

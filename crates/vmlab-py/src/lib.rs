@@ -12,7 +12,8 @@ use pyo3::types::PyDict;
 use vmlab::api::{self, RunRequest, SourceSpec};
 use vmlab::trace::{Record, TraceSource};
 
-create_exception!(_core, VmlabError, PyException, "A vmlab error: bad input, bad config, or a simulation that cannot go on.");
+// Named `vmlab.VmlabError`: that is where users catch it (python/vmlab re-exports it).
+create_exception!(vmlab, VmlabError, PyException, "A vmlab error: bad input, bad config, or a simulation that cannot go on.");
 
 fn to_py(e: vmlab::Error) -> PyErr {
     VmlabError::new_err(e.to_string())
