@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 pub const PRESETS: &[(&str, &str)] = &[
     ("skylake", include_str!("../../../configs/skylake.toml")),
     ("tiny", include_str!("../../../configs/tiny.toml")),
+    ("itanium2", include_str!("../../../configs/itanium2.toml")),
 ];
 
 /// Page-table organisations `page_table.kind` accepts.

@@ -188,8 +188,15 @@ proptest! {
         ways in prop_oneof![Just(1usize), Just(2)],
         index_shift in prop_oneof![Just(12u8), Just(13)],
         hashed in any::<bool>(),
+        long_vhpt in any::<bool>(),
     ) {
-        let cfg = StlbConfig { entries, ways, index_shift };
+        let mut cfg = StlbConfig { entries, ways, index_shift, ..Default::default() };
+        if long_vhpt {
+            // Itanium's long format: 32-byte entries hashed on RID xor VPN.
+            cfg.entry_bytes = 32;
+            cfg.index_fn = vmlab::pt::stlb::StlbIndex::RidXorVpn;
+            cfg.swizzle_rid = true;
+        }
         if hashed {
             let inner = HashedPageTable::new(&HashedConfig { buckets: 16, subblock: 4, ..Default::default() }).unwrap();
             check_kind(SoftwareTlb::new(inner, &cfg).unwrap(), NoWalkCaches, &ops, false)?;

@@ -1,14 +1,20 @@
-//! Software second-level TLB in front of any page table (Elphinstone ch. 5).
+//! A memory-resident translation cache in front of any page table: Elphinstone's
+//! software second-level TLB (ch. 5) and Itanium's long-format VHPT as Linux uses it,
+//! a per-CPU cache of the real page table (Chapman et al. §3.1). Both are the same
+//! mechanism (the Itanium paper calls the VHPT "another software-managed level of TLB").
 //!
-//! A table of 16-byte entries (tag: VPN and ASID, 8 B; PTE, 8 B) in simulated physical
-//! memory, shared by every address space and tagged with the ASID, indexed by bit
-//! selection: set = (VA >> index_shift) mod sets. With 4 entries per 64-byte line,
-//! neighbouring pages share a cache line: the "cache priming" effect (§5.3). Collisions
-//! replace (no chain); with 2 or more ways, the least recently filled way goes.
+//! A table of `entry_bytes` entries (tag: VPN and ASID; PTE; for the VHPT also page size
+//! and protection key) in simulated physical memory, shared by every address space and
+//! tagged. The index is bit selection, set = (VA >> index_shift) mod sets (STLB; with 4
+//! entries per 64-byte line, neighbouring pages share a line: the "cache priming"
+//! effect, §5.3), or Itanium's hash, (RID xor VPN) mod sets, with the RID derived from
+//! the ASID. Collisions replace (no chain); with 2 or more ways, the least recently
+//! filled way goes.
 //!
-//! A refill first reads the STLB set (one step); on a miss it walks the page table
-//! behind it (further steps) and fills the entry. Map, unmap and protect keep it
-//! consistent by invalidating the entries they affect.
+//! A refill first reads the set (one step); on a miss it charges `miss_cycles` (the
+//! trap into the software handler) and walks the page table behind it (further steps),
+//! then fills the entry. Map, unmap and protect keep it consistent by invalidating the
+//! entries they affect.
 
 use super::{PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
@@ -16,22 +22,48 @@ use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use serde::{Deserialize, Serialize};
 
-const ENTRY_BYTES: u64 = 16;
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum StlbIndex {
+    /// Bit selection of the virtual address (Elphinstone's STLB).
+    #[default]
+    Bits,
+    /// Itanium's long-VHPT hash: RID xor VPN.
+    RidXorVpn,
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct StlbConfig {
-    /// Entries (a power of two); 0 disables the STLB. Elphinstone's 128K STLB is 8192.
+    /// Entries (a power of two); 0 disables it. Elphinstone's 128K STLB is 8192 entries
+    /// of 16 B; Itanium's 4 MiB long VHPT is 131072 entries of 32 B.
     pub entries: usize,
-    /// Associativity (1 = direct mapped).
+    /// Associativity (1 = direct mapped; Itanium's walker checks one entry).
     pub ways: usize,
-    /// VA bits below the index: 12 indexes by 4 KiB page; 13 by page pair (the MIPS layout).
+    /// Bytes per entry: 16 (STLB: tag + PTE) or 32 (long VHPT: tag, PTE, size, key).
+    pub entry_bytes: u64,
+    #[serde(rename = "index")]
+    pub index_fn: StlbIndex,
+    /// VA bits below the index for `index = "bits"`: 12 by 4 KiB page, 13 by page pair.
     pub index_shift: u8,
+    /// Swap the two low bytes of the ASID to form the RID (Linux's fix for RID xor VPN
+    /// collisions between neighbouring address spaces, Chapman et al. §3.1).
+    pub swizzle_rid: bool,
+    /// Cycles charged on a miss for entering the software refill handler.
+    pub miss_cycles: u64,
 }
 
 impl Default for StlbConfig {
     fn default() -> Self {
-        StlbConfig { entries: 0, ways: 1, index_shift: 12 }
+        StlbConfig {
+            entries: 0,
+            ways: 1,
+            entry_bytes: 16,
+            index_fn: StlbIndex::Bits,
+            index_shift: 12,
+            swizzle_rid: false,
+            miss_cycles: 0,
+        }
     }
 }
 
@@ -70,7 +102,10 @@ impl<P: PageTable> SoftwareTlb<P> {
         if !(12..=30).contains(&cfg.index_shift) {
             return Err(Error::config("page_table.stlb.index_shift", "must be between 12 and 30"));
         }
-        let table_size = PageSize::from_bytes((cfg.entries as u64 * ENTRY_BYTES).max(4096))
+        if !matches!(cfg.entry_bytes, 8 | 16 | 32 | 64) {
+            return Err(Error::config("page_table.stlb.entry_bytes", "must be 8, 16, 32 or 64"));
+        }
+        let table_size = PageSize::from_bytes((cfg.entries as u64 * cfg.entry_bytes).max(4096))
             .map_err(|m| Error::config("page_table.stlb.entries", m))?;
         Ok(SoftwareTlb {
             inner,
@@ -85,8 +120,15 @@ impl<P: PageTable> SoftwareTlb<P> {
         })
     }
 
-    fn set_of(&self, va: u64) -> usize {
-        ((va >> self.cfg.index_shift) as usize) & (self.sets - 1)
+    fn set_of(&self, va: u64, asid: Asid) -> usize {
+        let x = match self.cfg.index_fn {
+            StlbIndex::Bits => va >> self.cfg.index_shift,
+            StlbIndex::RidXorVpn => {
+                let rid = if self.cfg.swizzle_rid { asid.swap_bytes() } else { asid } as u64;
+                (va >> 12) ^ rid
+            }
+        };
+        (x as usize) & (self.sets - 1)
     }
 
     /// Drop every entry that may translate any page of [start, start + size).
@@ -94,7 +136,7 @@ impl<P: PageTable> SoftwareTlb<P> {
         let (lo, hi) = (start >> 12, (start + size.bytes() - 1) >> 12);
         if hi - lo < self.sets as u64 {
             for vpn in lo..=hi {
-                let base = self.set_of(vpn << 12) * self.cfg.ways;
+                let base = self.set_of(vpn << 12, asid) * self.cfg.ways;
                 for e in &mut self.entries[base..base + self.cfg.ways] {
                     if e.valid && e.asid == asid && e.vpn == vpn {
                         e.valid = false;
@@ -161,12 +203,12 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
     fn walk(&mut self, asid: Asid, va: u64, caches: &mut P::Caches, path: &mut WalkPath) -> Option<Translation> {
         let Some(table_pa) = self.table_pa else { return self.inner.walk(asid, va, caches, path) };
         let vpn = va >> 12;
-        let set = self.set_of(va);
+        let set = self.set_of(va, asid);
         let base = set * self.cfg.ways;
         // The ways of a set are adjacent: one step reading their cache lines.
         path.begin_step();
-        let first = table_pa + base as u64 * ENTRY_BYTES;
-        let last = first + self.cfg.ways as u64 * ENTRY_BYTES - 1;
+        let first = table_pa + base as u64 * self.cfg.entry_bytes;
+        let last = first + self.cfg.ways as u64 * self.cfg.entry_bytes - 1;
         let mut line = first & !63;
         while line <= last {
             path.push_parallel(line.max(first), 0);
@@ -184,6 +226,7 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
             }
         }
         self.misses += 1;
+        path.add_cycles(self.cfg.miss_cycles);
         let t = self.inner.walk(asid, va, caches, path)?;
         // Replace an invalid way, else the least recently filled.
         let victim = (0..self.cfg.ways)
@@ -217,7 +260,8 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
     fn details(&self) -> serde_json::Value {
         serde_json::json!({
             "table": self.inner.details(),
-            "stlb": {"entries": self.cfg.entries, "ways": self.cfg.ways, "index_shift": self.cfg.index_shift,
+            "stlb": {"entries": self.cfg.entries, "ways": self.cfg.ways, "entry_bytes": self.cfg.entry_bytes,
+                     "index": self.cfg.index_fn, "index_shift": self.cfg.index_shift,
                      "bytes": self.table_size.bytes(), "hits": self.hits, "misses": self.misses,
                      "hit_rate": if self.hits + self.misses == 0 { 0.0 } else { self.hits as f64 / (self.hits + self.misses) as f64 }},
         })
@@ -233,7 +277,7 @@ mod tests {
     #[test]
     fn a_hit_costs_one_reference_and_neighbours_share_a_line() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
-        let cfg = StlbConfig { entries: 8192, ways: 1, index_shift: 12 };
+        let cfg = StlbConfig { entries: 8192, ..Default::default() };
         let mut pt = SoftwareTlb::new(RadixPageTable::new(4).unwrap(), &cfg).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         for p in 0..4u64 {

@@ -19,16 +19,27 @@ pub struct WalkRef {
 pub struct WalkPath {
     refs: Vec<WalkRef>,
     steps: u16,
+    /// Cycles spent outside memory references (a software refill handler's trap).
+    extra_cycles: u64,
 }
 
 impl WalkPath {
     pub fn new() -> WalkPath {
-        WalkPath { refs: Vec::with_capacity(64), steps: 0 }
+        WalkPath { refs: Vec::with_capacity(64), steps: 0, extra_cycles: 0 }
     }
     #[inline(always)]
     pub fn clear(&mut self) {
         self.refs.clear();
         self.steps = 0;
+        self.extra_cycles = 0;
+    }
+    /// Charge cycles that are not memory references (e.g. entering a software handler).
+    #[inline]
+    pub fn add_cycles(&mut self, c: u64) {
+        self.extra_cycles += c;
+    }
+    pub fn extra_cycles(&self) -> u64 {
+        self.extra_cycles
     }
     /// Add a reference as a new sequential step.
     #[inline(always)]

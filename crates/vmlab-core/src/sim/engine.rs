@@ -315,7 +315,7 @@ impl<P: PageTable> Engine<P> {
             }
             step_max = step_max.max(l);
         }
-        latency += step_max;
+        latency += step_max + self.path.extra_cycles();
         self.walks.count += 1;
         self.walks.refs += self.path.refs().len() as u64;
         self.walks.steps += self.path.steps() as u64;
