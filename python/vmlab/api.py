@@ -210,3 +210,37 @@ def read_trace(path: Union[str, os.PathLike, None] = None, workload: str | None 
         if not batch:
             return
         yield from batch
+
+
+DEFAULT_PT_DESIGNS = ["radix", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "inverted", "guarded16+stlb"]
+
+
+def pt_compare(
+    config: str = "skylake",
+    trace: Union[str, os.PathLike, None] = None,
+    workload: str | None = None,
+    designs: Sequence[str] = DEFAULT_PT_DESIGNS,
+    overrides: Overrides = None,
+    **params: Any,
+):
+    """Elphinstone's measurements for several page-table designs on one input.
+
+    Returns a DataFrame, one row per design: walks, references and sequential steps per
+    refill (a reference is one cache line), mean walk cycles, and page-table bytes (and
+    bytes per mapped page) when the most pages were mapped. Designs are names
+    (``radix``, ``radix5``, ``hashed``, ``hashed-h512``, ``clustered``, ``inverted``,
+    ``guardedN``, ``guardedN+stlb``) or ``"label:key=value;key=value"``.
+    """
+    import pandas as pd
+
+    if (trace is None) == (workload is None):
+        raise _core.VmlabError("give exactly one of trace= or workload=")
+    text = _core.pt_compare(
+        list(designs),
+        config=str(config),
+        overrides=_override_list(overrides),
+        trace=os.fspath(trace) if trace is not None else None,
+        workload=workload,
+        params={k: str(v) for k, v in params.items()} or None,
+    )
+    return pd.DataFrame(json.loads(text)).set_index("design")

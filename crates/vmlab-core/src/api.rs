@@ -105,3 +105,63 @@ pub fn parse_params(items: &[String]) -> Result<Vec<(String, String)>> {
         })
         .collect()
 }
+
+/// Named page-table designs for `vmlab pt compare`: overrides on top of the config.
+pub fn pt_design(name: &str) -> Result<Vec<String>> {
+    let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    Ok(match name {
+        "radix" => o(&["page_table.kind=radix"]),
+        "radix5" => o(&["page_table.kind=radix", "page_table.radix.levels=5"]),
+        "hashed" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2"]),
+        "hashed-h512" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2", "page_table.hashed.buckets=256"]),
+        "clustered" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=4", "page_table.hashed.buckets=2048"]),
+        "inverted" => o(&["page_table.kind=inverted"]),
+        n if n.starts_with("guarded") => {
+            let (g, stlb) = match n.strip_suffix("+stlb") {
+                Some(g) => (g, true),
+                None => (n, false),
+            };
+            let s = g.trim_start_matches("guarded");
+            let s = if s.is_empty() { "16" } else { s };
+            let mut v = vec!["page_table.kind=guarded".to_string(), format!("page_table.guarded.node_entries={s}")];
+            if stlb {
+                v.push("page_table.stlb.entries=8192".into());
+            }
+            v
+        }
+        other => {
+            // `label:key=value;key=value`
+            let (_, rest) = other.split_once(':').ok_or_else(|| {
+                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, guardedN[+stlb]; or label:key=value;...)"))
+            })?;
+            rest.split(';').map(|s| s.to_string()).collect()
+        }
+    })
+}
+
+
+/// Elphinstone's refill-cost and size measurements (a walk reference is one cache-line
+/// access, so `refs_per_walk` is his "cache lines per refill"): run `source` under each design
+/// (named in [`pt_design`]) on top of `config` + `overrides`; one JSON row per design.
+pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, designs: &[String]) -> Result<Vec<serde_json::Value>> {
+    let mut rows = Vec::new();
+    for d in designs {
+        let label = d.split(':').next().unwrap_or(d).to_string();
+        let mut o = overrides.to_vec();
+        o.extend(pt_design(d)?);
+        let doc = run(&RunRequest { config: config.to_string(), overrides: o, source: source.clone(), progress: false })?;
+        let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+        rows.push(serde_json::json!({
+            "design": label,
+            "kind": doc["page_table"]["kind"],
+            "walks": g("/walks/count"),
+            "refs_per_walk": g("/walks/refs_per_walk"),
+            "steps_per_walk": g("/walks/steps_per_walk"),
+            "cycles_per_walk": g("/walks/latency/mean"),
+            "pt_bytes": g("/page_table/bytes_at_peak"),
+            "bytes_per_mapped_page": g("/page_table/bytes_per_mapped_page_at_peak"),
+            "mapped_pages": g("/page_table/peak_mapped_pages"),
+        }));
+    }
+    Ok(rows)
+}

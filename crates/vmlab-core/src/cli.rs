@@ -121,39 +121,6 @@ enum PtCmd {
     },
 }
 
-/// Named page-table designs for `vmlab pt compare`: overrides on top of the config.
-pub fn pt_design(name: &str) -> Result<Vec<String>> {
-    let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    Ok(match name {
-        "radix" => o(&["page_table.kind=radix"]),
-        "radix5" => o(&["page_table.kind=radix", "page_table.radix.levels=5"]),
-        "hashed" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2"]),
-        "hashed-h512" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2", "page_table.hashed.buckets=256"]),
-        "clustered" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=4", "page_table.hashed.buckets=2048"]),
-        "inverted" => o(&["page_table.kind=inverted"]),
-        n if n.starts_with("guarded") => {
-            let (g, stlb) = match n.strip_suffix("+stlb") {
-                Some(g) => (g, true),
-                None => (n, false),
-            };
-            let s = g.trim_start_matches("guarded");
-            let s = if s.is_empty() { "16" } else { s };
-            let mut v = vec!["page_table.kind=guarded".to_string(), format!("page_table.guarded.node_entries={s}")];
-            if stlb {
-                v.push("page_table.stlb.entries=8192".into());
-            }
-            v
-        }
-        other => {
-            // `label:key=value;key=value`
-            let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, guardedN[+stlb]; or label:key=value;...)"))
-            })?;
-            rest.split(';').map(|s| s.to_string()).collect()
-        }
-    })
-}
-
 /// Run the CLI on `args` (args[0] is the program name); returns the exit status.
 pub fn main(args: Vec<String>) -> i32 {
     let cli = match Cli::try_parse_from(&args) {
@@ -284,44 +251,21 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 (None, Some(w)) => SourceSpec::Workload { name: w, params: api::parse_params(&params)? },
                 _ => return Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
             };
-            let mut rows = Vec::new();
-            for d in &designs {
-                let label = d.split(':').next().unwrap_or(d).to_string();
-                let mut overrides = set.clone();
-                overrides.extend(pt_design(d)?);
-                let doc = api::run(&RunRequest { config: config.clone(), overrides, source: source.clone(), progress: false })?;
-                let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-                let lines = doc["caches"].as_object().map(|c| {
-                    c.values().filter(|v| v["level"] == 1).map(|v| v["walk_accesses"].as_f64().unwrap_or(0.0)).sum::<f64>()
-                });
-                rows.push(serde_json::json!({
-                    "design": label,
-                    "kind": doc["page_table"]["kind"],
-                    "walks": g("/walks/count"),
-                    "refs_per_walk": g("/walks/refs_per_walk"),
-                    "lines_per_walk": lines.unwrap_or(f64::NAN) / g("/walks/count"),
-                    "steps_per_walk": g("/walks/steps_per_walk"),
-                    "cycles_per_walk": g("/walks/latency/mean"),
-                    "pt_bytes": g("/page_table/bytes_at_peak"),
-                    "bytes_per_mapped_page": g("/page_table/bytes_per_mapped_page_at_peak"),
-                    "mapped_pages": g("/page_table/peak_mapped_pages"),
-                }));
-            }
+            let rows = api::pt_compare(&config, &set, &source, &designs)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
             } else {
                 println!(
-                    "{:<18} {:>10} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
-                    "design", "walks", "refs/walk", "lines/walk", "steps/walk", "cycles/walk", "PT bytes*", "B/page*"
+                    "{:<18} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
+                    "design", "walks", "refs/walk", "steps/walk", "cycles/walk", "PT bytes*", "B/page*"
                 );
                 for r in &rows {
                     let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
                     println!(
-                        "{:<18} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>11.1} {:>12} {:>10.1}",
+                        "{:<18} {:>10} {:>10.2} {:>10.2} {:>11.1} {:>12} {:>10.1}",
                         r["design"].as_str().unwrap_or(""),
                         f("walks"),
                         f("refs_per_walk"),
-                        f("lines_per_walk"),
                         f("steps_per_walk"),
                         f("cycles_per_walk"),
                         f("pt_bytes"),

@@ -69,6 +69,27 @@ fn presets() -> Vec<(String, String)> {
     api::presets()
 }
 
+/// `vmlab pt compare` as JSON text: one row per page-table design.
+#[pyfunction]
+#[pyo3(signature = (designs, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None))]
+fn pt_compare(
+    py: Python<'_>,
+    designs: Vec<String>,
+    config: String,
+    overrides: Vec<String>,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let source = match (trace, workload) {
+        (Some(t), None) => SourceSpec::Trace(t.into()),
+        (None, Some(w)) => SourceSpec::Workload { name: w, params: params_of(params)? },
+        _ => return Err(VmlabError::new_err("give exactly one of trace= or workload=")),
+    };
+    let rows = py.allow_threads(|| api::pt_compare(&config, &overrides, &source, &designs)).map_err(to_py)?;
+    Ok(serde_json::to_string(&rows).expect("json"))
+}
+
 /// The workload catalogue as JSON text.
 #[pyfunction]
 fn workloads() -> String {
@@ -143,6 +164,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
+    m.add_function(wrap_pyfunction!(pt_compare, m)?)?;
     m.add_class::<TraceReader>()?;
     Ok(())
 }
