@@ -116,6 +116,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         "hashed-h512" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2", "page_table.hashed.buckets=256"]),
         "clustered" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=4", "page_table.hashed.buckets=2048"]),
         "inverted" => o(&["page_table.kind=inverted"]),
+        "linear" => o(&["page_table.kind=linear"]),
         n if n.starts_with("guarded") => {
             let (g, stlb) = match n.strip_suffix("+stlb") {
                 Some(g) => (g, true),
@@ -132,7 +133,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         other => {
             // `label:key=value;key=value`
             let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, guardedN[+stlb]; or label:key=value;...)"))
+                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, guardedN[+stlb]; or label:key=value;...)"))
             })?;
             rest.split(';').map(|s| s.to_string()).collect()
         }

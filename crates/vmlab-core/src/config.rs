@@ -16,7 +16,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded"];
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded", "linear"];
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +97,7 @@ pub struct OsConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// Organisation: "radix", "hashed" (hashed and clustered tables), "inverted" or "guarded".
+    /// Organisation: "radix", "hashed" (hashed and clustered tables), "inverted", "guarded" or "linear".
     pub kind: String,
     #[serde(default)]
     pub radix: RadixConfig,
@@ -107,6 +107,8 @@ pub struct PageTableConfig {
     pub inverted: crate::pt::inverted::InvertedConfig,
     #[serde(default)]
     pub guarded: crate::pt::guarded::GuardedConfig,
+    #[serde(default)]
+    pub linear: crate::pt::linear::LinearConfig,
     /// A software TLB in front of the table (`entries = 0`: none).
     #[serde(default)]
     pub stlb: crate::pt::stlb::StlbConfig,

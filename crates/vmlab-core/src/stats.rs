@@ -122,6 +122,10 @@ pub struct WalkCounters {
     pub refs: u64,
     pub steps: u64,
     pub faulting: u64,
+    /// Virtual walk references translated through the TLB (linear arrays), and those
+    /// that missed it and needed a nested walk.
+    pub nested_lookups: u64,
+    pub nested_misses: u64,
     pub latency: Histogram,
 }
 

@@ -257,3 +257,37 @@ proptest! {
         prop_assert_eq!((u(&doc, "/tlb/b/lookups"), u(&doc, "/tlb/b/misses")), r[1]);
     }
 }
+
+#[test]
+fn linear_array_refill_costs_one_reference_when_its_array_page_is_in_the_tlb() {
+    let run_pages = |n: u64| {
+        let mut recs = vec![mmap(BASE, 1 << 20)];
+        recs.extend((0..n).map(|p| Record::read(BASE + p * 4096, 8, 1)));
+        simulate("tiny", &["page_table.kind=linear", "pwc.entries=[]", "tlb.l2.entries=64"], recs).unwrap()
+    };
+    let (three, four) = (run_pages(3), run_pages(4));
+    // Page 0: the array page does not exist yet — a nested walk of the empty table.
+    // Page 1: nested miss, 4-level walk of the array's table, then the PTE read.
+    // Pages 2, 3: the array page is in the TLB: one reference each.
+    assert_eq!(u(&four, "/walks/refs") - u(&three, "/walks/refs"), 1);
+    assert_eq!(u(&four, "/walks/nested_misses"), 2);
+    assert_eq!(u(&four, "/walks/nested_lookups"), 4);
+    assert_eq!(u(&four, "/walks/refs"), 1 + (4 + 1) + 1 + 1);
+    assert_eq!(u(&four, "/page_table/mapped_pages"), 4);
+}
+
+#[test]
+fn vax_style_linear_array_resolves_nested_misses_in_one_physical_reference() {
+    let mut recs = vec![mmap(0x4000_0000, 1 << 20)];
+    recs.extend((0..3u64).map(|p| Record::read(0x4000_0000 + p * 4096, 8, 1)));
+    let doc = simulate(
+        "tiny",
+        &["page_table.kind=linear", "page_table.linear.backing=linear", "page_table.linear.va_bits=32"],
+        recs,
+    )
+    .unwrap();
+    // Page 0: root entry read (no array page yet); page 1: root entry + PTE; page 2: PTE.
+    assert_eq!(u(&doc, "/walks/refs"), 1 + 2 + 1);
+    let e = simulate("tiny", &["page_table.kind=linear", "page_table.linear.backing=linear"], vec![]).unwrap_err();
+    assert!(e.to_string().contains("page_table.linear.va_bits"), "{e}");
+}

@@ -10,6 +10,7 @@ use vmlab::pt::hashed::{HashFunction, HashedConfig, TableScope};
 use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::inverted::InvertedConfig;
 use vmlab::pt::GuardedPageTable;
+use vmlab::pt::{linear::LinearConfig, LinearPageTable};
 use vmlab::pt::stlb::StlbConfig;
 use vmlab::pt::SoftwareTlb;
 use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
@@ -212,6 +213,12 @@ proptest! {
     ) {
         let pt = GuardedPageTable::new(&GuardedConfig { node_entries, va_bits: 48 }).unwrap();
         check_kind(pt, NoWalkCaches, &ops, true)?;
+    }
+
+    #[test]
+    fn linear_array_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
+        let pt = LinearPageTable::new(&LinearConfig::default()).unwrap();
+        check_kind(pt, PageWalkCache::none(), &ops, true)?;
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod arena;
 pub mod guarded;
 pub mod hashed;
 pub mod inverted;
+pub mod linear;
 pub mod radix;
 pub mod slab;
 pub mod stlb;
@@ -18,6 +19,7 @@ pub mod walk;
 pub use guarded::GuardedPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
+pub use linear::LinearPageTable;
 pub use radix::RadixPageTable;
 pub use stlb::SoftwareTlb;
 pub use walk::{WalkPath, WalkRef};
@@ -132,6 +134,13 @@ pub trait PageTable {
     /// the table (hashed tables promote chain hits). Returns the mapping, or
     /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
     fn walk(&mut self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
+
+    /// Translate an address of the table's own virtual array (a `WalkRef::VIRTUAL`
+    /// reference whose page missed the TLB): the nested walk, with its references in
+    /// `path`. Tables that make no virtual references never get this call.
+    fn walk_nested(&mut self, _asid: Asid, _va: u64, _caches: &mut Self::Caches, _path: &mut WalkPath) -> Option<Translation> {
+        None
+    }
 
     /// A hint that `va` will probably be walked soon: bring the simulator's own copy of
     /// the entries into the host cache. Must not change any state or statistic.

@@ -245,6 +245,10 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
         Some(t)
     }
 
+    fn walk_nested(&mut self, asid: Asid, va: u64, caches: &mut P::Caches, path: &mut WalkPath) -> Option<Translation> {
+        self.inner.walk_nested(asid, va, caches, path)
+    }
+
     fn prefetch(&self, asid: Asid, va: u64) {
         self.inner.prefetch(asid, va)
     }

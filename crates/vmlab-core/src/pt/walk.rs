@@ -2,7 +2,8 @@
 //! References inside one step are independent and may be issued in parallel; a step
 //! starts only after the previous one completed (docs/metrics.md, "walk").
 
-/// One physical reference made by a walk.
+/// One reference made by a walk: physical, or (`what == WalkRef::VIRTUAL`) a virtual
+/// address of the table's own array that the MMU must translate first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalkRef {
     /// Physical byte address read.
@@ -21,6 +22,11 @@ pub struct WalkPath {
     steps: u16,
     /// Cycles spent outside memory references (a software refill handler's trap).
     extra_cycles: u64,
+}
+
+impl WalkRef {
+    /// Marks a reference whose `pa` is a virtual address (linear virtual arrays).
+    pub const VIRTUAL: u8 = u8::MAX;
 }
 
 impl WalkPath {
@@ -46,6 +52,12 @@ impl WalkPath {
     pub fn push_step(&mut self, pa: u64, what: u8) {
         self.refs.push(WalkRef { pa, step: self.steps, what });
         self.steps += 1;
+    }
+    /// Add a reference to a *virtual* address as a new step (the MMU translates it,
+    /// possibly through a nested walk, before reading).
+    #[inline(always)]
+    pub fn push_virtual_step(&mut self, va: u64) {
+        self.push_step(va, WalkRef::VIRTUAL);
     }
     /// Begin a new step whose references are pushed with [`WalkPath::push_parallel`].
     #[inline(always)]

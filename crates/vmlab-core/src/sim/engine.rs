@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::mem::MemoryHierarchy;
 use crate::mmu::TlbHierarchy;
 use crate::os::{Os, Shootdown};
-use crate::pt::{PageTable, Translation, WalkCaches, WalkPath};
+use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, RunCounters, WalkCounters};
 use crate::trace::{Access, Record, TraceSource};
 
@@ -38,6 +38,8 @@ pub struct Engine<P: PageTable> {
     pub walk_caches: P::Caches,
     pub mem: MemoryHierarchy,
     path: WalkPath,
+    /// The nested walk of a virtual walk reference.
+    nested_path: WalkPath,
     asid_tags: bool,
     data_refs: bool,
     fault_cycles: u64,
@@ -84,6 +86,7 @@ impl<P: PageTable> Engine<P> {
             walk_caches,
             mem,
             path: WalkPath::new(),
+            nested_path: WalkPath::new(),
             asid_tags: cfg.mmu.asid_tags,
             data_refs: cfg.memory.data_refs,
             fault_cycles: cfg.os.fault_cycles,
@@ -298,15 +301,76 @@ impl<P: PageTable> Engine<P> {
     }
 
     /// One page walk: references go through the cache hierarchy step by step; a step's
-    /// references are issued in parallel, so a step costs its slowest reference.
+    /// references are issued in parallel, so a step costs its slowest reference. A
+    /// virtual reference (linear arrays) is first translated through the data TLB; if
+    /// that misses, a nested walk resolves it and fills the TLB (Elphinstone §3.3).
     #[inline]
     fn walk(&mut self, va: u64) -> Option<Translation> {
         self.path.clear();
         let t = self.os.pt.walk(self.cur_asid, va, &mut self.walk_caches, &mut self.path);
-        let mut latency = self.walk_caches.probe_latency();
+        let mut latency = self.walk_caches.probe_latency() + self.path.extra_cycles();
         let mut step = u16::MAX;
         let mut step_max = 0u64;
-        for r in self.path.refs() {
+        let (mut refs, mut steps) = (self.path.refs().len() as u64, self.path.steps() as u64);
+        for i in 0..self.path.refs().len() {
+            let r = self.path.refs()[i];
+            let pa = if r.what == WalkRef::VIRTUAL {
+                let (pa, nested_latency, nested_refs, nested_steps) = self.translate_array(r.pa);
+                latency += nested_latency;
+                refs += nested_refs;
+                steps += nested_steps;
+                match pa {
+                    Some(pa) => pa,
+                    // No array page: nothing to read (the walk finds no mapping).
+                    None => {
+                        refs -= 1;
+                        continue;
+                    }
+                }
+            } else {
+                r.pa
+            };
+            let l = self.mem.walk_ref(pa) as u64;
+            if r.step != step {
+                latency += step_max;
+                step_max = 0;
+                step = r.step;
+            }
+            step_max = step_max.max(l);
+        }
+        latency += step_max;
+        self.walks.count += 1;
+        self.walks.refs += refs;
+        self.walks.steps += steps;
+        self.walks.latency.record(latency);
+        self.cycles.walk += latency;
+        t
+    }
+
+    /// Translate an address of the page table's own virtual array: through the data TLB,
+    /// or by a nested walk. Returns (physical address, cycles, nested refs, nested steps).
+    fn translate_array(&mut self, va: u64) -> (Option<u64>, u64, u64, u64) {
+        let asid = self.cur_asid;
+        self.walks.nested_lookups += 1;
+        // The probe changes data-side TLB state.
+        self.same_page[0].valid = false;
+        if self.shared_l1 {
+            self.same_page[1].valid = false;
+        }
+        if let Some(hit) = self.tlbs.lookup(false, va, asid) {
+            let t = hit.entry.translation();
+            if hit.level > 0 {
+                self.tlbs.fill(false, va, asid, &t, hit.level);
+            }
+            return (Some(t.phys(va)), self.tlb_latency[0][hit.level], 0, 0);
+        }
+        self.walks.nested_misses += 1;
+        let levels = self.tlbs.levels();
+        self.nested_path.clear();
+        let t = self.os.pt.walk_nested(asid, va, &mut self.walk_caches, &mut self.nested_path);
+        let mut latency = self.tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
+        let (mut step, mut step_max) = (u16::MAX, 0u64);
+        for r in self.nested_path.refs() {
             let l = self.mem.walk_ref(r.pa) as u64;
             if r.step != step {
                 latency += step_max;
@@ -315,13 +379,13 @@ impl<P: PageTable> Engine<P> {
             }
             step_max = step_max.max(l);
         }
-        latency += step_max + self.path.extra_cycles();
-        self.walks.count += 1;
-        self.walks.refs += self.path.refs().len() as u64;
-        self.walks.steps += self.path.steps() as u64;
-        self.walks.latency.record(latency);
-        self.cycles.walk += latency;
-        t
+        latency += step_max;
+        let (n_refs, n_steps) = (self.nested_path.refs().len() as u64, self.nested_path.steps() as u64);
+        let pa = t.map(|t| {
+            self.tlbs.fill(false, va, asid, &t, levels);
+            t.phys(va)
+        });
+        (pa, latency, n_refs, n_steps)
     }
 
     fn fault(&mut self, va: u64, kind: AccessKind) -> Result<Translation> {

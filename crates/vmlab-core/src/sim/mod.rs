@@ -7,7 +7,7 @@ pub use engine::Engine;
 
 use crate::config::Config;
 use crate::error::Result;
-use crate::pt::{radix::PageWalkCache, GuardedPageTable, HashedPageTable, InvertedPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
+use crate::pt::{radix::PageWalkCache, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
 use crate::trace::TraceSource;
 use serde_json::{json, Map, Value};
@@ -30,6 +30,11 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
             run_kind(cfg, pt, pwc, src, info, on_batch)
         }
         "hashed" => run_kind(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, src, info, on_batch),
+        "linear" => {
+            let pt = LinearPageTable::new(&cfg.page_table.linear)?;
+            let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
+            run_kind(cfg, pt, pwc, src, info, on_batch)
+        }
         "guarded" => run_kind(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, src, info, on_batch),
         "inverted" => {
             let pt = InvertedPageTable::new(&cfg.page_table.inverted, cfg.machine.phys_mem.0)?;
@@ -151,6 +156,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
         "tlb_levels_by_side": by_side,
         "walks": {
             "count": w.count, "refs": w.refs, "steps": w.steps, "faulting": w.faulting,
+            "nested_lookups": w.nested_lookups, "nested_misses": w.nested_misses,
             "refs_per_walk": ratio(w.refs, w.count), "steps_per_walk": ratio(w.steps, w.count),
             "per_kilo_instruction": 1000.0 * ratio(w.count, instr),
             "latency": w.latency.to_json(),
