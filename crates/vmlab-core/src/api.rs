@@ -117,6 +117,18 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         "clustered" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=4", "page_table.hashed.buckets=2048"]),
         "inverted" => o(&["page_table.kind=inverted"]),
         "linear" => o(&["page_table.kind=linear"]),
+        // Itanium, as Linux uses it: the short VHPT is a virtually mapped linear table
+        // over the leaves of a multi-level table; the long VHPT a hashed cache in front.
+        "short-vhpt" => o(&["page_table.kind=linear", "page_table.stlb.entries=0"]),
+        "long-vhpt" => o(&[
+            "page_table.kind=radix",
+            "page_table.stlb.entries=131072",
+            "page_table.stlb.ways=1",
+            "page_table.stlb.entry_bytes=32",
+            "page_table.stlb.index=rid-xor-vpn",
+            "page_table.stlb.swizzle_rid=true",
+            "page_table.stlb.miss_cycles=100",
+        ]),
         n if n.starts_with("guarded") => {
             let (g, stlb) = match n.strip_suffix("+stlb") {
                 Some(g) => (g, true),
@@ -133,7 +145,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         other => {
             // `label:key=value;key=value`
             let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, guardedN[+stlb]; or label:key=value;...)"))
+                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, short-vhpt, long-vhpt, guardedN[+stlb]; or label:key=value;...)"))
             })?;
             rest.split(';').map(|s| s.to_string()).collect()
         }
@@ -159,6 +171,8 @@ pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, desig
             "refs_per_walk": g("/walks/refs_per_walk"),
             "steps_per_walk": g("/walks/steps_per_walk"),
             "cycles_per_walk": g("/walks/latency/mean"),
+            "translation_cpki": g("/cycles/translation_per_kilo_instruction"),
+            "nested_misses": g("/walks/nested_misses"),
             "pt_bytes": g("/page_table/bytes_at_peak"),
             "bytes_per_mapped_page": g("/page_table/bytes_per_mapped_page_at_peak"),
             "mapped_pages": g("/page_table/peak_mapped_pages"),
