@@ -144,3 +144,19 @@ def test_ctrl_c_stops_a_long_run():
         raise AssertionError("vmlab ignored SIGINT")
     assert p.returncode == -signal.SIGINT
     assert "Traceback" not in p.stderr.read()
+
+
+def test_pt_snapshot_of_a_live_process():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        p = run_cli("pt", "snapshot", str(child.pid), "--designs", "radix,guarded16,hashed", "--json")
+    finally:
+        child.kill()
+        child.wait()
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    pages = {r["mapped_pages"] for r in rows}
+    assert len(pages) == 1 and pages.pop() > 10, rows
+    assert all(r["pt_bytes"] > 0 for r in rows)
+    msg = one_error_line(run_cli("pt", "snapshot", "999999999"))
+    assert "/proc/999999999/maps" in msg

@@ -13,6 +13,8 @@ pub enum SourceSpec {
     Trace(PathBuf),
     /// A built-in synthetic workload and its `key=value` parameters.
     Workload { name: String, params: Vec<(String, String)> },
+    /// The resident pages of a live process (/proc/PID/maps and pagemap).
+    Snapshot(u32),
 }
 
 /// One simulation request.
@@ -51,6 +53,16 @@ pub fn open_source(spec: &SourceSpec) -> Result<(Box<dyn TraceSource + Send>, So
                 content_hash: None,
             };
             Ok((src, info))
+        }
+        SourceSpec::Snapshot(pid) => {
+            let src = trace::snapshot::snapshot(*pid)?;
+            let info = SourceInfo {
+                kind: "snapshot".into(),
+                name: format!("pid {pid}"),
+                params: serde_json::Value::Object(Default::default()),
+                content_hash: None,
+            };
+            Ok((Box::new(src), info))
         }
     }
 }

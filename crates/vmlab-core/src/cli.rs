@@ -119,6 +119,19 @@ enum PtCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Build every page table for a live process's resident pages (/proc/PID/maps and
+    /// /proc/PID/pagemap) and compare their sizes and refill costs.
+    Snapshot {
+        pid: u32,
+        #[arg(long, short, default_value = "skylake")]
+        config: String,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear")]
+        designs: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Run the CLI on `args` (args[0] is the program name); returns the exit status.
@@ -245,11 +258,17 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             Ok(0)
         }
         Cmd::Bench { quick, json } => crate::sim::bench::run_cli(quick, json),
-        Cmd::Pt { cmd: PtCmd::Compare { config, set, trace, workload, params, designs, json } } => {
-            let source = match (trace, workload) {
-                (Some(t), None) => SourceSpec::Trace(t),
-                (None, Some(w)) => SourceSpec::Workload { name: w, params: api::parse_params(&params)? },
-                _ => return Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
+        Cmd::Pt { cmd } => {
+            let (config, set, source, designs, json) = match cmd {
+                PtCmd::Compare { config, set, trace, workload, params, designs, json } => {
+                    let source = match (trace, workload) {
+                        (Some(t), None) => SourceSpec::Trace(t),
+                        (None, Some(w)) => SourceSpec::Workload { name: w, params: api::parse_params(&params)? },
+                        _ => return Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
+                    };
+                    (config, set, source, designs, json)
+                }
+                PtCmd::Snapshot { pid, config, set, designs, json } => (config, set, SourceSpec::Snapshot(pid), designs, json),
             };
             let rows = api::pt_compare(&config, &set, &source, &designs)?;
             if json {

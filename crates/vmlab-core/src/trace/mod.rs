@@ -44,6 +44,7 @@ pub trait TraceSource {
 pub mod champsim;
 pub mod lackey;
 pub mod live;
+pub mod snapshot;
 pub mod synth;
 pub mod vmt;
 pub mod info;
@@ -58,6 +59,9 @@ pub struct VecSource {
 impl VecSource {
     pub fn new(source: &str, records: Vec<Record>) -> VecSource {
         VecSource { meta: TraceMeta { source: source.into(), ..Default::default() }, records, pos: 0 }
+    }
+    pub fn meta_mut(&mut self) -> &mut TraceMeta {
+        &mut self.meta
     }
 }
 
