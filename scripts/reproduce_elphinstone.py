@@ -69,8 +69,25 @@ def main() -> int:
         parts.append(table(f"SPARSE-PAGE: {pages} random 4 KiB pages in 1 TiB", df, thesis))
     df = vmlab.pt_compare(workload="sparse", layout="file", pages=256, space="1T", accesses=acc, designs=DESIGNS, overrides=R4700)
     parts.append(table("SPARSE-FILE: 256 file-sized objects in 1 TiB", df))
+    parts.append(spill_over(args.quick))
     print("\n".join(parts))
     return 0
+
+
+def spill_over(quick: bool) -> str:
+    """GPT entry bytes per mapped page as the number of random pages grows (§4.3.2)."""
+    counts = [2 ** k for k in range(4, 14 if not quick else 11)]
+    sizes = [4, 16, 256]
+    out = ["**Spill-over: GPT node-entry bytes per mapped page vs. mapped pages (SPARSE-PAGE, 48-bit VAs)**", "",
+           "| pages | " + " | ".join(f"G{s}" for s in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+    for n in counts:
+        row = []
+        for s in sizes:
+            r = vmlab.run("tiny", workload="sparse", pages=n, space="64T", accesses=n,
+                          overrides=["page_table.kind=guarded", f"page_table.guarded.node_entries={s}", "machine.phys_mem=1G"])
+            row.append(f"{r['page_table']['details']['entry_bytes_per_mapped_page']:.1f}")
+        out.append(f"| {n} | " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
