@@ -16,7 +16,11 @@
 //!
 //! Aligning digits to the page number's low end is what produces Elphinstone's
 //! spill-over effect: the top digit is partial, and nodes fill unevenly as the number
-//! of mapped pages crosses powers of S. Pages are 4 KiB.
+//! of mapped pages crosses powers of S.
+//!
+//! Pages of 2^(12 + k·s) bytes (up to 1 GiB) sit at any level: their leaf's guard stops
+//! k digits early, and those digits are the page offset ("a GPT page sits at any
+//! level"). G2 thus maps every power of two; G16 maps 4K, 64K, 1M, 16M, 256M.
 
 use super::slab::Slab;
 use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
@@ -51,7 +55,7 @@ struct Entry {
     /// Guard length in digits, and the guard's digits packed (most significant first).
     glen: u8,
     guard: u64,
-    /// Leaf: physical page | permission bits. Node: node index.
+    /// Leaf: physical page | page-size digits << 4 | permission bits. Node: node index.
     val: u64,
 }
 
@@ -82,7 +86,8 @@ pub struct GuardedPageTable {
     /// Per ASID: root entry and its simulated address.
     roots: Vec<Option<(Entry, u64)>>,
     mapped: u64,
-    sizes: [PageSize; 1],
+    /// Page sizes: 2^(12 + k·s) bytes up to 1 GiB — a leaf k digits above the bottom.
+    sizes: Vec<PageSize>,
 }
 
 impl GuardedPageTable {
@@ -108,7 +113,11 @@ impl GuardedPageTable {
             root_slab: Slab::new(ENTRY_BYTES),
             roots: Vec::new(),
             mapped: 0,
-            sizes: [PageSize::K4],
+            sizes: (0..)
+                .map(|k| 12 + k * s)
+                .take_while(|&sh| sh <= 30 && sh < cfg.va_bits as u32)
+                .map(|sh| PageSize::from_valid_shift(sh as u8))
+                .collect(),
         })
     }
 
@@ -218,8 +227,13 @@ impl GuardedPageTable {
         }
     }
 
-    fn leaf_translation(e: &Entry) -> Translation {
-        Translation { pa: e.val & !0xfff, size: PageSize::K4, perms: Perms::from_bits(e.val as u8) }
+    fn leaf_translation(&self, e: &Entry) -> Translation {
+        let k = ((e.val >> 4) & 0xff) as u32;
+        Translation {
+            pa: e.val & !0xfff,
+            size: PageSize::from_valid_shift((12 + k * self.s) as u8),
+            perms: Perms::from_bits(e.val as u8 & 0xf),
+        }
     }
 
     fn free_subtree(&mut self, mem: &mut BuddyAllocator, e: Entry) {
@@ -267,21 +281,35 @@ impl PageTable for GuardedPageTable {
     }
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
-        if size != PageSize::K4 {
-            return Err(Error::config("os.page_size", format!("the guarded page table maps 4K pages, not {size}")));
+        if !self.sizes.contains(&size) {
+            return Err(Error::config(
+                "os.page_size",
+                format!(
+                    "a guarded table with {}-entry nodes maps pages of 2^(12+{}k) bytes ({}), not {size}",
+                    1u32 << self.s,
+                    self.s,
+                    self.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
         }
+        // A page of 2^(12 + k·s) bytes is a leaf whose guard stops k digits early.
+        let k = (size.shift() as u32 - 12) / self.s;
+        let end = self.digits - k;
         let key = self.key_of(va)?;
         if self.roots.get(asid as usize).map_or(true, |r| r.is_none()) {
             return Err(Error::Sim(format!("map into unknown address space {asid}")));
         }
         let per = self.entries_per_node();
-        let leaf_val = (pa & !0xfff) | perms.bits() as u64;
+        let leaf_val = (pa & !0xfff) | ((k as u64) << 4) | perms.bits() as u64;
         let mut slot = Slot::Root(asid);
         let mut d = 0u32;
         loop {
             let e = self.get(slot);
             if e.kind == EMPTY {
-                let glen = self.digits - d;
+                if d > end {
+                    return Err(Error::Sim(format!("map {va:#x}: a {size} page cannot sit below a node decoding its offset bits")));
+                }
+                let glen = end - d;
                 self.set(slot, Entry { kind: LEAF, glen: glen as u8, guard: self.digits_of(key, d, glen), val: leaf_val });
                 if let Slot::At(i) = slot {
                     self.nodes[i / per].live += 1;
@@ -289,10 +317,11 @@ impl PageTable for GuardedPageTable {
                 self.mapped += 1;
                 return Ok(());
             }
-            let c = self.common(&e, key, d);
-            if c == e.glen as u32 {
-                if e.kind == LEAF {
-                    return Err(Error::Sim(format!("map {va:#x}: already mapped")));
+            // Compare only the digits the new page's number has.
+            let c = self.common(&e, key, d).min(end.saturating_sub(d));
+            if c == e.glen as u32 || d + c >= end {
+                if e.kind == LEAF || d + c >= end {
+                    return Err(Error::Sim(format!("map {va:#x}: overlaps an existing mapping")));
                 }
                 d += c;
                 slot = Slot::At(e.val as usize * per + self.digit(key, d));
@@ -306,7 +335,7 @@ impl PageTable for GuardedPageTable {
             let rest_mask = if self.s * rest >= 64 { u64::MAX } else { (1u64 << (self.s * rest)) - 1 };
             let old = Entry { glen: rest as u8, guard: e.guard & rest_mask, ..e };
             let dn = d + c;
-            let new_glen = self.digits - dn - 1;
+            let new_glen = end - dn - 1;
             let new = Entry { kind: LEAF, glen: new_glen as u8, guard: self.digits_of(key, dn + 1, new_glen), val: leaf_val };
             let (old_at, new_at) = (self.guard_digit(&e, c), self.digit(key, dn));
             self.entries[n * per + old_at] = old;
@@ -323,7 +352,7 @@ impl PageTable for GuardedPageTable {
         let key = self.key_of(va).ok()?;
         let mut trail = Vec::with_capacity(16);
         let leaf_slot = self.find(asid, key, &mut trail)?;
-        let t = Self::leaf_translation(&self.get(leaf_slot));
+        let t = self.leaf_translation(&self.get(leaf_slot));
         self.set(leaf_slot, Entry::default());
         self.mapped -= 1;
         let per = self.entries_per_node();
@@ -350,7 +379,8 @@ impl PageTable for GuardedPageTable {
         let mut trail = Vec::new();
         let Some(slot) = self.find(asid, key, &mut trail) else { return false };
         let mut e = self.get(slot);
-        e.val = (e.val & !0xfff) | perms.bits() as u64;
+        // Keep the page-size digits (bits 4..12); replace the permission bits.
+        e.val = (e.val & !0xf) | perms.bits() as u64;
         self.set(slot, e);
         true
     }
@@ -359,7 +389,7 @@ impl PageTable for GuardedPageTable {
         let key = self.key_of(va).ok()?;
         let mut trail = Vec::new();
         let slot = self.find(asid, key, &mut trail)?;
-        Some(Self::leaf_translation(&self.get(slot)))
+        Some(self.leaf_translation(&self.get(slot)))
     }
 
     fn walk(&mut self, asid: Asid, va: u64, _: &mut NoWalkCaches, path: &mut WalkPath) -> Option<Translation> {
@@ -375,7 +405,7 @@ impl PageTable for GuardedPageTable {
             }
             d += e.glen as u32;
             if e.kind == LEAF {
-                return Some(Self::leaf_translation(&e));
+                return Some(self.leaf_translation(&e));
             }
             let n = e.val as usize;
             let i = self.digit(key, d);
@@ -442,6 +472,24 @@ mod tests {
             let m = pt.footprint().mapped_pages;
             assert!(pt.footprint().nodes * 2 <= 2 * (m - 1).max(0), "{} nodes for {m} pages", pt.footprint().nodes);
         }
+    }
+
+    #[test]
+    fn large_pages_sit_at_inner_levels() {
+        let (mut pt, mut mem) = gpt(16);
+        let k64 = PageSize::from_bytes(64 << 10).unwrap();
+        assert!(pt.page_sizes().contains(&k64) && !pt.page_sizes().contains(&PageSize::M2));
+        pt.map(&mut mem, 0, 0x4000_0000, 0x10_0000, k64, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 0, 0x4001_0000, 0x20_0000, PageSize::K4, Perms::RW_USER).unwrap();
+        let t = pt.translate(0, 0x4000_fabc).unwrap();
+        assert_eq!((t.pa, t.size), (0x10_0000, k64));
+        assert_eq!(pt.translate(0, 0x4001_0123).unwrap().size, PageSize::K4);
+        // A 4K page inside the 64K page, or a 64K page over the 4K one, overlap.
+        assert!(pt.map(&mut mem, 0, 0x4000_3000, 0x5000, PageSize::K4, Perms::RW_USER).is_err());
+        assert!(pt.map(&mut mem, 0, 0x4001_0000, 0x30_0000, k64, Perms::RW_USER).is_err());
+        assert!(pt.map(&mut mem, 0, 0, 0, PageSize::M2, Perms::RW_USER).is_err());
+        let mut path = WalkPath::new();
+        assert_eq!(pt.walk(0, 0x4000_8000, &mut NoWalkCaches, &mut path).unwrap().size, k64);
     }
 
     #[test]
