@@ -4,7 +4,7 @@
 
 use super::vma::VmaSet;
 use crate::addr::{Asid, PageSize, Perms, Pid};
-use std::collections::BTreeMap;
+use super::page_index::PageIndex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapping {
@@ -20,8 +20,8 @@ pub struct AddressSpace {
     pub pid: Pid,
     pub asid: Asid,
     pub vmas: VmaSet,
-    /// Mapped pages keyed by virtual base address.
-    pub pages: BTreeMap<u64, Mapping>,
+    /// Mapped pages by virtual address.
+    pub pages: PageIndex,
     /// The heap: [heap_start, heap_end), once a brk event has been seen.
     pub heap: Option<(u64, u64)>,
     /// Shared objects this space holds a reference to.
@@ -30,35 +30,12 @@ pub struct AddressSpace {
 
 impl AddressSpace {
     pub fn new(pid: Pid, asid: Asid) -> AddressSpace {
-        AddressSpace { pid, asid, vmas: VmaSet::default(), pages: BTreeMap::new(), heap: None, objects: Vec::new() }
+        AddressSpace { pid, asid, vmas: VmaSet::default(), pages: PageIndex::default(), heap: None, objects: Vec::new() }
     }
 
     /// The mapped page covering `va`, if any.
+    #[inline]
     pub fn mapping_at(&self, va: u64) -> Option<(u64, Mapping)> {
-        self.pages
-            .range(..=va)
-            .next_back()
-            .filter(|(&b, m)| va < b + m.size.bytes())
-            .map(|(&b, m)| (b, *m))
-    }
-
-    /// Whether any mapped page overlaps [start, end).
-    pub fn any_mapped_in(&self, start: u64, end: u64) -> bool {
-        if self.pages.range(start..end).next().is_some() {
-            return true;
-        }
-        self.mapping_at(start).is_some()
-    }
-
-    /// Base addresses of the pages overlapping [start, end).
-    pub fn pages_in(&self, start: u64, end: u64) -> Vec<u64> {
-        let mut v: Vec<u64> = Vec::new();
-        if let Some((b, _)) = self.mapping_at(start) {
-            if b < start {
-                v.push(b);
-            }
-        }
-        v.extend(self.pages.range(start..end).map(|(&b, _)| b));
-        v
+        self.pages.get(va)
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod address_space;
 pub mod buddy;
+pub mod page_index;
 pub mod vma;
 
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
@@ -160,7 +161,7 @@ impl<P: PageTable> Os<P> {
             // Present but lacking permission: grant it.
             self.counters.protection += 1;
             let perms = m.perms.union(need);
-            self.spaces.get_mut(&pid).unwrap().pages.insert(base, Mapping { perms, ..m });
+            self.spaces.get_mut(&pid).unwrap().pages.update(base, |x| x.perms = perms);
             self.pt.protect(asid, va, perms);
             self.shootdowns.push(Shootdown::Page { asid, va: base });
             return Ok(Translation { pa: m.pa, size: m.size, perms });
@@ -207,7 +208,7 @@ impl<P: PageTable> Os<P> {
         for &s in sizes {
             let base = s.align_down(va);
             let end = base.wrapping_add(s.bytes());
-            if end <= base || !vma.contains_range(base, end) || space.any_mapped_in(base, end) {
+            if end <= base || !vma.contains_range(base, end) || space.pages.any_in(base, end) {
                 continue;
             }
             let pa = match vma.object {
@@ -276,9 +277,8 @@ impl<P: PageTable> Os<P> {
                 let space = self.spaces.get_mut(&pid).unwrap();
                 space.vmas.protect_range(s, e, perms);
                 let asid = space.asid;
-                for base in space.pages_in(s, e) {
-                    let m = space.pages.get_mut(&base).unwrap();
-                    m.perms = perms;
+                for base in space.pages.bases_in(s, e) {
+                    space.pages.update(base, |m| m.perms = perms);
                     self.pt.protect(asid, base, perms);
                     self.shootdowns.push(Shootdown::Page { asid, va: base });
                 }
@@ -394,8 +394,8 @@ impl<P: PageTable> Os<P> {
     fn unmap_range(&mut self, pid: Pid, start: u64, end: u64) {
         let Some(space) = self.spaces.get_mut(&pid) else { return };
         let asid = space.asid;
-        for base in space.pages_in(start, end) {
-            let m = space.pages.remove(&base).unwrap();
+        for base in space.pages.bases_in(start, end) {
+            let m = space.pages.remove(base).unwrap();
             self.pt.unmap(&mut self.mem, asid, base);
             if m.object.is_none() {
                 self.mem.free(m.pa, m.size, FrameUse::Data);
