@@ -121,21 +121,41 @@ impl<V: Copy + Default> AssocCache<V> {
     fn find(&self, set: usize, key: u64, asid: Asid) -> Option<usize> {
         let base = set * self.ways;
         let keys = &self.keys[base..base + self.ways];
-        // Branch-free tag match over up to 64 ways at a time: keys are random, so an
-        // early-exit loop mispredicts on almost every way.
-        for (c, chunk) in keys.chunks(64).enumerate() {
-            let mut mask = 0u64;
-            for (w, &k) in chunk.iter().enumerate() {
-                mask |= ((k == key) as u64) << w;
-            }
-            while mask != 0 {
-                let slot = base + c * 64 + mask.trailing_zeros() as usize;
-                let a = self.asids[slot];
-                if a == asid || a == ANY_ASID {
-                    return Some(slot);
+        // Branch-free tag match (keys are random, so an early-exit loop mispredicts on
+        // almost every way), unrolled for the common geometries.
+        let mask = match self.ways {
+            1 => match_mask::<1>(keys, key),
+            2 => match_mask::<2>(keys, key),
+            4 => match_mask::<4>(keys, key),
+            8 => match_mask::<8>(keys, key),
+            12 => match_mask::<12>(keys, key),
+            16 => match_mask::<16>(keys, key),
+            _ => {
+                for (c, chunk) in keys.chunks(64).enumerate() {
+                    let mut mask = 0u64;
+                    for (w, &k) in chunk.iter().enumerate() {
+                        mask |= ((k == key) as u64) << w;
+                    }
+                    if let Some(slot) = self.first_asid_match(base + c * 64, mask, asid) {
+                        return Some(slot);
+                    }
                 }
-                mask &= mask - 1;
+                return None;
             }
+        };
+        self.first_asid_match(base, mask, asid)
+    }
+
+    /// The first slot `from + w` with bit w of `mask` set whose ASID matches.
+    #[inline(always)]
+    fn first_asid_match(&self, from: usize, mut mask: u64, asid: Asid) -> Option<usize> {
+        while mask != 0 {
+            let slot = from + mask.trailing_zeros() as usize;
+            let a = self.asids[slot];
+            if a == asid || a == ANY_ASID {
+                return Some(slot);
+            }
+            mask &= mask - 1;
         }
         None
     }
@@ -292,6 +312,17 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 }
 
+/// Bit w set where `keys[w] == key`, for a set of exactly N ways (unrolled).
+#[inline(always)]
+fn match_mask<const N: usize>(keys: &[u64], key: u64) -> u64 {
+    let keys: &[u64; N] = keys.try_into().expect("set of N ways");
+    let mut mask = 0u64;
+    for (w, &k) in keys.iter().enumerate() {
+        mask |= ((k == key) as u64) << w;
+    }
+    mask
+}
+
 /// Position of `way` in a packed recency order.
 #[inline(always)]
 fn lru_position(order: u64, way: u64, ways: usize) -> u32 {
@@ -344,7 +375,7 @@ fn lru_to_back(order: u64, way: u64, ways: usize) -> u64 {
 /// Tree-PLRU: internal node i has children 2i+1, 2i+2; bit = 1 means "the LRU side is
 /// the right subtree". Touching a way points every node on its path away from it.
 #[inline(always)]
-fn plru_touch(mut bits: u64, way: usize, ways: usize) -> u64 {
+pub(crate) fn plru_touch(mut bits: u64, way: usize, ways: usize) -> u64 {
     let mut node = 0usize;
     let mut lo = 0usize;
     let mut span = ways;
@@ -364,7 +395,7 @@ fn plru_touch(mut bits: u64, way: usize, ways: usize) -> u64 {
 }
 
 #[inline(always)]
-fn plru_victim(bits: u64, ways: usize) -> usize {
+pub(crate) fn plru_victim(bits: u64, ways: usize) -> usize {
     let mut node = 0usize;
     let mut lo = 0usize;
     let mut span = ways;
