@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use vmlab::addr::{Asid, PageSize, Perms};
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
-use vmlab::pt::hashed::{HashFunction, HashedConfig, TableScope};
+use vmlab::pt::hashed::{HashFunction, HashedConfig, LargePages, TableScope};
 use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::inverted::InvertedConfig;
 use vmlab::pt::GuardedPageTable;
@@ -33,7 +33,7 @@ fn va_of(slot: u64) -> u64 {
 
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0u16..3, 0u64..4000, 0usize..3, 1u8..16).prop_map(|(asid, slot, size_ix, perms)| Op::Map { asid, slot, size_ix, perms }),
+        4 => (0u16..3, 0u64..4000, 0usize..4, 1u8..16).prop_map(|(asid, slot, size_ix, perms)| Op::Map { asid, slot, size_ix, perms }),
         2 => (0u16..3, 0u64..4000).prop_map(|(asid, slot)| Op::Unmap { asid, slot }),
         1 => (0u16..3, 0u64..4000, 1u8..16).prop_map(|(asid, slot, perms)| Op::Protect { asid, slot, perms }),
         3 => (0u16..3, 0u64..4000, 0u64..(1 << 30)).prop_map(|(asid, slot, offset)| Op::Probe { asid, slot, offset }),
@@ -164,11 +164,16 @@ proptest! {
         global in any::<bool>(),
         mix in any::<bool>(),
         promote in any::<bool>(),
+        large in prop_oneof![Just(None), Just(Some(LargePages::Replicate)), Just(Some(LargePages::PerSize))],
     ) {
         let cfg = HashedConfig {
             buckets, subblock, promote,
             hash: if mix { HashFunction::Mix } else { HashFunction::Bits },
             scope: if global { TableScope::Global } else { TableScope::PerSpace },
+            // With large pages: 2M and 1M pages (the table's sizes are 4K, the block, 1M, 2M).
+            page_sizes: if large.is_some() { vec![vmlab::config::Bytes(2 << 20), vmlab::config::Bytes(1 << 20)] } else { vec![] },
+            large_pages: large.unwrap_or_default(),
+            large_buckets: 16,
         };
         check_kind(HashedPageTable::new(&cfg).unwrap(), NoWalkCaches, &ops, !global)?;
     }

@@ -8,8 +8,13 @@
 //! buckets allocated from per-table slab frames; a walk that hits in the chain promotes
 //! the bucket to the head by swapping contents (Elphinstone §6.1.2), when `promote`.
 //!
-//! Page sizes: 4 KiB, and (subblock > 1) a superpage covering a whole block, held as a
-//! single PTE in the block's bucket (the CPT's native superpage, §3.6).
+//! Page sizes: 4 KiB; (subblock > 1) a superpage covering a whole block, held as a
+//! single PTE in the block's bucket (the CPT's native superpage, §3.6); and any larger
+//! power of two listed in `page_sizes`, held one of two ways (`large_pages`):
+//! `replicate` puts a copy of the large page's PTE in the bucket of every block it
+//! covers (one table, a walk still reads one bucket, but a 2M page costs 512/n
+//! buckets), `per-size` keeps one hash table per page size and a walk probes them in
+//! turn, smallest size first (one sequential probe per size until a hit).
 //!
 //! A walk visits buckets one after another: each is a sequential step whose references
 //! are the distinct cache lines it reads (the tag, then the PTE on a match or the link
@@ -58,6 +63,29 @@ pub struct HashedConfig {
     /// Swap a chain hit into the head bucket.
     #[serde(default = "yes")]
     pub promote: bool,
+    /// Page sizes above the block size the table can map (e.g. `["2M"]`).
+    #[serde(default)]
+    pub page_sizes: Vec<crate::config::Bytes>,
+    /// How those large pages are held.
+    #[serde(default)]
+    pub large_pages: LargePages,
+    /// Buckets of each large-page table (`large_pages = "per-size"`; a power of two).
+    #[serde(default = "default_large_buckets")]
+    pub large_buckets: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LargePages {
+    /// A copy of the PTE in every covered block's bucket (one table).
+    #[default]
+    Replicate,
+    /// One hash table per page size, probed smallest first.
+    PerSize,
+}
+
+fn default_large_buckets() -> usize {
+    1024
 }
 
 fn yes() -> bool {
@@ -66,7 +94,16 @@ fn yes() -> bool {
 
 impl Default for HashedConfig {
     fn default() -> Self {
-        HashedConfig { buckets: 8192, subblock: 2, hash: HashFunction::Bits, scope: TableScope::PerSpace, promote: true }
+        HashedConfig {
+            buckets: 8192,
+            subblock: 2,
+            hash: HashFunction::Bits,
+            scope: TableScope::PerSpace,
+            promote: true,
+            page_sizes: Vec::new(),
+            large_pages: LargePages::Replicate,
+            large_buckets: default_large_buckets(),
+        }
     }
 }
 
@@ -88,7 +125,7 @@ impl Bucket {
     }
 }
 
-/// One hash table (per address space, or the global one).
+/// The buckets of one address space (or the global one) in one [`HashTable`].
 struct Table {
     /// Arena index of head bucket 0; heads are contiguous.
     heads: u32,
@@ -101,39 +138,52 @@ struct Table {
     live_chain: u64,
 }
 
-pub struct HashedPageTable {
-    cfg: HashedConfig,
-    sizes: Vec<PageSize>,
+/// PTE layout: physical page base | size code << 4 | permission bits. The size code is
+/// 0 for the table's own sizes (a slot's page, or a block superpage), else the shift of
+/// a replicated large page.
+#[inline(always)]
+fn pte(pa: u64, perms: Perms, shift: u8) -> u64 {
+    (pa & !0xfff) | ((shift as u64) << 4) | perms.bits() as u64
+}
+
+#[inline(always)]
+fn pte_shift(e: u64) -> u8 {
+    ((e >> 4) & 0x3f) as u8
+}
+
+/// One hashed table of one page-size class: slots map pages of 2^`base_shift` bytes,
+/// `subblock` of them per bucket.
+struct HashTable {
+    buckets_per_table: usize,
+    subblock: usize,
+    hash_fn: HashFunction,
+    scope: TableScope,
+    promote: bool,
+    base_shift: u32,
     block_shift: u32,
     bucket_bytes: u64,
     buckets: Vec<Bucket>,
     ptes: Vec<u64>,
     /// Table per ASID (PerSpace), or table 0 for everyone (Global).
     tables: Vec<Option<Table>>,
+    /// Pages mapped (a replicated page counts once).
     mapped: u64,
     frames: u64,
     chain_hits: u64,
     promotions: u64,
 }
 
-impl HashedPageTable {
-    pub fn new(cfg: &HashedConfig) -> Result<HashedPageTable> {
-        if cfg.buckets == 0 || !cfg.buckets.is_power_of_two() || cfg.buckets > 1 << 26 {
-            return Err(Error::config("page_table.hashed.buckets", "must be a power of two between 1 and 2^26"));
-        }
-        if !(1..=16).contains(&cfg.subblock) || !cfg.subblock.is_power_of_two() {
-            return Err(Error::config("page_table.hashed.subblock", "must be 1, 2, 4, 8 or 16"));
-        }
-        let block_shift = 12 + cfg.subblock.trailing_zeros();
-        let mut sizes = vec![PageSize::K4];
-        if cfg.subblock > 1 {
-            sizes.push(PageSize::from_valid_shift(block_shift as u8));
-        }
-        Ok(HashedPageTable {
-            cfg: cfg.clone(),
-            sizes,
-            block_shift,
-            bucket_bytes: 16 + 8 * cfg.subblock as u64,
+impl HashTable {
+    fn new(cfg: &HashedConfig, buckets: usize, subblock: usize, base_shift: u32) -> HashTable {
+        HashTable {
+            buckets_per_table: buckets,
+            subblock,
+            hash_fn: cfg.hash,
+            scope: cfg.scope,
+            promote: cfg.promote,
+            base_shift,
+            block_shift: base_shift + subblock.trailing_zeros(),
+            bucket_bytes: 16 + 8 * subblock as u64,
             buckets: Vec::new(),
             ptes: Vec::new(),
             tables: Vec::new(),
@@ -141,11 +191,11 @@ impl HashedPageTable {
             frames: 0,
             chain_hits: 0,
             promotions: 0,
-        })
+        }
     }
 
     fn table_index(&self, asid: Asid) -> usize {
-        match self.cfg.scope {
+        match self.scope {
             TableScope::PerSpace => asid as usize,
             TableScope::Global => 0,
         }
@@ -157,8 +207,8 @@ impl HashedPageTable {
 
     #[inline]
     fn hash(&self, block: u64, asid: Asid) -> usize {
-        let mask = self.cfg.buckets as u64 - 1;
-        let h = match (self.cfg.hash, self.cfg.scope) {
+        let mask = self.buckets_per_table as u64 - 1;
+        let h = match (self.hash_fn, self.scope) {
             (HashFunction::Bits, TableScope::PerSpace) => block,
             (HashFunction::Bits, TableScope::Global) => block ^ ((asid as u64) << 7),
             (HashFunction::Mix, _) => {
@@ -170,15 +220,15 @@ impl HashedPageTable {
     }
 
     fn new_table(&mut self, mem: &mut BuddyAllocator) -> Result<Table> {
-        let bytes = (self.cfg.buckets as u64 * self.bucket_bytes).next_power_of_two().max(4096);
+        let bytes = (self.buckets_per_table as u64 * self.bucket_bytes).next_power_of_two().max(4096);
         let size = PageSize::from_bytes(bytes).map_err(|m| Error::config("page_table.hashed.buckets", m))?;
         let table_pa = mem.alloc(size, FrameUse::PageTable)?;
         self.frames += size.base_pages();
         let heads = self.buckets.len() as u32;
-        for i in 0..self.cfg.buckets as u64 {
+        for i in 0..self.buckets_per_table as u64 {
             self.buckets.push(Bucket::empty(table_pa + i * self.bucket_bytes));
         }
-        self.ptes.resize(self.buckets.len() * self.cfg.subblock, 0);
+        self.ptes.resize(self.buckets.len() * self.subblock, 0);
         Ok(Table { heads, table_pa, table_size: size, slab_frames: Vec::new(), free_nodes: Vec::new(), live_chain: 0 })
     }
 
@@ -191,7 +241,7 @@ impl HashedPageTable {
             for i in 0..per {
                 self.buckets.push(Bucket::empty(frame + i * self.bucket_bytes));
             }
-            self.ptes.resize(self.buckets.len() * self.cfg.subblock, 0);
+            self.ptes.resize(self.buckets.len() * self.subblock, 0);
             let t = self.tables[ti].as_mut().unwrap();
             t.slab_frames.push(frame);
             t.free_nodes.extend((first..first + per as u32).rev());
@@ -220,27 +270,31 @@ impl HashedPageTable {
     }
 
     fn slot(&self, va: u64) -> usize {
-        ((va >> 12) as usize) & (self.cfg.subblock - 1)
+        ((va >> self.base_shift) as usize) & (self.subblock - 1)
     }
 
     fn translation_of(&self, b: u32, va: u64) -> Option<Translation> {
         let k = &self.buckets[b as usize];
-        let n = self.cfg.subblock;
+        let n = self.subblock;
         if k.superpage {
             let e = self.ptes[b as usize * n];
-            return Some(Translation { pa: e & !0xfff, size: self.sizes[1], perms: Perms::from_bits(e as u8) });
+            let shift = match pte_shift(e) {
+                0 => self.block_shift as u8,
+                s => s,
+            };
+            return Some(Translation { pa: e & !0xfff, size: PageSize::from_valid_shift(shift), perms: Perms::from_bits(e as u8) });
         }
         let i = self.slot(va);
         if k.present & (1 << i) == 0 {
             return None;
         }
         let e = self.ptes[b as usize * n + i];
-        Some(Translation { pa: e & !0xfff, size: PageSize::K4, perms: Perms::from_bits(e as u8) })
+        Some(Translation { pa: e & !0xfff, size: PageSize::from_valid_shift(self.base_shift as u8), perms: Perms::from_bits(e as u8) })
     }
 
     /// Move the contents (not the address or link) of bucket `from` into `to`.
     fn move_contents(&mut self, from: u32, to: u32) {
-        let n = self.cfg.subblock;
+        let n = self.subblock;
         let (f, t) = (from as usize, to as usize);
         let src = self.buckets[f];
         let dst = &mut self.buckets[t];
@@ -254,7 +308,7 @@ impl HashedPageTable {
     }
 
     fn swap_contents(&mut self, a: u32, b: u32) {
-        let n = self.cfg.subblock;
+        let n = self.subblock;
         let (x, y) = (a as usize, b as usize);
         let (ka, kb) = (self.buckets[x], self.buckets[y]);
         self.buckets[x] = Bucket { block: kb.block, asid: kb.asid, present: kb.present, superpage: kb.superpage, ..ka };
@@ -277,6 +331,305 @@ impl HashedPageTable {
             }
         }
     }
+
+    fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
+        let ti = self.table_index(asid);
+        if self.tables.len() <= ti {
+            self.tables.resize_with(ti + 1, || None);
+        }
+        if self.tables[ti].is_none() {
+            let t = self.new_table(mem)?;
+            self.tables[ti] = Some(t);
+        }
+        Ok(())
+    }
+
+    fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
+        match self.scope {
+            TableScope::Global => {
+                // Remove this space's entries; the shared table stays.
+                let blocks: Vec<u64> = self.buckets.iter().filter(|k| k.present != 0 && k.asid == asid).map(|k| k.block).collect();
+                for block in blocks {
+                    while let Some((b, _)) = self.find(asid, block) {
+                        let k = self.buckets[b as usize];
+                        let i = if k.superpage { 0 } else { k.present.trailing_zeros() as u64 };
+                        self.unmap(asid, (block << self.block_shift) + (i << self.base_shift));
+                    }
+                }
+            }
+            TableScope::PerSpace => {
+                let Some(t) = self.tables.get_mut(asid as usize).and_then(|t| t.take()) else { return };
+                for b in t.heads..t.heads + self.buckets_per_table as u32 {
+                    let mut c = Some(b);
+                    while let Some(x) = c {
+                        let k = self.buckets[x as usize];
+                        if k.present != 0 {
+                            self.mapped -= match (k.superpage, pte_shift(self.ptes[x as usize * self.subblock])) {
+                                (false, _) => k.present.count_ones() as u64,
+                                (true, 0) => 1,
+                                // One replica of a large page: count the page at its first block.
+                                (true, s) => ((k.block << self.block_shift) & ((1u64 << s) - 1) == 0) as u64,
+                            };
+                        }
+                        self.buckets[x as usize].present = 0;
+                        c = (k.next != NONE).then_some(k.next);
+                    }
+                }
+                mem.free(t.table_pa, t.table_size, FrameUse::PageTable);
+                self.frames -= t.table_size.base_pages();
+                for f in t.slab_frames {
+                    mem.free(f, PageSize::K4, FrameUse::PageTable);
+                    self.frames -= 1;
+                }
+            }
+        }
+    }
+
+    /// The bucket for `block`, created (at the head, or chained behind it) if absent.
+    fn bucket_for(&mut self, mem: &mut BuddyAllocator, asid: Asid, block: u64) -> Result<(u32, bool)> {
+        if let Some((b, _)) = self.find(asid, block) {
+            return Ok((b, false));
+        }
+        let ti = self.table_index(asid);
+        let head = self.tables[ti].as_ref().unwrap().heads + self.hash(block, asid) as u32;
+        let b = if self.buckets[head as usize].present == 0 {
+            head
+        } else {
+            let node = self.alloc_chain(mem, ti)?;
+            self.buckets[node as usize].next = self.buckets[head as usize].next;
+            self.buckets[head as usize].next = node;
+            node
+        };
+        let k = &mut self.buckets[b as usize];
+        k.block = block;
+        k.asid = asid;
+        k.present = 0;
+        k.superpage = false;
+        Ok((b, true))
+    }
+
+    /// Map a page of the slot size, a block superpage, or (`replica_shift` > 0) one block
+    /// of a replicated larger page.
+    fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
+        if self.table(asid).is_none() {
+            return Err(Error::Sim(format!("map into unknown address space {asid}")));
+        }
+        let shift = size.shift() as u32;
+        if shift <= self.block_shift {
+            self.map_one(mem, asid, va, pte(pa, perms, 0), shift == self.block_shift && self.subblock > 1)?;
+        } else {
+            // Replicate: the page's PTE in every block it covers (Elphinstone §3.6).
+            let blocks = 1u64 << (shift - self.block_shift);
+            for i in 0..blocks {
+                if self.find(asid, (va >> self.block_shift) + i).is_some() {
+                    return Err(Error::Sim(format!("map {va:#x}: overlaps a mapped page")));
+                }
+            }
+            for i in 0..blocks {
+                self.map_one(mem, asid, va + (i << self.block_shift), pte(pa, perms, shift as u8), true)?;
+            }
+        }
+        self.mapped += 1;
+        Ok(())
+    }
+
+    /// Install one PTE: in its slot, or as the block's superpage entry.
+    fn map_one(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, entry: u64, superpage: bool) -> Result<()> {
+        let (b, fresh) = self.bucket_for(mem, asid, va >> self.block_shift)?;
+        let k = self.buckets[b as usize];
+        let i = if superpage { 0 } else { self.slot(va) };
+        if !fresh && (k.superpage || superpage || k.present & (1 << i) != 0) {
+            return Err(Error::Sim(format!("map {va:#x}: already mapped")));
+        }
+        self.ptes[b as usize * self.subblock + i] = entry;
+        let k = &mut self.buckets[b as usize];
+        k.present |= 1 << i;
+        k.superpage = superpage;
+        Ok(())
+    }
+
+    /// Clear the entry for `va` in its bucket (a whole superpage bucket, or one slot);
+    /// an emptied bucket leaves its chain.
+    fn unmap_one(&mut self, asid: Asid, va: u64) {
+        let Some((b, prev)) = self.find(asid, va >> self.block_shift) else { return };
+        let slot = self.slot(va);
+        let k = &mut self.buckets[b as usize];
+        if k.superpage {
+            k.present = 0;
+            k.superpage = false;
+        } else {
+            k.present &= !(1 << slot);
+        }
+        if self.buckets[b as usize].present != 0 {
+            return;
+        }
+        let ti = self.table_index(asid);
+        let next = self.buckets[b as usize].next;
+        match prev {
+            // A chain bucket: unlink and free it.
+            Some(p) => {
+                self.buckets[p as usize].next = next;
+                self.buckets[b as usize].next = NONE;
+                let tb = self.tables[ti].as_mut().unwrap();
+                tb.free_nodes.push(b);
+                tb.live_chain -= 1;
+            }
+            // The head: pull the first chain bucket into it.
+            None if next != NONE => {
+                self.move_contents(next, b);
+                self.buckets[b as usize].next = self.buckets[next as usize].next;
+                self.buckets[next as usize].present = 0;
+                self.buckets[next as usize].next = NONE;
+                let tb = self.tables[ti].as_mut().unwrap();
+                tb.free_nodes.push(next);
+                tb.live_chain -= 1;
+            }
+            None => {}
+        }
+    }
+
+    /// The blocks holding the entry for `va`'s page: (first block address, count).
+    fn page_blocks(&self, t: &Translation, va: u64) -> (u64, u64) {
+        let shift = t.size.shift() as u32;
+        if shift > self.block_shift {
+            (t.size.align_down(va), 1 << (shift - self.block_shift))
+        } else {
+            (va, 1)
+        }
+    }
+
+    fn unmap(&mut self, asid: Asid, va: u64) -> Option<Translation> {
+        let (b, _) = self.find(asid, va >> self.block_shift)?;
+        let t = self.translation_of(b, va)?;
+        let (first, n) = self.page_blocks(&t, va);
+        for i in 0..n {
+            let at = if n == 1 { va } else { first + (i << self.block_shift) };
+            self.unmap_one(asid, at);
+        }
+        self.mapped -= 1;
+        Some(t)
+    }
+
+    fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
+        let Some((b, _)) = self.find(asid, va >> self.block_shift) else { return false };
+        let Some(t) = self.translation_of(b, va) else { return false };
+        let (first, n) = self.page_blocks(&t, va);
+        for i in 0..n {
+            let at = if n == 1 { va } else { first + (i << self.block_shift) };
+            let (b, _) = self.find(asid, at >> self.block_shift).expect("replica present");
+            let i = if self.buckets[b as usize].superpage { 0 } else { self.slot(at) };
+            let e = &mut self.ptes[b as usize * self.subblock + i];
+            *e = (*e & !0xf) | perms.bits() as u64;
+        }
+        true
+    }
+
+    fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
+        let (b, _) = self.find(asid, va >> self.block_shift)?;
+        self.translation_of(b, va)
+    }
+
+    /// Probe the chain for `va`; each bucket visited is a step.
+    fn walk(&mut self, asid: Asid, va: u64, path: &mut WalkPath) -> Option<Translation> {
+        let block = va >> self.block_shift;
+        let t = self.table(asid)?;
+        let head = t.heads + self.hash(block, asid) as u32;
+        let pte_off = 16 + 8 * self.slot(va) as u64;
+        let mut b = head;
+        loop {
+            let k = self.buckets[b as usize];
+            let hit = k.present != 0 && k.block == block && k.asid == asid;
+            if hit {
+                let off = if k.superpage { 16 } else { pte_off };
+                self.push_bucket(path, b, &[0, off]);
+                let found = self.translation_of(b, va);
+                if b != head && found.is_some() {
+                    self.chain_hits += 1;
+                    if self.promote {
+                        self.swap_contents(head, b);
+                        self.promotions += 1;
+                    }
+                }
+                return found;
+            }
+            self.push_bucket(path, b, &[0, 8]);
+            if k.next == NONE {
+                return None;
+            }
+            b = k.next;
+        }
+    }
+
+    fn live_chain(&self) -> u64 {
+        self.tables.iter().flatten().map(|t| t.live_chain).sum()
+    }
+
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({
+            "page_size": PageSize::from_valid_shift(self.base_shift as u8).to_string(),
+            "buckets": self.buckets_per_table, "subblock": self.subblock, "bucket_bytes": self.bucket_bytes,
+            "chain_buckets": self.live_chain(), "chain_hits": self.chain_hits, "promotions": self.promotions,
+            "tables": self.tables.iter().flatten().count(),
+        })
+    }
+}
+
+/// Elphinstone's hashed and clustered page tables, with large pages replicated or in
+/// tables of their own.
+pub struct HashedPageTable {
+    cfg: HashedConfig,
+    sizes: Vec<PageSize>,
+    /// `hash[0]` maps 4 KiB slots (and block superpages; with `replicate`, every larger
+    /// page too); with `per-size`, `hash[i]` for i > 0 maps `large[i - 1]`.
+    hash: Vec<HashTable>,
+    large: Vec<PageSize>,
+}
+
+impl HashedPageTable {
+    pub fn new(cfg: &HashedConfig) -> Result<HashedPageTable> {
+        if cfg.buckets == 0 || !cfg.buckets.is_power_of_two() || cfg.buckets > 1 << 26 {
+            return Err(Error::config("page_table.hashed.buckets", "must be a power of two between 1 and 2^26"));
+        }
+        if !(1..=16).contains(&cfg.subblock) || !cfg.subblock.is_power_of_two() {
+            return Err(Error::config("page_table.hashed.subblock", "must be 1, 2, 4, 8 or 16"));
+        }
+        if cfg.large_buckets == 0 || !cfg.large_buckets.is_power_of_two() || cfg.large_buckets > 1 << 26 {
+            return Err(Error::config("page_table.hashed.large_buckets", "must be a power of two between 1 and 2^26"));
+        }
+        let base = HashTable::new(cfg, cfg.buckets, cfg.subblock, 12);
+        let mut sizes = vec![PageSize::K4];
+        if cfg.subblock > 1 {
+            sizes.push(PageSize::from_valid_shift(base.block_shift as u8));
+        }
+        let mut large = Vec::new();
+        for b in &cfg.page_sizes {
+            let s = PageSize::from_bytes(b.0).map_err(|m| Error::config("page_table.hashed.page_sizes", m))?;
+            if s.shift() as u32 <= base.block_shift || s.shift() > 40 {
+                return Err(Error::config(
+                    "page_table.hashed.page_sizes",
+                    format!("{s} is not larger than the {} block a bucket covers (or above 1T)", sizes.last().unwrap()),
+                ));
+            }
+            if !large.contains(&s) {
+                large.push(s);
+            }
+        }
+        large.sort();
+        sizes.extend(&large);
+        let mut hash = vec![base];
+        if cfg.large_pages == LargePages::PerSize {
+            hash.extend(large.iter().map(|s| HashTable::new(cfg, cfg.large_buckets, 1, s.shift() as u32)));
+        }
+        Ok(HashedPageTable { cfg: cfg.clone(), sizes, hash, large })
+    }
+
+    /// The table that holds pages of `size`.
+    fn table_for(&mut self, size: PageSize) -> &mut HashTable {
+        match self.large.iter().position(|&s| s == size) {
+            Some(i) if self.cfg.large_pages == LargePages::PerSize => &mut self.hash[i + 1],
+            _ => &mut self.hash[0],
+        }
+    }
 }
 
 impl PageTable for HashedPageTable {
@@ -294,208 +647,62 @@ impl PageTable for HashedPageTable {
     }
 
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
-        let ti = self.table_index(asid);
-        if self.tables.len() <= ti {
-            self.tables.resize_with(ti + 1, || None);
-        }
-        if self.tables[ti].is_none() {
-            let t = self.new_table(mem)?;
-            self.tables[ti] = Some(t);
-        }
-        Ok(())
+        self.hash.iter_mut().try_for_each(|h| h.create_space(mem, asid))
     }
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
-        match self.cfg.scope {
-            TableScope::Global => {
-                // Remove this space's entries; the shared table stays.
-                let blocks: Vec<u64> = self
-                    .buckets
-                    .iter()
-                    .filter(|k| k.present != 0 && k.asid == asid)
-                    .map(|k| k.block)
-                    .collect();
-                for block in blocks {
-                    let va = block << self.block_shift;
-                    while let Some((b, _)) = self.find(asid, block) {
-                        let k = self.buckets[b as usize];
-                        let i = if k.superpage { 0 } else { k.present.trailing_zeros() as u64 };
-                        self.unmap(mem, asid, va + (i << 12));
-                    }
-                }
-            }
-            TableScope::PerSpace => {
-                let ti = asid as usize;
-                let Some(t) = self.tables.get_mut(ti).and_then(|t| t.take()) else { return };
-                for b in t.heads..t.heads + self.cfg.buckets as u32 {
-                    let mut c = Some(b);
-                    while let Some(x) = c {
-                        let k = self.buckets[x as usize];
-                        self.mapped -= if k.superpage { 1 } else { k.present.count_ones() as u64 };
-                        self.buckets[x as usize].present = 0;
-                        c = (k.next != NONE).then_some(k.next);
-                    }
-                }
-                mem.free(t.table_pa, t.table_size, FrameUse::PageTable);
-                self.frames -= t.table_size.base_pages();
-                for f in t.slab_frames {
-                    mem.free(f, PageSize::K4, FrameUse::PageTable);
-                    self.frames -= 1;
-                }
-            }
-        }
+        self.hash.iter_mut().for_each(|h| h.destroy_space(mem, asid));
     }
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
         if !self.sizes.contains(&size) {
             return Err(Error::config(
                 "os.page_size",
-                format!("a {} page table with subblock {} maps 4K{} pages, not {size}", self.kind(), self.cfg.subblock,
-                    if self.cfg.subblock > 1 { format!(" and {}", self.sizes[1]) } else { String::new() }),
+                format!(
+                    "a {} page table with subblock {} maps {} pages, not {size} (add it to page_table.hashed.page_sizes)",
+                    self.kind(),
+                    self.cfg.subblock,
+                    self.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+                ),
             ));
         }
-        let ti = self.table_index(asid);
-        if self.table(asid).is_none() {
-            return Err(Error::Sim(format!("map into unknown address space {asid}")));
-        }
-        let block = va >> self.block_shift;
-        let n = self.cfg.subblock;
-        let entry = (pa & !0xfff) | perms.bits() as u64;
-        let b = match self.find(asid, block) {
-            Some((b, _)) => {
-                let k = self.buckets[b as usize];
-                if k.superpage || size != PageSize::K4 || k.present & (1 << self.slot(va)) != 0 {
-                    return Err(Error::Sim(format!("map {va:#x}: already mapped")));
-                }
-                b
-            }
-            None => {
-                let head = self.tables[ti].as_ref().unwrap().heads + self.hash(block, asid) as u32;
-                let b = if self.buckets[head as usize].present == 0 {
-                    head
-                } else {
-                    let node = self.alloc_chain(mem, ti)?;
-                    self.buckets[node as usize].next = self.buckets[head as usize].next;
-                    self.buckets[head as usize].next = node;
-                    node
-                };
-                let k = &mut self.buckets[b as usize];
-                k.block = block;
-                k.asid = asid;
-                k.present = 0;
-                k.superpage = size != PageSize::K4;
-                b
-            }
-        };
-        let i = if size == PageSize::K4 { self.slot(va) } else { 0 };
-        self.ptes[b as usize * n + i] = entry;
-        self.buckets[b as usize].present |= 1 << i;
-        self.mapped += 1;
-        Ok(())
+        self.table_for(size).map(mem, asid, va, pa, size, perms)
     }
 
-    fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
-        let _ = mem;
-        let block = va >> self.block_shift;
-        let (b, prev) = self.find(asid, block)?;
-        let t = self.translation_of(b, va)?;
-        let slot = self.slot(va);
-        let k = &mut self.buckets[b as usize];
-        if k.superpage {
-            k.present = 0;
-            k.superpage = false;
-        } else {
-            k.present &= !(1 << slot);
-        }
-        self.mapped -= 1;
-        if self.buckets[b as usize].present == 0 {
-            let ti = self.table_index(asid);
-            let next = self.buckets[b as usize].next;
-            match prev {
-                // A chain bucket: unlink and free it.
-                Some(p) => {
-                    self.buckets[p as usize].next = next;
-                    self.buckets[b as usize].next = NONE;
-                    let tb = self.tables[ti].as_mut().unwrap();
-                    tb.free_nodes.push(b);
-                    tb.live_chain -= 1;
-                }
-                // The head: pull the first chain bucket into it.
-                None if next != NONE => {
-                    self.move_contents(next, b);
-                    self.buckets[b as usize].next = self.buckets[next as usize].next;
-                    self.buckets[next as usize].present = 0;
-                    self.buckets[next as usize].next = NONE;
-                    let tb = self.tables[ti].as_mut().unwrap();
-                    tb.free_nodes.push(next);
-                    tb.live_chain -= 1;
-                }
-                None => {}
-            }
-        }
-        Some(t)
+    fn unmap(&mut self, _mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
+        self.hash.iter_mut().find_map(|h| h.unmap(asid, va))
     }
 
     fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
-        let Some((b, _)) = self.find(asid, va >> self.block_shift) else { return false };
-        if self.translation_of(b, va).is_none() {
-            return false;
-        }
-        let n = self.cfg.subblock;
-        let i = if self.buckets[b as usize].superpage { 0 } else { self.slot(va) };
-        let e = &mut self.ptes[b as usize * n + i];
-        *e = (*e & !0xfff) | perms.bits() as u64;
-        true
+        self.hash.iter_mut().any(|h| h.protect(asid, va, perms))
     }
 
     fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
-        let (b, _) = self.find(asid, va >> self.block_shift)?;
-        self.translation_of(b, va)
+        self.hash.iter().find_map(|h| h.translate(asid, va))
     }
 
     fn walk(&mut self, asid: Asid, va: u64, _: &mut NoWalkCaches, path: &mut WalkPath) -> Option<Translation> {
-        let block = va >> self.block_shift;
-        let t = self.table(asid)?;
-        let head = t.heads + self.hash(block, asid) as u32;
-        let pte_off = 16 + 8 * self.slot(va) as u64;
-        let mut b = head;
-        loop {
-            let k = self.buckets[b as usize];
-            let hit = k.present != 0 && k.block == block && k.asid == asid;
-            if hit {
-                let off = if k.superpage { 16 } else { pte_off };
-                self.push_bucket(path, b, &[0, off]);
-                let found = self.translation_of(b, va);
-                if b != head && found.is_some() {
-                    self.chain_hits += 1;
-                    if self.cfg.promote {
-                        self.swap_contents(head, b);
-                        self.promotions += 1;
-                    }
-                }
-                return found;
-            }
-            self.push_bucket(path, b, &[0, 8]);
-            if k.next == NONE {
-                return None;
-            }
-            b = k.next;
-        }
+        // Per-size tables are probed one after another, smallest page size first.
+        self.hash.iter_mut().find_map(|h| h.walk(asid, va, path))
     }
 
     fn footprint(&self) -> PtFootprint {
-        let live_chain: u64 = self.tables.iter().flatten().map(|t| t.live_chain).sum();
-        let heads = self.tables.iter().flatten().count() as u64 * self.cfg.buckets as u64;
-        PtFootprint { bytes: self.frames * 4096, nodes: heads + live_chain, mapped_pages: self.mapped }
+        let heads: u64 = self.hash.iter().map(|h| h.tables.iter().flatten().count() as u64 * h.buckets_per_table as u64).sum();
+        PtFootprint {
+            bytes: self.hash.iter().map(|h| h.frames).sum::<u64>() * 4096,
+            nodes: heads + self.hash.iter().map(|h| h.live_chain()).sum::<u64>(),
+            mapped_pages: self.hash.iter().map(|h| h.mapped).sum(),
+        }
     }
 
     fn details(&self) -> serde_json::Value {
-        let live_chain: u64 = self.tables.iter().flatten().map(|t| t.live_chain).sum();
-        serde_json::json!({
-            "buckets": self.cfg.buckets, "subblock": self.cfg.subblock, "bucket_bytes": self.bucket_bytes,
-            "chain_buckets": live_chain, "chain_hits": self.chain_hits, "promotions": self.promotions,
-            "tables": self.tables.iter().flatten().count(),
-        })
+        let mut d = self.hash[0].details();
+        d["large_pages"] = serde_json::to_value(self.cfg.large_pages).expect("json");
+        d["page_sizes"] = self.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().into();
+        if self.hash.len() > 1 {
+            d["large_tables"] = self.hash[1..].iter().map(|h| h.details()).collect::<Vec<_>>().into();
+        }
+        d
     }
 }
 
@@ -558,8 +765,58 @@ mod tests {
         assert!(pt.map(&mut mem, 0, 0, 0, PageSize::M2, Perms::RW_USER).is_err());
     }
 
+    fn with_2m(large_pages: LargePages) -> (HashedPageTable, BuddyAllocator) {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let cfg = HashedConfig { buckets: 1024, subblock: 2, page_sizes: vec![crate::config::Bytes(2 << 20)], large_pages, large_buckets: 64, ..Default::default() };
+        let mut pt = HashedPageTable::new(&cfg).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        (pt, mem)
+    }
+
+    #[test]
+    fn replicated_large_page_fills_every_block_and_walks_in_one_bucket() {
+        let (mut pt, mut mem) = with_2m(LargePages::Replicate);
+        pt.map(&mut mem, 0, 0x4000_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        // 2M / 8K blocks = 256 replicas, one per bucket (no collisions with 1024 buckets).
+        assert_eq!(pt.hash[0].buckets.iter().filter(|k| k.present != 0).count(), 256);
+        assert_eq!(pt.footprint().mapped_pages, 1);
+        let mut path = WalkPath::new();
+        let t = pt.walk(0, 0x401f_f123, &mut NoWalkCaches, &mut path).unwrap();
+        assert_eq!((t.pa, t.size, t.phys(0x401f_f123)), (0x20_0000, PageSize::M2, 0x3f_f123));
+        assert_eq!(path.steps(), 1);
+        assert!(pt.map(&mut mem, 0, 0x4010_0000, 0x9000, PageSize::K4, Perms::RW_USER).is_err(), "inside the 2M page");
+        assert!(pt.protect(0, 0x4000_0000, Perms::R));
+        assert_eq!(pt.translate(0, 0x401f_f000).unwrap().perms, Perms::R, "every replica re-protected");
+        assert_eq!(pt.unmap(&mut mem, 0, 0x4012_3000).unwrap().size, PageSize::M2);
+        assert!(pt.hash[0].buckets.iter().all(|k| k.present == 0));
+        assert_eq!(pt.footprint().mapped_pages, 0);
+    }
+
+    #[test]
+    fn per_size_tables_are_probed_smallest_first() {
+        let (mut pt, mut mem) = with_2m(LargePages::PerSize);
+        pt.map(&mut mem, 0, 0x4000_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 0, 0x8000_0000, 0x1000, PageSize::K4, Perms::RW_USER).unwrap();
+        // One bucket in the 2M table, one in the 4K table.
+        assert_eq!(pt.hash[1].buckets.iter().filter(|k| k.present != 0).count(), 1);
+        assert_eq!(pt.hash[0].buckets.iter().filter(|k| k.present != 0).count(), 1);
+        let mut path = WalkPath::new();
+        // A 4K page: found by the first probe.
+        pt.walk(0, 0x8000_0010, &mut NoWalkCaches, &mut path).unwrap();
+        assert_eq!(path.steps(), 1);
+        // A 2M page: the 4K table's probe misses, then the 2M table's hits.
+        path.clear();
+        assert_eq!(pt.walk(0, 0x4010_0000, &mut NoWalkCaches, &mut path).unwrap().size, PageSize::M2);
+        assert_eq!(path.steps(), 2);
+        assert_eq!(pt.footprint().mapped_pages, 2);
+        assert_eq!(pt.unmap(&mut mem, 0, 0x4000_0000).unwrap().size, PageSize::M2);
+        assert!(pt.translate(0, 0x4000_0000).is_none());
+    }
+
     #[test]
     fn bad_geometry_names_the_key() {
+        let e = HashedPageTable::new(&HashedConfig { page_sizes: vec![crate::config::Bytes(8 << 10)], ..Default::default() }).err().unwrap();
+        assert!(e.to_string().contains("page_table.hashed.page_sizes"), "{e}");
         let e = HashedPageTable::new(&HashedConfig { buckets: 100, ..Default::default() }).err().unwrap();
         assert!(e.to_string().contains("page_table.hashed.buckets"));
         let e = HashedPageTable::new(&HashedConfig { subblock: 3, ..Default::default() }).err().unwrap();
