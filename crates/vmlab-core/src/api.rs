@@ -141,6 +141,20 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
             "page_table.stlb.swizzle_rid=true",
             "page_table.stlb.miss_cycles=100",
         ]),
+        // The long-format VHPT as *the* page table: one global hashed table of 32-byte
+        // entries on RID xor VPN; the hardware walker reads one entry, collisions trap
+        // to a software handler that follows the chain.
+        "long-vhpt-pt" => o(&[
+            "page_table.kind=hashed",
+            "page_table.hashed.subblock=1",
+            "page_table.hashed.buckets=131072",
+            "page_table.hashed.bucket_bytes=32",
+            "page_table.hashed.hash=rid-xor-vpn",
+            "page_table.hashed.scope=global",
+            "page_table.hashed.promote=false",
+            "page_table.hashed.chain_trap_cycles=100",
+            "page_table.stlb.entries=0",
+        ]),
         n if n.starts_with("guarded") => {
             let (g, stlb) = match n.strip_suffix("+stlb") {
                 Some(g) => (g, true),
@@ -157,7 +171,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         other => {
             // `label:key=value;key=value`
             let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, short-vhpt, long-vhpt, guardedN[+stlb]; or label:key=value;...)"))
+                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
             })?;
             rest.split(';').map(|s| s.to_string()).collect()
         }

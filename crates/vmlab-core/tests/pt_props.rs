@@ -162,13 +162,16 @@ proptest! {
         subblock in prop_oneof![Just(1usize), Just(2), Just(4), Just(16)],
         buckets in prop_oneof![Just(4usize), Just(256)],
         global in any::<bool>(),
-        mix in any::<bool>(),
+        hash in prop_oneof![Just(HashFunction::Bits), Just(HashFunction::Mix), Just(HashFunction::RidXorVpn)],
+        trap in prop_oneof![Just(0u64), Just(100)],
         promote in any::<bool>(),
         large in prop_oneof![Just(None), Just(Some(LargePages::Replicate)), Just(Some(LargePages::PerSize))],
     ) {
         let cfg = HashedConfig {
             buckets, subblock, promote,
-            hash: if mix { HashFunction::Mix } else { HashFunction::Bits },
+            hash,
+            bucket_bytes: if trap > 0 { 32.max(16 + 8 * subblock as u64) } else { 0 },
+            chain_trap_cycles: trap,
             scope: if global { TableScope::Global } else { TableScope::PerSpace },
             // With large pages: 2M and 1M pages (the table's sizes are 4K, the block, 1M, 2M).
             page_sizes: if large.is_some() { vec![vmlab::config::Bytes(2 << 20), vmlab::config::Bytes(1 << 20)] } else { vec![] },

@@ -37,6 +37,10 @@ pub enum HashFunction {
     Bits,
     /// A multiplicative mix of block number and ASID (spreads clustered addresses).
     Mix,
+    /// Itanium's long-format VHPT: block number (the VPN, with `subblock = 1`) xor the
+    /// RID, the ASID with its low bytes swapped (Chapman et al. §2.3.2, §3.1).
+    #[serde(rename = "rid-xor-vpn")]
+    RidXorVpn,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -72,6 +76,15 @@ pub struct HashedConfig {
     /// Buckets of each large-page table (`large_pages = "per-size"`; a power of two).
     #[serde(default = "default_large_buckets")]
     pub large_buckets: usize,
+    /// Bytes per bucket; 0 = the minimum, 16 + 8 × subblock. Itanium's long-format VHPT
+    /// entries are 32 bytes (tag, PTE, page size/key, chain) with one PTE.
+    #[serde(default)]
+    pub bucket_bytes: u64,
+    /// Cycles charged when a walk must go past the head bucket. Itanium's hardware
+    /// walker reads one entry; a collision traps to a software handler that follows the
+    /// chain (Chapman et al. §2.3.2). 0: the walker follows chains itself.
+    #[serde(default)]
+    pub chain_trap_cycles: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -103,6 +116,8 @@ impl Default for HashedConfig {
             page_sizes: Vec::new(),
             large_pages: LargePages::Replicate,
             large_buckets: default_large_buckets(),
+            bucket_bytes: 0,
+            chain_trap_cycles: 0,
         }
     }
 }
@@ -159,6 +174,7 @@ struct HashTable {
     hash_fn: HashFunction,
     scope: TableScope,
     promote: bool,
+    chain_trap_cycles: u64,
     base_shift: u32,
     block_shift: u32,
     bucket_bytes: u64,
@@ -175,15 +191,17 @@ struct HashTable {
 
 impl HashTable {
     fn new(cfg: &HashedConfig, buckets: usize, subblock: usize, base_shift: u32) -> HashTable {
+        let bucket_bytes = (16 + 8 * subblock as u64).max(cfg.bucket_bytes);
         HashTable {
             buckets_per_table: buckets,
             subblock,
             hash_fn: cfg.hash,
             scope: cfg.scope,
             promote: cfg.promote,
+            chain_trap_cycles: cfg.chain_trap_cycles,
             base_shift,
             block_shift: base_shift + subblock.trailing_zeros(),
-            bucket_bytes: 16 + 8 * subblock as u64,
+            bucket_bytes,
             buckets: Vec::new(),
             ptes: Vec::new(),
             tables: Vec::new(),
@@ -215,6 +233,7 @@ impl HashTable {
                 let x = (block ^ ((asid as u64) << 48)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 x ^ (x >> 29)
             }
+            (HashFunction::RidXorVpn, _) => super::rid_xor_vpn(block, asid, true),
         };
         (h & mask) as usize
     }
@@ -556,6 +575,9 @@ impl HashTable {
             if k.next == NONE {
                 return None;
             }
+            if b == head {
+                path.add_cycles(self.chain_trap_cycles);
+            }
             b = k.next;
         }
     }
@@ -595,6 +617,12 @@ impl HashedPageTable {
         }
         if cfg.large_buckets == 0 || !cfg.large_buckets.is_power_of_two() || cfg.large_buckets > 1 << 26 {
             return Err(Error::config("page_table.hashed.large_buckets", "must be a power of two between 1 and 2^26"));
+        }
+        if cfg.bucket_bytes != 0 && (cfg.bucket_bytes < 16 + 8 * cfg.subblock as u64 || cfg.bucket_bytes > 4096) {
+            return Err(Error::config(
+                "page_table.hashed.bucket_bytes",
+                format!("a bucket of {} PTEs needs {} to 4096 bytes, not {}", cfg.subblock, 16 + 8 * cfg.subblock, cfg.bucket_bytes),
+            ));
         }
         let base = HashTable::new(cfg, cfg.buckets, cfg.subblock, 12);
         let mut sizes = vec![PageSize::K4];
@@ -813,8 +841,45 @@ mod tests {
         assert!(pt.translate(0, 0x4000_0000).is_none());
     }
 
+    /// Itanium's long-format VHPT used as the page table: 32-byte entries, RID xor VPN,
+    /// one global table; a collision costs a trap to the software chain walker.
+    #[test]
+    fn long_format_vhpt_as_the_page_table() {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let cfg = HashedConfig {
+            buckets: 1024,
+            subblock: 1,
+            bucket_bytes: 32,
+            hash: HashFunction::RidXorVpn,
+            scope: TableScope::Global,
+            promote: false,
+            chain_trap_cycles: 100,
+            ..Default::default()
+        };
+        let mut pt = HashedPageTable::new(&cfg).unwrap();
+        for asid in [1, 2] {
+            pt.create_space(&mut mem, asid).unwrap();
+        }
+        // RIDs 1 and 2 swizzle to 0x100 and 0x200: the same VPN lands in different entries.
+        pt.map(&mut mem, 1, 0x5000, 0x1000, PageSize::K4, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 2, 0x5000, 0x2000, PageSize::K4, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        assert_eq!(pt.walk(2, 0x5000, &mut NoWalkCaches, &mut path).unwrap().pa, 0x2000);
+        assert_eq!((path.steps(), path.extra_cycles()), (1, 0));
+        // A collision on purpose: VPN v of RID 2 meets VPN 5 of RID 1 where
+        // v ^ 0x200 == 5 ^ 0x100, i.e. v = 0x305.
+        pt.map(&mut mem, 2, 0x305 << 12, 0x3000, PageSize::K4, Perms::RW_USER).unwrap();
+        path.clear();
+        assert_eq!(pt.walk(2, 0x305 << 12, &mut NoWalkCaches, &mut path).unwrap().pa, 0x3000);
+        assert_eq!((path.steps(), path.extra_cycles()), (2, 100), "head mismatch, trap, chain entry");
+        // 32-byte entries: the 1024-entry table is 32 KiB.
+        assert_eq!(pt.footprint().bytes, (32 << 10) + 4096, "table + one chain slab frame");
+    }
+
     #[test]
     fn bad_geometry_names_the_key() {
+        let e = HashedPageTable::new(&HashedConfig { bucket_bytes: 20, subblock: 2, ..Default::default() }).err().unwrap();
+        assert!(e.to_string().contains("page_table.hashed.bucket_bytes"), "{e}");
         let e = HashedPageTable::new(&HashedConfig { page_sizes: vec![crate::config::Bytes(8 << 10)], ..Default::default() }).err().unwrap();
         assert!(e.to_string().contains("page_table.hashed.page_sizes"), "{e}");
         let e = HashedPageTable::new(&HashedConfig { buckets: 100, ..Default::default() }).err().unwrap();

@@ -29,6 +29,15 @@ use crate::error::Result;
 use crate::os::buddy::BuddyAllocator;
 use serde::Serialize;
 
+/// Itanium's long-VHPT hash input: RID xor VPN. The RID is the ASID, with its two low
+/// bytes swapped when `swizzle` (Linux's fix for collisions between neighbouring
+/// address spaces, Chapman et al. §3.1).
+#[inline(always)]
+pub fn rid_xor_vpn(vpn: u64, asid: Asid, swizzle: bool) -> u64 {
+    let rid = if swizzle { asid.swap_bytes() } else { asid } as u64;
+    vpn ^ rid
+}
+
 /// A present mapping: the physical base of the page, its size and permissions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Translation {

@@ -123,10 +123,7 @@ impl<P: PageTable> SoftwareTlb<P> {
     fn set_of(&self, va: u64, asid: Asid) -> usize {
         let x = match self.cfg.index_fn {
             StlbIndex::Bits => va >> self.cfg.index_shift,
-            StlbIndex::RidXorVpn => {
-                let rid = if self.cfg.swizzle_rid { asid.swap_bytes() } else { asid } as u64;
-                (va >> 12) ^ rid
-            }
+            StlbIndex::RidXorVpn => super::rid_xor_vpn(va >> 12, asid, self.cfg.swizzle_rid),
         };
         (x as usize) & (self.sets - 1)
     }
