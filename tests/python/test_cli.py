@@ -91,6 +91,30 @@ def test_pt_compare_orders_sizes_like_the_thesis():
     assert len({r["walks"] for r in rows.values()}) == 1
 
 
+def test_pt_size_dense_and_sparse_spaces():
+    def size(*workload):
+        p = run_cli("pt", "size", "-w", *workload, "--designs", "radix,hashed,guarded16", "--json")
+        assert p.returncode == 0, p.stderr
+        return {r["design"]: r["bytes_per_mapped_page"] for r in json.loads(p.stdout)}
+
+    # Dense: 64 MiB touched page by page; 32 leaf tables + 3 upper nodes for 16384 pages.
+    dense = size("stream", "footprint=64M", "stride=4096", "accesses=16384")
+    assert dense["radix"] == 35 * 4096 / 16384
+    # Sparse: one page per 4 MiB-aligned region somewhere in the space; radix pays a
+    # leaf table per page, the others stay proportional to the pages mapped.
+    sparse = size("sparse", "pages=512", "accesses=20k")
+    assert sparse["radix"] > 100 * dense["radix"]
+    assert sparse["hashed"] < sparse["radix"] / 10 and sparse["guarded16"] < sparse["radix"] / 10
+
+
+def test_pt_refill_view_prints_refill_columns():
+    p = run_cli("pt", "refill", "-w", "gups", "footprint=16M", "accesses=20k", "--designs", "radix,long-vhpt-pt")
+    assert p.returncode == 0, p.stderr
+    header, *rows = p.stdout.strip().splitlines()
+    assert "lines/refill" in header and "cycles/refill" in header and "B/page" not in header
+    assert [r.split()[0] for r in rows] == ["radix", "long-vhpt-pt"]
+
+
 def test_pt_compare_rejects_unknown_designs():
     msg = one_error_line(run_cli("pt", "compare", "-w", "gups", "--designs", "radix,nosuch"))
     assert "nosuch" in msg

@@ -98,29 +98,52 @@ enum Cmd {
     },
 }
 
+#[derive(clap::Args, Debug)]
+struct PtInput {
+    #[arg(long, short, default_value = "skylake")]
+    config: String,
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    #[arg(long, short, conflicts_with_all = ["workload", "pid"])]
+    trace: Option<PathBuf>,
+    #[arg(long, short, conflicts_with = "pid")]
+    workload: Option<String>,
+    /// The resident pages of a live process (/proc/PID/maps and /proc/PID/pagemap).
+    #[arg(long)]
+    pid: Option<u32>,
+    #[arg(value_name = "PARAM")]
+    params: Vec<String>,
+    /// Designs to compare, `name:key=value;key=value` or a preset design name.
+    #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear,guarded16+stlb")]
+    designs: Vec<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+impl PtInput {
+    fn source(&self) -> Result<SourceSpec> {
+        Ok(match (&self.trace, &self.workload, self.pid) {
+            (Some(t), None, None) => SourceSpec::Trace(t.clone()),
+            (None, Some(w), None) => SourceSpec::Workload { name: w.clone(), params: api::parse_params(&self.params)? },
+            (None, None, Some(pid)) => SourceSpec::Snapshot(pid),
+            _ => return Err(Error::config("--trace/--workload/--pid", "give exactly one of --trace, --workload or --pid")),
+        })
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum PtCmd {
     /// Run one input under several page-table organisations and tabulate refill cost
-    /// (references, cache lines, steps, cycles per walk) and size (bytes per mapped page).
-    Compare {
-        #[arg(long, short, default_value = "skylake")]
-        config: String,
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        set: Vec<String>,
-        #[arg(long, short, conflicts_with = "workload")]
-        trace: Option<PathBuf>,
-        #[arg(long, short)]
-        workload: Option<String>,
-        #[arg(value_name = "PARAM")]
-        params: Vec<String>,
-        /// Designs to compare, `name:key=value;key=value` or a preset design name.
-        #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,guarded16+stlb")]
-        designs: Vec<String>,
-        #[arg(long)]
-        json: bool,
-    },
+    /// and size side by side.
+    Compare(PtInput),
+    /// Page-table size per organisation: bytes, and bytes per mapped page, when the
+    /// most pages were mapped (Elphinstone's dense and sparse measurements).
+    Size(PtInput),
+    /// Refill cost per organisation: walks, references (cache lines), sequential
+    /// steps and modelled cycles per TLB refill.
+    Refill(PtInput),
     /// Build every page table for a live process's resident pages (/proc/PID/maps and
-    /// /proc/PID/pagemap) and compare their sizes and refill costs.
+    /// /proc/PID/pagemap) and compare their sizes and refill costs (= compare --pid).
     Snapshot {
         pid: u32,
         #[arg(long, short, default_value = "skylake")]
@@ -132,6 +155,39 @@ enum PtCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which columns a `vmlab pt` view prints: (header, JSON field, decimals).
+const PT_COLUMNS: &[(&str, &str, usize, &str)] = &[
+    // (header, field, decimals, views it appears in: c = compare, s = size, r = refill)
+    ("walks", "walks", 0, "cr"),
+    ("lines/refill", "refs_per_walk", 2, "cr"),
+    ("steps/refill", "steps_per_walk", 2, "cr"),
+    ("cycles/refill", "cycles_per_walk", 1, "cr"),
+    ("nested misses", "nested_misses", 0, "r"),
+    ("xlate CPKI", "translation_cpki", 1, "r"),
+    ("mapped pages*", "mapped_pages", 0, "s"),
+    ("PT bytes*", "pt_bytes", 0, "cs"),
+    ("B/page*", "bytes_per_mapped_page", 1, "cs"),
+];
+
+fn print_pt_rows(rows: &[serde_json::Value], view: char) {
+    let cols: Vec<_> = PT_COLUMNS.iter().filter(|c| c.3.contains(view)).collect();
+    print!("{:<18}", "design");
+    for c in &cols {
+        print!(" {:>13}", c.0);
+    }
+    println!();
+    for r in rows {
+        print!("{:<18}", r["design"].as_str().unwrap_or(""));
+        for c in &cols {
+            print!(" {:>13.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN));
+        }
+        println!();
+    }
+    if view != 'r' {
+        println!("* when the most pages were mapped");
+    }
 }
 
 /// Run the CLI on `args` (args[0] is the program name); returns the exit status.
@@ -259,39 +315,19 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Bench { quick, json } => crate::sim::bench::run_cli(quick, json),
         Cmd::Pt { cmd } => {
-            let (config, set, source, designs, json) = match cmd {
-                PtCmd::Compare { config, set, trace, workload, params, designs, json } => {
-                    let source = match (trace, workload) {
-                        (Some(t), None) => SourceSpec::Trace(t),
-                        (None, Some(w)) => SourceSpec::Workload { name: w, params: api::parse_params(&params)? },
-                        _ => return Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
-                    };
-                    (config, set, source, designs, json)
+            let (input, view) = match cmd {
+                PtCmd::Compare(i) => (i, 'c'),
+                PtCmd::Size(i) => (i, 's'),
+                PtCmd::Refill(i) => (i, 'r'),
+                PtCmd::Snapshot { pid, config, set, designs, json } => {
+                    (PtInput { config, set, trace: None, workload: None, pid: Some(pid), params: vec![], designs, json }, 'c')
                 }
-                PtCmd::Snapshot { pid, config, set, designs, json } => (config, set, SourceSpec::Snapshot(pid), designs, json),
             };
-            let rows = api::pt_compare(&config, &set, &source, &designs)?;
-            if json {
+            let rows = api::pt_compare(&input.config, &input.set, &input.source()?, &input.designs)?;
+            if input.json {
                 println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
             } else {
-                println!(
-                    "{:<18} {:>10} {:>10} {:>10} {:>11} {:>12} {:>10}",
-                    "design", "walks", "refs/walk", "steps/walk", "cycles/walk", "PT bytes*", "B/page*"
-                );
-                for r in &rows {
-                    let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-                    println!(
-                        "{:<18} {:>10} {:>10.2} {:>10.2} {:>11.1} {:>12} {:>10.1}",
-                        r["design"].as_str().unwrap_or(""),
-                        f("walks"),
-                        f("refs_per_walk"),
-                        f("steps_per_walk"),
-                        f("cycles_per_walk"),
-                        f("pt_bytes"),
-                        f("bytes_per_mapped_page")
-                    );
-                }
-                println!("* page-table bytes when the most pages were mapped, and per mapped page then");
+                print_pt_rows(&rows, view);
             }
             Ok(0)
         }
