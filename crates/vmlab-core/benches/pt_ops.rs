@@ -1,6 +1,7 @@
 //! Elphinstone's native page-table costs, per operation, on the real data structures:
 //! MAP1/MAPN-like map and unmap of 16 MiB of 4 KiB pages, MAPS-like 16 random pages
-//! in a large region, and task create/delete (an address space with 2 pages).
+//! in a large region, functional lookups of every mapped page in a scattered order, and
+//! task create/delete (an address space with 2 pages).
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use vmlab::addr::{PageSize, Perms};
@@ -31,6 +32,7 @@ trait PtOps {
     fn destroy(&mut self, mem: &mut BuddyAllocator, asid: u16);
     fn map4k(&mut self, mem: &mut BuddyAllocator, asid: u16, va: u64, pa: u64);
     fn unmap(&mut self, mem: &mut BuddyAllocator, asid: u16, va: u64);
+    fn lookup(&self, asid: u16, va: u64) -> u64;
 }
 
 impl<P: PageTable> PtOps for P {
@@ -45,6 +47,9 @@ impl<P: PageTable> PtOps for P {
     }
     fn unmap(&mut self, mem: &mut BuddyAllocator, asid: u16, va: u64) {
         PageTable::unmap(self, mem, asid, va).unwrap();
+    }
+    fn lookup(&self, asid: u16, va: u64) -> u64 {
+        self.translate(asid, va).unwrap().pa
     }
 }
 
@@ -90,6 +95,16 @@ fn bench(c: &mut Criterion) {
                 },
                 BatchSize::LargeInput,
             )
+        });
+        g.bench_function(BenchmarkId::new("lookup_16M", name), |b| {
+            let mut mem = BuddyAllocator::new(PHYS).unwrap();
+            let mut pt = make();
+            pt.create(&mut mem, 0);
+            for p in 0..pages {
+                pt.map4k(&mut mem, 0, BASE + p * 4096, (p + 1) << 12);
+            }
+            // A scattered order (odd stride), so neighbouring lookups share no path.
+            b.iter(|| (0..pages).fold(0u64, |acc, i| acc ^ pt.lookup(0, BASE + ((i * 2053) % pages) * 4096)))
         });
         g.throughput(Throughput::Elements(1));
         g.bench_function(BenchmarkId::new("task_create_delete", name), |b| {

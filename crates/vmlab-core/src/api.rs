@@ -188,7 +188,9 @@ pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, desig
         let label = d.split(':').next().unwrap_or(d).to_string();
         let mut o = overrides.to_vec();
         o.extend(pt_design(d)?);
+        let t0 = std::time::Instant::now();
         let doc = run(&RunRequest { config: config.to_string(), overrides: o, source: source.clone(), progress: false })?;
+        let secs = t0.elapsed().as_secs_f64();
         let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
         rows.push(serde_json::json!({
             "design": label,
@@ -202,6 +204,9 @@ pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, desig
             "pt_bytes": g("/page_table/bytes_at_peak"),
             "bytes_per_mapped_page": g("/page_table/bytes_per_mapped_page_at_peak"),
             "mapped_pages": g("/page_table/peak_mapped_pages"),
+            // Wall-clock simulation speed (input generation or decoding included).
+            "sim_seconds": secs,
+            "accesses_per_second": g("/totals/accesses") / secs,
         }));
     }
     Ok(rows)

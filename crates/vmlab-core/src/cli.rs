@@ -157,22 +157,23 @@ enum PtCmd {
     },
 }
 
-/// Which columns a `vmlab pt` view prints: (header, JSON field, decimals).
-const PT_COLUMNS: &[(&str, &str, usize, &str)] = &[
-    // (header, field, decimals, views it appears in: c = compare, s = size, r = refill)
-    ("walks", "walks", 0, "cr"),
-    ("lines/refill", "refs_per_walk", 2, "cr"),
-    ("steps/refill", "steps_per_walk", 2, "cr"),
-    ("cycles/refill", "cycles_per_walk", 1, "cr"),
-    ("nested misses", "nested_misses", 0, "r"),
-    ("xlate CPKI", "translation_cpki", 1, "r"),
-    ("mapped pages*", "mapped_pages", 0, "s"),
-    ("PT bytes*", "pt_bytes", 0, "cs"),
-    ("B/page*", "bytes_per_mapped_page", 1, "cs"),
+/// The columns of the `vmlab pt` views: (header, JSON field, scale, decimals, views it
+/// appears in: c = compare, s = size, r = refill).
+const PT_COLUMNS: &[(&str, &str, f64, usize, &str)] = &[
+    ("walks", "walks", 1.0, 0, "cr"),
+    ("lines/refill", "refs_per_walk", 1.0, 2, "cr"),
+    ("steps/refill", "steps_per_walk", 1.0, 2, "cr"),
+    ("cycles/refill", "cycles_per_walk", 1.0, 1, "cr"),
+    ("nested misses", "nested_misses", 1.0, 0, "r"),
+    ("xlate CPKI", "translation_cpki", 1.0, 1, "r"),
+    ("M acc/s", "accesses_per_second", 1e-6, 1, "r"),
+    ("mapped pages*", "mapped_pages", 1.0, 0, "s"),
+    ("PT bytes*", "pt_bytes", 1.0, 0, "cs"),
+    ("B/page*", "bytes_per_mapped_page", 1.0, 1, "cs"),
 ];
 
 fn print_pt_rows(rows: &[serde_json::Value], view: char) {
-    let cols: Vec<_> = PT_COLUMNS.iter().filter(|c| c.3.contains(view)).collect();
+    let cols: Vec<_> = PT_COLUMNS.iter().filter(|c| c.4.contains(view)).collect();
     print!("{:<18}", "design");
     for c in &cols {
         print!(" {:>13}", c.0);
@@ -181,7 +182,7 @@ fn print_pt_rows(rows: &[serde_json::Value], view: char) {
     for r in rows {
         print!("{:<18}", r["design"].as_str().unwrap_or(""));
         for c in &cols {
-            print!(" {:>13.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN));
+            print!(" {:>13.*}", c.3, r[c.1].as_f64().unwrap_or(f64::NAN) * c.2);
         }
         println!();
     }

@@ -206,14 +206,17 @@ impl GuardedPageTable {
         self.live_nodes -= 1;
     }
 
-    /// Follow `key` to its leaf: the slots visited (root first). None if unmapped.
-    fn find(&self, asid: Asid, key: u64, trail: &mut Vec<Slot>) -> Option<Slot> {
+    /// Follow `key` to its leaf, recording the slots visited (root first) in `trail` if
+    /// given. None if unmapped.
+    fn find(&self, asid: Asid, key: u64, mut trail: Option<&mut Vec<Slot>>) -> Option<Slot> {
         self.roots.get(asid as usize)?.as_ref()?;
         let per = self.entries_per_node();
         let mut slot = Slot::Root(asid);
         let mut d = 0u32;
         loop {
-            trail.push(slot);
+            if let Some(t) = trail.as_mut() {
+                t.push(slot);
+            }
             let e = self.get(slot);
             if e.kind == EMPTY || self.common(&e, key, d) != e.glen as u32 {
                 return None;
@@ -351,7 +354,7 @@ impl PageTable for GuardedPageTable {
     fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
         let key = self.key_of(va).ok()?;
         let mut trail = Vec::with_capacity(16);
-        let leaf_slot = self.find(asid, key, &mut trail)?;
+        let leaf_slot = self.find(asid, key, Some(&mut trail))?;
         let t = self.leaf_translation(&self.get(leaf_slot));
         self.set(leaf_slot, Entry::default());
         self.mapped -= 1;
@@ -376,8 +379,7 @@ impl PageTable for GuardedPageTable {
 
     fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
         let Ok(key) = self.key_of(va) else { return false };
-        let mut trail = Vec::new();
-        let Some(slot) = self.find(asid, key, &mut trail) else { return false };
+        let Some(slot) = self.find(asid, key, None) else { return false };
         let mut e = self.get(slot);
         // Keep the page-size digits (bits 4..12); replace the permission bits.
         e.val = (e.val & !0xf) | perms.bits() as u64;
@@ -387,8 +389,7 @@ impl PageTable for GuardedPageTable {
 
     fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
         let key = self.key_of(va).ok()?;
-        let mut trail = Vec::new();
-        let slot = self.find(asid, key, &mut trail)?;
+        let slot = self.find(asid, key, None)?;
         Some(self.leaf_translation(&self.get(slot)))
     }
 
