@@ -20,7 +20,7 @@ from pathlib import Path
 
 import vmlab
 
-DESIGNS = ["radix", "hashed-h512", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "guarded16+stlb"]
+DESIGNS = ["radix", "hashed-h512", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "guarded16+stlb", "linear", "inverted"]
 
 # The R4700 test machine: one 48-entry fully associative TLB for both sides (its
 # entries map page pairs; here 4 KiB pages), 16 KiB 2-way L1 with 32 B lines, a 512 KiB

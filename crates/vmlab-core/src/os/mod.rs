@@ -164,7 +164,7 @@ impl<P: PageTable> Os<P> {
             self.spaces.get_mut(&pid).unwrap().pages.update(base, |x| x.perms = perms);
             self.pt.protect(asid, va, perms);
             self.shootdowns.push(Shootdown::Page { asid, va: base });
-            return Ok(Translation { pa: m.pa, size: m.size, perms });
+            return Ok(self.pt.translate(asid, va).unwrap_or(Translation { pa: m.pa, size: m.size, perms }));
         }
         self.counters.demand += 1;
         let vma = match space.vmas.find(va) {
@@ -245,7 +245,9 @@ impl<P: PageTable> Os<P> {
             self.peak_mapped_pages = self.mapped_now;
             self.pt_bytes_at_peak = self.pt.footprint().bytes;
         }
-        Ok(Translation { pa, size, perms })
+        // What the TLB gets is the table's own translation: under nested paging that
+        // is guest-virtual to host-physical, not the guest-physical frame allocated here.
+        Ok(self.pt.translate(asid, va).unwrap_or(Translation { pa, size, perms }))
     }
 
     fn object_frame(&mut self, obj: u32, offset: u64) -> Result<u64> {

@@ -159,6 +159,17 @@ impl RadixPageTable {
         self.roots.get(asid as usize).copied().filter(|&r| r != u32::MAX)
     }
 
+    /// Physical addresses of the table nodes on the path to `va`'s entry, root first
+    /// (as far as the path exists). Nested paging backs these frames in the host.
+    pub fn path_frames(&self, asid: Asid, va: u64, out: &mut [u64; 5]) -> usize {
+        let mut nodes = [(0u32, 0u8); 5];
+        let (n, _) = self.path(asid, va, &mut nodes);
+        for k in 0..n {
+            out[k] = self.meta[nodes[k].0 as usize].pa;
+        }
+        n
+    }
+
     /// Nodes on the path to the entry covering `va`, root first, with the level of each,
     /// stopping at the leaf entry or a non-present entry.
     fn path(&self, asid: Asid, va: u64, out: &mut [(u32, u8); 5]) -> (usize, Option<u64>) {

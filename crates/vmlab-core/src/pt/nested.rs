@@ -1,0 +1,463 @@
+//! Nested (two-dimensional) radix translation (Stojkovic et al. §2.2; AMD NPT / Intel
+//! EPT): a guest radix table maps guest-virtual to guest-physical addresses, and a host
+//! radix table maps guest-physical to host-physical ones. The guest table's nodes live
+//! in guest-physical memory, so every guest entry the walker reads must itself be
+//! translated by a host walk first: L guest levels over L host levels take up to
+//! (L + 1)² − 1 sequential references (24 for 4 over 4, 35 for 5 over 5).
+//!
+//! The OS model is the guest OS: it allocates guest-physical frames from the engine's
+//! buddy allocator and maps them here. The hypervisor is modelled inside this table: it
+//! backs guest-physical memory with frames of its own host allocator on first use
+//! (guest page-table nodes when they appear, data pages when the guest maps them), with
+//! 4K or (host THP) 2M host pages. Translations this table returns are guest-virtual to
+//! host-physical, as a nested TLB entry holds them; their size is the smaller of the
+//! guest and host page sizes.
+//!
+//! Walk caches: the guest PWC (caching guest upper-level entries, as on a native walk),
+//! the nested TLB (NTLB: guest-physical to host-physical translations of guest
+//! page-table pages, which skip the host walk of a guest entry) and the nested PWC
+//! (NPWC: the host table's upper-level entries, for every host walk).
+
+use super::radix::PageWalkCache;
+use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath};
+use crate::addr::{Asid, PageSize, Perms};
+use crate::config::Bytes;
+use crate::error::{Error, Result};
+use crate::mmu::assoc::{AssocCache, Replacement};
+use crate::os::buddy::{BuddyAllocator, FrameUse};
+use serde::{Deserialize, Serialize};
+
+/// The host table's address space (one virtual machine).
+const VM: Asid = 0;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct NestedConfig {
+    /// Host radix levels (4 or 5); the guest's are `page_table.radix.levels`.
+    pub host_levels: u8,
+    /// Host page size backing guest-physical memory: 4K, or 2M (host THP; falls back to
+    /// 4K where the aligned 2M guest-physical region is already partly backed).
+    pub host_page_size: Bytes,
+    /// Host physical memory (the hypervisor's buddy allocator).
+    pub host_phys_mem: Bytes,
+    /// Nested TLB entries (0 = none) and ways (0 = fully associative).
+    pub ntlb_entries: usize,
+    pub ntlb_ways: usize,
+    /// Nested PWC entries per host level, lowest first ([PDE, PDPTE, PML4E, ...]).
+    pub npwc_entries: Vec<usize>,
+    pub npwc_ways: usize,
+    /// Cycles for the NTLB/NPWC probes at the start of each walk.
+    pub latency: u32,
+}
+
+impl Default for NestedConfig {
+    fn default() -> Self {
+        NestedConfig {
+            host_levels: 4,
+            host_page_size: Bytes(4096),
+            host_phys_mem: Bytes(64 << 30),
+            ntlb_entries: 24,
+            ntlb_ways: 0,
+            npwc_entries: vec![16, 16, 16],
+            npwc_ways: 0,
+            latency: 1,
+        }
+    }
+}
+
+/// The walk caches of nested translation.
+pub struct NestedWalkCaches {
+    /// Guest upper-level entries (the native PWC, on guest levels).
+    pub guest_pwc: PageWalkCache,
+    /// Host upper-level entries, used by every host walk.
+    pub npwc: PageWalkCache,
+    /// Guest-physical page -> host-physical page of guest page-table pages.
+    ntlb: Option<AssocCache<u64>>,
+    ntlb_counters: CacheCounters,
+    latency: u32,
+}
+
+impl NestedWalkCaches {
+    pub fn new(guest_pwc: PageWalkCache, cfg: &NestedConfig, seed: u64) -> Result<NestedWalkCaches> {
+        let ways = if cfg.npwc_ways == 0 { usize::MAX } else { cfg.npwc_ways };
+        let npwc_ways = cfg.npwc_entries.iter().map(|&e| ways.min(e)).max().unwrap_or(0);
+        let npwc = if cfg.npwc_entries.iter().all(|&e| e == 0) {
+            PageWalkCache::none()
+        } else {
+            // PageWalkCache takes one associativity; fully associative = the entry count
+            // of each level (`ways.min(n)` inside).
+            PageWalkCache::new(&cfg.npwc_entries, npwc_ways, Replacement::Lru, 0, seed.wrapping_add(77))
+                .map_err(|e| Error::config("page_table.nested.npwc_entries", e.to_string()))?
+        };
+        let ntlb = if cfg.ntlb_entries == 0 {
+            None
+        } else {
+            Some(AssocCache::new(cfg.ntlb_entries, cfg.ntlb_ways, Replacement::Lru, seed.wrapping_add(78), "page_table.nested.ntlb")?)
+        };
+        Ok(NestedWalkCaches { guest_pwc, npwc, ntlb, ntlb_counters: CacheCounters::default(), latency: cfg.latency })
+    }
+}
+
+impl WalkCaches for NestedWalkCaches {
+    fn flush_all(&mut self) {
+        self.guest_pwc.flush_all();
+        self.npwc.flush_all();
+        if let Some(n) = &mut self.ntlb {
+            n.flush_all();
+        }
+    }
+    fn flush_asid(&mut self, asid: Asid) {
+        // Guest entries are per guest process; host entries belong to the VM.
+        self.guest_pwc.flush_asid(asid);
+    }
+    fn invalidate(&mut self, asid: Asid, va: u64) {
+        self.guest_pwc.invalidate(asid, va);
+    }
+    fn counters(&self) -> Vec<(String, CacheCounters)> {
+        let mut v = self.guest_pwc.counters();
+        v.extend(self.npwc.counters().into_iter().map(|(n, c)| (format!("npwc_{}", n.trim_start_matches("pwc_")), c)));
+        if self.ntlb.is_some() {
+            v.push(("ntlb".to_string(), self.ntlb_counters.clone()));
+        }
+        v
+    }
+    fn probe_latency(&self) -> u64 {
+        self.guest_pwc.probe_latency() + if self.ntlb.is_some() || self.npwc.probe_latency() > 0 { self.latency as u64 } else { 0 }
+    }
+}
+
+/// Guest radix over host radix.
+pub struct NestedRadixPageTable {
+    guest: RadixPageTable,
+    host: RadixPageTable,
+    host_mem: BuddyAllocator,
+    host_size: PageSize,
+    sizes: Vec<PageSize>,
+    gpath: WalkPath,
+    hpath: WalkPath,
+    /// Guest-physical 4K pages backed on first use (EPT-violation-like host faults).
+    host_faults: u64,
+    host_fallbacks: u64,
+}
+
+impl NestedRadixPageTable {
+    pub fn new(guest_levels: u8, cfg: &NestedConfig) -> Result<NestedRadixPageTable> {
+        let host_size = PageSize::from_bytes(cfg.host_page_size.0).map_err(|m| Error::config("page_table.nested.host_page_size", m))?;
+        if host_size != PageSize::K4 && host_size != PageSize::M2 {
+            return Err(Error::config("page_table.nested.host_page_size", format!("must be 4K or 2M, not {host_size}")));
+        }
+        let mut host = RadixPageTable::new(cfg.host_levels).map_err(|_| Error::config("page_table.nested.host_levels", "must be 4 or 5"))?;
+        let mut host_mem = BuddyAllocator::new(cfg.host_phys_mem.0).map_err(|e| Error::config("page_table.nested.host_phys_mem", e.to_string()))?;
+        host.create_space(&mut host_mem, VM)?;
+        Ok(NestedRadixPageTable {
+            guest: RadixPageTable::new(guest_levels)?,
+            host,
+            host_mem,
+            host_size,
+            sizes: vec![PageSize::K4, PageSize::M2, PageSize::G1],
+            gpath: WalkPath::new(),
+            hpath: WalkPath::new(),
+            host_faults: 0,
+            host_fallbacks: 0,
+        })
+    }
+
+    /// Back the guest-physical page of `gpa` with host memory, if it is not yet.
+    fn back(&mut self, gpa: u64) -> Result<()> {
+        if self.host.translate(VM, gpa).is_some() {
+            return Ok(());
+        }
+        self.host_faults += 1;
+        if self.host_size == PageSize::M2 {
+            let base = PageSize::M2.align_down(gpa);
+            // A 2M host page only where no 4K backing exists in the region yet.
+            let partly = (0..512u64).any(|i| self.host.translate(VM, base + (i << 12)).is_some());
+            if !partly {
+                if let Some(hpa) = self.host_mem.try_alloc(PageSize::M2, FrameUse::Data) {
+                    return self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::M2, Perms::RWX_USER);
+                }
+            }
+            self.host_fallbacks += 1;
+        }
+        let hpa = self.host_mem.alloc(PageSize::K4, FrameUse::Data).map_err(|e| Error::OutOfMemory(format!("host memory: {e}")))?;
+        self.host.map(&mut self.host_mem, VM, PageSize::K4.align_down(gpa), hpa, PageSize::K4, Perms::RWX_USER)
+    }
+
+    /// Back every guest page-table node on the path to `va`.
+    fn back_guest_path(&mut self, asid: Asid, va: u64) -> Result<()> {
+        let mut frames = [0u64; 5];
+        let n = self.guest.path_frames(asid, va, &mut frames);
+        for &f in &frames[..n] {
+            self.back(f)?;
+        }
+        Ok(())
+    }
+
+    /// Compose a guest translation of `va` with the host's: guest-virtual -> host-physical.
+    fn compose(&self, va: u64, g: Translation) -> Option<Translation> {
+        let gpa = g.phys(va);
+        let h = self.host.translate(VM, gpa)?;
+        let size = g.size.min(h.size);
+        Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+    }
+
+    /// Translate the guest-physical address of a guest page-table entry: through the
+    /// NTLB, or a host walk whose references become steps of `path`.
+    fn host_ref(&mut self, gpa: u64, c: &mut NestedWalkCaches, path: &mut WalkPath) -> Option<u64> {
+        let page = gpa >> 12;
+        if let Some(ntlb) = &mut c.ntlb {
+            let set = ntlb.set_of(page);
+            let hit = ntlb.lookup(set, page, VM);
+            c.ntlb_counters.record(hit.is_some());
+            if let Some(hpage) = hit {
+                return Some((hpage << 12) | (gpa & 0xfff));
+            }
+        }
+        let h = self.host_walk(gpa, c, path)?;
+        if let Some(ntlb) = &mut c.ntlb {
+            let set = ntlb.set_of(page);
+            ntlb.fill_absent(set, page, VM, h.phys(gpa) >> 12);
+        }
+        Some(h.phys(gpa))
+    }
+
+    /// A host walk for `gpa` through the NPWC; its references become steps of `path`.
+    fn host_walk(&mut self, gpa: u64, c: &mut NestedWalkCaches, path: &mut WalkPath) -> Option<Translation> {
+        self.hpath.clear();
+        let h = self.host.walk(VM, gpa, &mut c.npwc, &mut self.hpath);
+        for r in self.hpath.refs() {
+            path.push_step(r.pa, r.what);
+        }
+        h
+    }
+
+    pub fn host_footprint(&self) -> PtFootprint {
+        self.host.footprint()
+    }
+}
+
+impl PageTable for NestedRadixPageTable {
+    type Caches = NestedWalkCaches;
+
+    fn kind(&self) -> &'static str {
+        "nested-radix"
+    }
+
+    fn page_sizes(&self) -> &[PageSize] {
+        &self.sizes
+    }
+
+    fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
+        self.guest.create_space(mem, asid)?;
+        self.back_guest_path(asid, 0)
+    }
+
+    fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
+        // Host backing stays: the hypervisor does not see the guest free its frames.
+        self.guest.destroy_space(mem, asid);
+    }
+
+    fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
+        self.guest.map(mem, asid, va, pa, size, perms)?;
+        self.back_guest_path(asid, va)?;
+        // Back the data page (every 4K of it; 2M host pages cover many at once).
+        let mut off = 0;
+        while off < size.bytes() {
+            self.back(pa + off)?;
+            let step = self.host.translate(VM, pa + off).map_or(4096, |h| h.size.bytes() - ((pa + off) & h.size.offset_mask()));
+            off += step;
+        }
+        Ok(())
+    }
+
+    fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
+        let g = self.guest.translate(asid, va)?;
+        let t = self.compose(va, g);
+        self.guest.unmap(mem, asid, va);
+        t
+    }
+
+    fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
+        self.guest.protect(asid, va, perms)
+    }
+
+    fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
+        self.compose(va, self.guest.translate(asid, va)?)
+    }
+
+    fn walk(&mut self, asid: Asid, va: u64, c: &mut NestedWalkCaches, path: &mut WalkPath) -> Option<Translation> {
+        // The guest walk's references are guest-physical: each is preceded by the host
+        // walk that translates it (Stojkovic et al. Fig. 2).
+        let mut gpath = std::mem::take(&mut self.gpath);
+        gpath.clear();
+        let g = self.guest.walk(asid, va, &mut c.guest_pwc, &mut gpath);
+        let mut ok = true;
+        for r in gpath.refs() {
+            match self.host_ref(r.pa, c, path) {
+                Some(hpa) => path.push_step(hpa, r.what),
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        self.gpath = gpath;
+        let g = g.filter(|_| ok)?;
+        // Finally the data page's guest-physical address.
+        let gpa = g.phys(va);
+        let h = self.host_walk(gpa, c, path)?;
+        let size = g.size.min(h.size);
+        Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+    }
+
+    fn footprint(&self) -> PtFootprint {
+        let (g, h) = (self.guest.footprint(), self.host.footprint());
+        PtFootprint { bytes: g.bytes + h.bytes, nodes: g.nodes + h.nodes, mapped_pages: g.mapped_pages }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        let (g, h) = (self.guest.footprint(), self.host.footprint());
+        serde_json::json!({
+            "guest_bytes": g.bytes, "guest_nodes": g.nodes, "guest": self.guest.details(),
+            "host_bytes": h.bytes, "host_nodes": h.nodes, "host_mapped_pages": h.mapped_pages, "host": self.host.details(),
+            "host_page_size": self.host_size.to_string(),
+            "host_faults": self.host_faults, "host_fallbacks": self.host_fallbacks,
+            "host_memory_used_bytes": self.host_mem.counters().frames_used * 4096,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bare(guest_levels: u8, host_levels: u8, host_page: u64) -> (NestedRadixPageTable, NestedWalkCaches, BuddyAllocator) {
+        let cfg = NestedConfig {
+            host_levels,
+            host_page_size: Bytes(host_page),
+            host_phys_mem: Bytes(8 << 30),
+            ntlb_entries: 0,
+            npwc_entries: vec![],
+            ..Default::default()
+        };
+        let pt = NestedRadixPageTable::new(guest_levels, &cfg).unwrap();
+        let caches = NestedWalkCaches::new(PageWalkCache::none(), &cfg, 0).unwrap();
+        (pt, caches, BuddyAllocator::new(4 << 30).unwrap())
+    }
+
+    /// (L + 1)² − 1 sequential references with every cache off.
+    #[test]
+    fn a_cold_nested_walk_takes_24_or_35_references() {
+        for (levels, expect) in [(4u8, 24usize), (5, 35)] {
+            let (mut pt, mut c, mut mem) = bare(levels, levels, 4096);
+            pt.create_space(&mut mem, 0).unwrap();
+            let gpa = mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
+            pt.map(&mut mem, 0, 0x7f12_3456_7000, gpa, PageSize::K4, Perms::RW_USER).unwrap();
+            let mut path = WalkPath::new();
+            let t = pt.walk(0, 0x7f12_3456_7abc, &mut c, &mut path).unwrap();
+            assert_eq!((path.refs().len(), path.steps() as usize), (expect, expect), "{levels} over {levels}");
+            assert_eq!(Some(t), pt.translate(0, 0x7f12_3456_7abc));
+            assert_eq!(t.size, PageSize::K4);
+        }
+    }
+
+    /// Huge pages cut steps: a 2M guest page drops a guest level (and its host walk);
+    /// 2M host pages drop a level from every host walk.
+    #[test]
+    fn huge_pages_shorten_the_walk() {
+        // Guest 2M, host 4K: 3 guest levels × (4 + 1) + 4 = 19; the TLB entry is 4K.
+        let (mut pt, mut c, mut mem) = bare(4, 4, 4096);
+        pt.create_space(&mut mem, 0).unwrap();
+        let gpa = mem.alloc(PageSize::M2, FrameUse::Data).unwrap();
+        pt.map(&mut mem, 0, 0x4000_0000, gpa, PageSize::M2, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        let t = pt.walk(0, 0x4012_3456, &mut c, &mut path).unwrap();
+        assert_eq!((path.steps(), t.size), (19, PageSize::K4));
+        // Guest 2M, host 2M: 3 × (3 + 1) + 3 = 15, and a 2M translation.
+        let (mut pt, mut c, mut mem) = bare(4, 4, 2 << 20);
+        pt.create_space(&mut mem, 0).unwrap();
+        let gpa = mem.alloc(PageSize::M2, FrameUse::Data).unwrap();
+        pt.map(&mut mem, 0, 0x4000_0000, gpa, PageSize::M2, Perms::RW_USER).unwrap();
+        path.clear();
+        let t = pt.walk(0, 0x4012_3456, &mut c, &mut path).unwrap();
+        assert_eq!((path.steps(), t.size), (15, PageSize::M2));
+        assert_eq!(t.phys(0x4012_3456), pt.host.translate(VM, gpa + 0x12_3456).unwrap().phys(gpa + 0x12_3456));
+    }
+
+    /// The NTLB skips the host walks of guest entries; the NPWC shortens host walks.
+    #[test]
+    fn ntlb_and_npwc_cut_a_warm_walk() {
+        let cfg = NestedConfig { host_phys_mem: Bytes(8 << 30), ..Default::default() };
+        let mut pt = NestedRadixPageTable::new(4, &cfg).unwrap();
+        let mut c = NestedWalkCaches::new(PageWalkCache::none(), &cfg, 0).unwrap();
+        let mut mem = BuddyAllocator::new(4 << 30).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        for p in 0..2u64 {
+            let gpa = mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
+            pt.map(&mut mem, 0, 0x10_0000 + (p << 12), gpa, PageSize::K4, Perms::RW_USER).unwrap();
+        }
+        let mut path = WalkPath::new();
+        pt.walk(0, 0x10_0000, &mut c, &mut path).unwrap();
+        let cold = path.steps();
+        path.clear();
+        pt.walk(0, 0x10_1000, &mut c, &mut path).unwrap();
+        // Warm: 4 guest entries (NTLB hits) + a host walk of 1 reference (NPWC hit on
+        // the host PDE) for the data page.
+        assert!(cold > 4 + 4, "cold walk {cold}");
+        assert_eq!(path.steps(), 4 + 1);
+        let names: Vec<String> = c.counters().into_iter().map(|(n, _)| n).collect();
+        assert!(names.contains(&"ntlb".to_string()) && names.iter().any(|n| n.starts_with("npwc_")), "{names:?}");
+    }
+
+    /// On random maps, unmaps and protects, translation equals the composition of the
+    /// guest's and the host's, and every walk agrees with it.
+    #[test]
+    fn nested_translation_composes_guest_and_host() {
+        use rand::{Rng, SeedableRng};
+        for host_page in [4096u64, 2 << 20] {
+            let (mut pt, mut c, mut mem) = bare(4, 4, host_page);
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(host_page);
+            for asid in 0..2 {
+                pt.create_space(&mut mem, asid).unwrap();
+            }
+            let mut mapped: Vec<(Asid, u64, PageSize)> = Vec::new();
+            let mut path = WalkPath::new();
+            for _ in 0..400 {
+                let asid = rng.gen_range(0..2);
+                let size = if rng.gen_range(0..4) == 0 { PageSize::M2 } else { PageSize::K4 };
+                let va = size.align_down(0x7f00_0000_0000 + rng.gen_range(0..(1u64 << 30)));
+                match rng.gen_range(0..4) {
+                    0 | 1 => {
+                        if pt.guest.translate(asid, va).is_none() && pt.guest.translate(asid, va + size.bytes() - 1).is_none() {
+                            let overlap = mapped.iter().any(|&(a, v, s)| a == asid && v < va + size.bytes() && va < v + s.bytes());
+                            if !overlap {
+                                let gpa = mem.alloc(size, FrameUse::Data).unwrap();
+                                pt.map(&mut mem, asid, va, gpa, size, Perms::RW_USER).unwrap();
+                                mapped.push((asid, va, size));
+                            }
+                        }
+                    }
+                    2 if !mapped.is_empty() => {
+                        let (a, v, s) = mapped.swap_remove(rng.gen_range(0..mapped.len()));
+                        let g = pt.guest.translate(a, v).unwrap();
+                        assert!(pt.unmap(&mut mem, a, v).is_some());
+                        mem.free(g.pa, s, FrameUse::Data);
+                    }
+                    _ => {
+                        let probe = va + rng.gen_range(0..size.bytes());
+                        let expect = pt.guest.translate(asid, probe).map(|g| {
+                            let gpa = g.phys(probe);
+                            let h = pt.host.translate(VM, gpa).unwrap();
+                            (h.phys(gpa), g.size.min(h.size), g.perms)
+                        });
+                        let t = pt.translate(asid, probe).map(|t| (t.phys(probe), t.size, t.perms));
+                        assert_eq!(t, expect);
+                        path.clear();
+                        let w = pt.walk(asid, probe, &mut c, &mut path).map(|t| (t.phys(probe), t.size, t.perms));
+                        assert_eq!(w, expect);
+                    }
+                }
+            }
+        }
+    }
+}
