@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY="${PYTHON:-python3}"
-command -v "$PY" >/dev/null 2>&1 || { echo "setup: error: $PY not found (need Python >= 3.9)" >&2; exit 1; }
+command -v "$PY" >/dev/null 2>&1 || { echo "setup: error: $PY not found (need Python >= 3.11)" >&2; exit 1; }
 command -v cargo >/dev/null 2>&1 || { echo "setup: error: cargo not found (install Rust: https://rustup.rs)" >&2; exit 1; }
 
 # System packages: valgrind (live tracing, real-trace tests), a C toolchain (Rust links

@@ -10,6 +10,8 @@ The engine is Rust (``vmlab._core``); this package is its front door: ``run`` re
 
 from ._core import VmlabError, TraceReader, version as _version
 from .api import Result, run, presets, workloads, trace_info, read_trace, pt_compare
+from .store import load
+from .sweep import sweep
 
 __version__ = _version()
-__all__ = ["run", "Result", "VmlabError", "presets", "workloads", "trace_info", "read_trace", "TraceReader", "pt_compare"]
+__all__ = ["run", "Result", "VmlabError", "presets", "workloads", "trace_info", "read_trace", "TraceReader", "pt_compare", "sweep", "load"]

@@ -10,7 +10,16 @@ from . import _core
 # Subcommand -> one-line help (shown under the Rust CLI's own --help).
 PYTHON_COMMANDS = {
     "demo": "Run built-in workloads under a few designs and print a comparison table (--quick: seconds)",
+    "sweep": "Run a sweep spec (designs x swept keys x inputs x seeds) into a results store, resuming",
 }
+
+
+def _python_command(cmd: str, args: list[str]) -> int:
+    if cmd == "demo":
+        from .demo import main as command
+    else:
+        from .sweep import main as command
+    return command(args)
 
 
 def _native_signals() -> None:
@@ -33,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = argv[1] if len(argv) > 1 else None
     if cmd in PYTHON_COMMANDS:
         try:
-            from .demo import main as demo_main
-
-            return demo_main(argv[2:])
+            return _python_command(cmd, argv[2:])
         except _core.VmlabError as e:
             print(f"vmlab: error: {e}", file=sys.stderr)
             return 1

@@ -63,6 +63,15 @@ fn version() -> &'static str {
     vmlab::VERSION
 }
 
+/// A preset or TOML file plus `key=value` overrides, resolved and validated:
+/// (the resolved configuration as JSON text, its stable hash).
+#[pyfunction]
+#[pyo3(signature = (config, overrides=Vec::new()))]
+fn resolve_config(config: String, overrides: Vec<String>) -> PyResult<(String, String)> {
+    let cfg = vmlab::config::Config::load(&config, &overrides).map_err(to_py)?;
+    Ok((cfg.to_json().to_string(), cfg.hash()))
+}
+
 /// Built-in presets as (name, TOML text).
 #[pyfunction]
 fn presets() -> Vec<(String, String)> {
@@ -162,6 +171,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(pt_compare, m)?)?;

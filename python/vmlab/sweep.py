@@ -1,0 +1,270 @@
+"""``vmlab sweep SPEC.toml``: run every (design x swept keys x input x seed) combination
+of a spec into a results store, skipping runs the store already holds.
+
+The spec format is documented in docs/sweeps.md. Runs execute in worker processes
+(every core by default); only this process writes the store, one transaction per
+finished run, so a killed sweep loses at most the runs in flight and a re-run resumes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import itertools
+import json
+import os
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import _core
+from .store import Store
+
+_TOP_KEYS = {"sweep", "config", "axes", "workload", "trace"}
+_SWEEP_KEYS = {"name", "store", "seeds", "combine", "jobs"}
+_CONFIG_KEYS = {"name", "preset", "file", "set"}
+_WORKLOAD_KEYS = {"name", "params"}
+_TRACE_KEYS = {"path"}
+
+
+class SpecError(_core.VmlabError):
+    """A malformed sweep spec; the message names the file and the key."""
+
+
+@dataclass
+class Spec:
+    name: str
+    path: Path
+    store: Path
+    seeds: list[int]
+    combine: str
+    jobs: int
+    configs: list[dict]
+    axes: dict[str, list]
+    inputs: list[dict]
+    runs: list[dict] = field(default_factory=list)
+
+
+def _err(path: Path, key: str, msg: str) -> SpecError:
+    return SpecError(f"{path}: key `{key}`: {msg}")
+
+
+def _check_keys(path: Path, where: str, table: Any, allowed: set[str]) -> dict:
+    if not isinstance(table, dict):
+        raise _err(path, where, "must be a table")
+    for k in table:
+        if k not in allowed:
+            raise _err(path, f"{where}.{k}" if where else k, f"unknown key (known: {', '.join(sorted(allowed))})")
+    return table
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, list):
+        return "[" + ", ".join(json.dumps(x) if isinstance(x, str) else str(x) for x in v) + "]"
+    return str(v)
+
+
+def _source_hash(src: dict, seed: int) -> str:
+    """Content identity of a run's input: a trace's bytes, or a workload's name,
+    parameters and seed."""
+    h = hashlib.sha256()
+    if "trace" in src:
+        try:
+            with open(src["trace"], "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        except OSError as e:
+            # A missing trace still gets a key; the run itself will report the error.
+            h.update(f"unreadable:{src['trace']}:{e.strerror}".encode())
+    else:
+        h.update(json.dumps({"workload": src["workload"], "params": src["params"], "seed": seed}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def load_spec(path: str | os.PathLike) -> Spec:
+    """Parse and expand a sweep spec; every run gets its key."""
+    path = Path(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such sweep spec") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML: {e}") from None
+    _check_keys(path, "", doc, _TOP_KEYS)
+    sw = _check_keys(path, "sweep", doc.get("sweep", {}), _SWEEP_KEYS)
+    name = str(sw.get("name", path.stem))
+    seeds = sw.get("seeds", [1])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise _err(path, "sweep.seeds", "must be a non-empty list of integers")
+    combine = sw.get("combine", "product")
+    if combine not in ("product", "zip"):
+        raise _err(path, "sweep.combine", "must be \"product\" or \"zip\"")
+    jobs = sw.get("jobs", 0)
+    if not isinstance(jobs, int) or jobs < 0:
+        raise _err(path, "sweep.jobs", "must be a non-negative integer (0 = every core)")
+    store = Path(sw.get("store", path.with_suffix(".sqlite").name))
+    if not store.is_absolute():
+        store = path.parent / store
+
+    configs = doc.get("config", [{"name": "skylake", "preset": "skylake"}])
+    if not isinstance(configs, list) or not configs:
+        raise _err(path, "config", "must be a non-empty array of tables ([[config]])")
+    for i, c in enumerate(configs):
+        _check_keys(path, f"config[{i}]", c, _CONFIG_KEYS)
+        if ("preset" in c) == ("file" in c):
+            raise _err(path, f"config[{i}]", "give exactly one of `preset` or `file`")
+        if not isinstance(c.get("set", {}), dict):
+            raise _err(path, f"config[{i}].set", "must be a table of config keys")
+
+    axes = doc.get("axes", {})
+    if not isinstance(axes, dict):
+        raise _err(path, "axes", "must be a table of key = [values]")
+    for k, v in axes.items():
+        if not isinstance(v, list) or not v:
+            raise _err(path, f"axes.{k}", "must be a non-empty list of values")
+    if combine == "zip" and len({len(v) for v in axes.values()}) > 1:
+        raise _err(path, "axes", "with combine = \"zip\" every axis needs the same number of values")
+
+    inputs: list[dict] = []
+    for i, w in enumerate(doc.get("workload", [])):
+        _check_keys(path, f"workload[{i}]", w, _WORKLOAD_KEYS)
+        if "name" not in w:
+            raise _err(path, f"workload[{i}].name", "missing")
+        params = w.get("params", {})
+        if not isinstance(params, dict):
+            raise _err(path, f"workload[{i}].params", "must be a table")
+        inputs.append({"workload": str(w["name"]), "params": {k: str(v) for k, v in params.items()}})
+    for i, t in enumerate(doc.get("trace", [])):
+        _check_keys(path, f"trace[{i}]", t, _TRACE_KEYS)
+        if "path" not in t:
+            raise _err(path, f"trace[{i}].path", "missing")
+        p = Path(t["path"])
+        inputs.append({"trace": str(p if p.is_absolute() else path.parent / p)})
+    if not inputs:
+        raise _err(path, "workload", "the spec names no input: add [[workload]] or [[trace]] entries")
+
+    spec = Spec(name, path, store, seeds, combine, jobs, configs, axes, inputs)
+    spec.runs = _expand(spec)
+    return spec
+
+
+def _expand(spec: Spec) -> list[dict]:
+    keys = list(spec.axes)
+    values = list(spec.axes.values())
+    combos = list(zip(*values)) if spec.combine == "zip" else list(itertools.product(*values))
+    if not keys:
+        combos = [()]
+    version = _core.version()
+    runs = []
+    for c in spec.configs:
+        config = c.get("preset") or str(Path(c["file"]) if Path(c["file"]).is_absolute() else spec.path.parent / c["file"])
+        base = [f"{k}={_toml_value(v)}" for k, v in c.get("set", {}).items()]
+        for combo in combos:
+            axes = dict(zip(keys, combo))
+            for src in spec.inputs:
+                for seed in spec.seeds:
+                    overrides = base + [f"{k}={_toml_value(v)}" for k, v in axes.items()] + [f"mmu.seed={seed}"]
+                    try:
+                        resolved, cfg_hash = _core.resolve_config(config, overrides)
+                    except _core.VmlabError as e:
+                        raise SpecError(f"{spec.path}: config `{c.get('name', config)}`{' ' + json.dumps(axes) if axes else ''}: {e}") from None
+                    # A workload's own seed follows the sweep's seed too.
+                    source = {**src, "params": {**src["params"], "seed": str(seed)}} if "workload" in src else src
+                    key = hashlib.sha256(f"{cfg_hash}|{_source_hash(source, seed)}|{version}".encode()).hexdigest()[:32]
+                    runs.append({"key": key, "sweep": spec.name, "design": str(c.get("name", config)), "config": config,
+                                 "overrides": overrides, "axes": axes, "source": source, "seed": seed})
+    seen: set[str] = set()
+    unique = []
+    for r in runs:
+        if r["key"] not in seen:  # identical runs (e.g. an axis equal to the base) run once
+            seen.add(r["key"])
+            unique.append(r)
+    return unique
+
+
+def _execute(run: dict) -> tuple[str, str, dict | None, str | None, float]:
+    """One run, in a worker process: (key, status, stats, error, seconds)."""
+    from .api import run as vmlab_run
+
+    t0 = time.perf_counter()
+    src = run["source"]
+    try:
+        if "trace" in src:
+            r = vmlab_run(run["config"], trace=src["trace"], overrides=run["overrides"])
+        else:
+            r = vmlab_run(run["config"], workload=src["workload"], overrides=run["overrides"], **src["params"])
+        return run["key"], "ok", r.to_dict(), None, time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - a failing run is recorded, the sweep goes on
+        return run["key"], "error", None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
+
+
+class _Progress:
+    """`[done/total] ETA` on stderr: a live line on a terminal, a line per 10% otherwise."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.t0, self.tty = total, 0, time.monotonic(), sys.stderr.isatty()
+        self.last_decile = -1
+
+    def tick(self, failed: int) -> None:
+        self.done += 1
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / self.done * (self.total - self.done)
+        msg = f"vmlab sweep: [{self.done}/{self.total}] {elapsed:.0f}s elapsed, ETA {eta:.0f}s" + (f", {failed} failed" if failed else "")
+        if self.tty:
+            print("\r" + msg, end="" if self.done < self.total else "\n", file=sys.stderr, flush=True)
+        elif self.done * 10 // self.total != self.last_decile:
+            self.last_decile = self.done * 10 // self.total
+            print(msg, file=sys.stderr, flush=True)
+
+
+def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, jobs: int | None = None,
+          backend: str = "local", quiet: bool = False) -> dict:
+    """Run a sweep spec; returns counts {"total", "skipped", "ran", "failed", "store"}."""
+    spec = load_spec(spec_path)
+    if backend != "local":
+        raise SpecError(f"backend `{backend}` is not built yet (only `local`): see the open sweeps issue")
+    store_path = Path(store) if store else spec.store
+    version = _core.version()
+    with Store(store_path) as st:
+        done = st.finished_keys()
+        todo = [r for r in spec.runs if r["key"] not in done]
+        counts = {"total": len(spec.runs), "skipped": len(spec.runs) - len(todo), "ran": 0, "failed": 0, "store": str(store_path)}
+        if not todo:
+            return counts
+        by_key = {r["key"]: r for r in todo}
+        workers = jobs or spec.jobs or os.cpu_count() or 1
+        progress = None if quiet else _Progress(len(todo))
+        with cf.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+            futures = [pool.submit(_execute, r) for r in todo]
+            for fut in cf.as_completed(futures):
+                key, status, stats, error, secs = fut.result()
+                st.record(by_key[key], status, stats, error, secs, version)
+                counts["ran"] += 1
+                if status != "ok":
+                    counts["failed"] += 1
+                    print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
+                if progress:
+                    progress.tick(counts["failed"])
+    return counts
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="vmlab sweep", description="Run a sweep spec into a results store (docs/sweeps.md).")
+    ap.add_argument("spec")
+    ap.add_argument("--store", help="results store (default: the spec's [sweep] store, or SPEC.sqlite beside it)")
+    ap.add_argument("-j", "--jobs", type=int, help="worker processes (default: every core)")
+    ap.add_argument("--backend", default="local", choices=["local", "ray"])
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    c = sweep(args.spec, store=args.store, jobs=args.jobs, backend=args.backend, quiet=args.quiet)
+    print(f"{c['total']} runs: {c['skipped']} already in {c['store']}, {c['ran']} ran, {c['failed']} failed")
+    return 1 if c["failed"] else 0
