@@ -10,7 +10,7 @@
 
 use crate::config::{CacheConfig, Serves};
 use crate::error::{Error, Result};
-use crate::mmu::assoc::{plru_touch, plru_victim, Replacement};
+use crate::mmu::assoc::{check_geometry, plru_touch, plru_victim, Replacement};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
@@ -57,17 +57,7 @@ impl LineStore {
         if lines == 0 {
             return Err(Error::config(format!("{key_path}.size"), "holds no line"));
         }
-        let ways = if ways == 0 { lines } else { ways };
-        if ways > lines || lines % ways != 0 {
-            return Err(Error::config(format!("{key_path}.ways"), format!("{lines} lines cannot be split into {ways}-way sets")));
-        }
-        if repl == Replacement::Plru && (!ways.is_power_of_two() || ways > 64) {
-            return Err(Error::config(
-                format!("{key_path}.replacement"),
-                format!("tree-PLRU needs a power-of-two number of ways <= 64, not {ways}"),
-            ));
-        }
-        let sets = lines / ways;
+        let (ways, sets) = check_geometry(lines, ways, repl, key_path)?;
         let order = match repl {
             Replacement::Lru => Order::Lru,
             Replacement::Plru => Order::Plru { bits: vec![0; sets] },

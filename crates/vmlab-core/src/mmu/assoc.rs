@@ -63,20 +63,7 @@ impl<V: Copy + Default> AssocCache<V> {
         if entries == 0 {
             return Err(Error::config(format!("{key_path}.entries"), "must be at least 1"));
         }
-        let ways = if ways == 0 { entries } else { ways };
-        if ways > entries || entries % ways != 0 {
-            return Err(Error::config(
-                format!("{key_path}.ways"),
-                format!("{entries} entries cannot be split into {ways}-way sets"),
-            ));
-        }
-        if repl == Replacement::Plru && (!ways.is_power_of_two() || ways > 64) {
-            return Err(Error::config(
-                format!("{key_path}.replacement"),
-                format!("tree-PLRU needs a power-of-two number of ways <= 64, not {ways}"),
-            ));
-        }
-        let sets = entries / ways;
+        let (ways, sets) = check_geometry(entries, ways, repl, key_path)?;
         let repl = match repl {
             Replacement::Lru if ways <= 16 => {
                 // Initial order 0, 1, ..., ways-1: way ways-1 is the first victim.
@@ -310,6 +297,22 @@ impl<V: Copy + Default> AssocCache<V> {
     pub fn occupancy(&self) -> usize {
         self.keys.iter().filter(|&&k| k != INVALID).count()
     }
+}
+
+/// Validate a set-associative geometry of `entries` (> 0) in `ways`-way sets (0 = fully
+/// associative) for `repl`: returns (ways, sets), or an error naming the key.
+pub(crate) fn check_geometry(entries: usize, ways: usize, repl: Replacement, key_path: &str) -> Result<(usize, usize)> {
+    let ways = if ways == 0 { entries } else { ways };
+    if ways > entries || entries % ways != 0 {
+        return Err(Error::config(format!("{key_path}.ways"), format!("{entries} entries cannot be split into {ways}-way sets")));
+    }
+    if repl == Replacement::Plru && (!ways.is_power_of_two() || ways > 64) {
+        return Err(Error::config(
+            format!("{key_path}.replacement"),
+            format!("tree-PLRU needs a power-of-two number of ways <= 64, not {ways}"),
+        ));
+    }
+    Ok((ways, entries / ways))
 }
 
 /// Bit w set where `keys[w] == key`, for a set of exactly N ways (unrolled).
