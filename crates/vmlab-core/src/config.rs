@@ -16,7 +16,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded", "linear", "nested-radix"];
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded", "linear", "nested-radix", "ecpt"];
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,6 +112,9 @@ pub struct PageTableConfig {
     /// Nested (guest radix over host radix) translation; the guest's levels are `radix.levels`.
     #[serde(default)]
     pub nested: crate::pt::nested::NestedConfig,
+    /// Elastic cuckoo page tables (native).
+    #[serde(default)]
+    pub ecpt: crate::pt::ecpt::EcptConfig,
     /// A software TLB in front of the table (`entries = 0`: none).
     #[serde(default)]
     pub stlb: crate::pt::stlb::StlbConfig,

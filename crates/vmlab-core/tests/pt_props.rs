@@ -9,7 +9,8 @@ use vmlab::os::buddy::{BuddyAllocator, FrameUse};
 use vmlab::pt::hashed::{HashFunction, HashedConfig, LargePages, TableScope};
 use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::inverted::InvertedConfig;
-use vmlab::pt::GuardedPageTable;
+use vmlab::pt::ecpt::EcptConfig;
+use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable};
 use vmlab::pt::{linear::LinearConfig, LinearPageTable};
 use vmlab::pt::stlb::StlbConfig;
 use vmlab::pt::SoftwareTlb;
@@ -221,6 +222,18 @@ proptest! {
     ) {
         let pt = GuardedPageTable::new(&GuardedConfig { node_entries, va_bits: 48 }).unwrap();
         check_kind(pt, NoWalkCaches, &ops, true)?;
+    }
+
+    /// Tiny initial tables: every run resizes (and migrates) many times.
+    #[test]
+    fn ecpt_matches_reference_across_resizes(
+        ops in proptest::collection::vec(op_strategy(), 1..300),
+        ways in prop_oneof![Just(2usize), Just(3), Just(4)],
+        migrate in prop_oneof![Just(1usize), Just(4)],
+        kicks in prop_oneof![Just(1usize), Just(16)],
+    ) {
+        let cfg = EcptConfig { ways, initial_slots: [8, 8, 8], migrate_per_insert: migrate, max_kicks: kicks, ..Default::default() };
+        check_kind(ElasticCuckooPageTable::new(&cfg).unwrap(), NoWalkCaches, &ops, true)?;
     }
 
     #[test]

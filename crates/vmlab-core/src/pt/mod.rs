@@ -7,6 +7,8 @@
 //! sit behind the same interface.
 
 pub mod arena;
+pub mod cuckoo;
+pub mod ecpt;
 pub mod guarded;
 pub mod hashed;
 pub mod inverted;
@@ -17,6 +19,7 @@ pub mod slab;
 pub mod stlb;
 pub mod walk;
 
+pub use ecpt::ElasticCuckooPageTable;
 pub use guarded::GuardedPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;

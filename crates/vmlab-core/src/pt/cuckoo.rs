@@ -1,0 +1,351 @@
+//! An elastic d-ary cuckoo hash table of page-table entry clusters (Skarlatos et al.,
+//! ASPLOS'20, as summarised by Stojkovic et al. §2.3): d ways, each an array of 64-byte
+//! entries in simulated memory; an entry holds the tag of a cluster of 8 consecutive
+//! pages and their 8 PTEs. A key may live in way w only at slot h_w(key).
+//!
+//! Insertion places the key in the first way whose slot is free, else displaces the
+//! occupant of a way (cycling through the ways) and re-inserts it elsewhere, at most
+//! `max_kicks` times. Elastic resizing: when occupancy passes the threshold (or kicks
+//! run out) every way gets a new array of `growth`× the slots, and entries migrate
+//! gradually, `migrate_per_insert` slots per insertion. Way w keeps a migration pointer:
+//! old slots below it have moved, so a lookup of key k in way w reads the new array if
+//! h_w(k) mod old_slots is below the pointer and the old one otherwise. Because the new
+//! size is a multiple of the old, an entry from old slot p lands at a new slot ≡ p (mod
+//! old_slots): migration never collides with entries inserted into the migrated range.
+
+use crate::error::{Error, Result};
+use crate::os::buddy::{BuddyAllocator, FrameUse};
+use crate::addr::PageSize;
+
+/// PTEs per entry (one 64-byte line).
+pub const CLUSTER: usize = 8;
+pub const ENTRY_BYTES: u64 = 64;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cluster {
+    /// Key + 1 (0 = empty slot).
+    tag: u64,
+    pub ptes: [u64; CLUSTER],
+}
+
+impl Cluster {
+    pub fn key(&self) -> Option<u64> {
+        self.tag.checked_sub(1)
+    }
+    pub fn is_empty_cluster(&self) -> bool {
+        self.ptes.iter().all(|&p| p == 0)
+    }
+}
+
+/// One way's array and its simulated memory.
+struct WayArray {
+    slots: Vec<Cluster>,
+    pa: u64,
+    size: PageSize,
+}
+
+impl WayArray {
+    fn new(mem: &mut BuddyAllocator, slots: usize) -> Result<WayArray> {
+        let size = PageSize::from_bytes((slots as u64 * ENTRY_BYTES).max(4096)).map_err(|m| Error::config("page_table.ecpt", m))?;
+        let pa = mem.alloc(size, FrameUse::PageTable)?;
+        Ok(WayArray { slots: vec![Cluster::default(); slots], pa, size })
+    }
+    fn free(self, mem: &mut BuddyAllocator) {
+        mem.free(self.pa, self.size, FrameUse::PageTable);
+    }
+}
+
+/// Tunables shared by every table of an ECPT.
+#[derive(Clone, Copy, Debug)]
+pub struct CuckooParams {
+    pub ways: usize,
+    pub max_kicks: usize,
+    pub threshold: f64,
+    pub growth: usize,
+    pub migrate_per_insert: usize,
+}
+
+/// Where a key was found: way, physical address of its entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    pub way: usize,
+    pub pa: u64,
+}
+
+pub struct ElasticCuckooTable {
+    p: CuckooParams,
+    /// Current arrays (the new ones while migrating).
+    cur: Vec<WayArray>,
+    /// Old arrays and per-way migration pointers while a resize is under way.
+    old: Option<(Vec<WayArray>, Vec<usize>)>,
+    entries: usize,
+    pub resizes: u64,
+    pub migrated: u64,
+    pub max_displacement: usize,
+}
+
+/// Per-way hash: a multiply-xorshift mix with a distinct odd constant per way.
+#[inline(always)]
+pub fn way_hash(key: u64, way: usize) -> u64 {
+    const SEEDS: [u64; 8] = [
+        0x9e37_79b9_7f4a_7c15,
+        0xc2b2_ae3d_27d4_eb4f,
+        0x1656_67b1_9e37_79f9,
+        0xd6e8_feb8_6659_fd93,
+        0xff51_afd7_ed55_8ccd,
+        0xc4ce_b9fe_1a85_ec53,
+        0x2545_f491_4f6c_dd1d,
+        0x94d0_49bb_1331_11eb,
+    ];
+    let x = (key ^ (way as u64).wrapping_mul(0x5851_f42d_4c95_7f2d)).wrapping_mul(SEEDS[way % 8]);
+    x ^ (x >> 31)
+}
+
+impl ElasticCuckooTable {
+    pub fn new(mem: &mut BuddyAllocator, p: CuckooParams, slots: usize) -> Result<ElasticCuckooTable> {
+        let cur = (0..p.ways).map(|_| WayArray::new(mem, slots)).collect::<Result<Vec<_>>>()?;
+        Ok(ElasticCuckooTable { p, cur, old: None, entries: 0, resizes: 0, migrated: 0, max_displacement: 0 })
+    }
+
+    pub fn free(self, mem: &mut BuddyAllocator) {
+        for w in self.cur {
+            w.free(mem);
+        }
+        if let Some((old, _)) = self.old {
+            for w in old {
+                w.free(mem);
+            }
+        }
+    }
+
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+    /// Present PTEs in all entries.
+    pub fn mapped_ptes(&self) -> u64 {
+        let count = |v: &Vec<WayArray>| -> u64 {
+            v.iter().flat_map(|w| w.slots.iter()).filter(|c| c.tag != 0).map(|c| c.ptes.iter().filter(|&&p| p != 0).count() as u64).sum()
+        };
+        count(&self.cur) + self.old.as_ref().map_or(0, |(o, _)| count(o))
+    }
+    /// Slots per way of the current arrays.
+    pub fn slots(&self) -> usize {
+        self.cur[0].slots.len()
+    }
+    pub fn ways(&self) -> usize {
+        self.p.ways
+    }
+    pub fn migrating(&self) -> bool {
+        self.old.is_some()
+    }
+    pub fn bytes(&self) -> u64 {
+        let arrays = |v: &Vec<WayArray>| v.iter().map(|w| w.size.bytes()).sum::<u64>();
+        arrays(&self.cur) + self.old.as_ref().map_or(0, |(o, _)| arrays(o))
+    }
+
+    /// The array and slot way `w` uses for `key` now.
+    #[inline]
+    fn locate(&self, key: u64, w: usize) -> (bool, usize) {
+        let h = way_hash(key, w);
+        if let Some((old, ptr)) = &self.old {
+            let p_old = (h as usize) & (old[w].slots.len() - 1);
+            if p_old >= ptr[w] {
+                return (true, p_old);
+            }
+        }
+        (false, (h as usize) & (self.cur[w].slots.len() - 1))
+    }
+
+    fn slot(&self, old: bool, w: usize, i: usize) -> &Cluster {
+        if old {
+            &self.old.as_ref().unwrap().0[w].slots[i]
+        } else {
+            &self.cur[w].slots[i]
+        }
+    }
+
+    fn slot_mut(&mut self, old: bool, w: usize, i: usize) -> &mut Cluster {
+        if old {
+            &mut self.old.as_mut().unwrap().0[w].slots[i]
+        } else {
+            &mut self.cur[w].slots[i]
+        }
+    }
+
+    fn slot_pa(&self, old: bool, w: usize, i: usize) -> u64 {
+        let a = if old { &self.old.as_ref().unwrap().0[w] } else { &self.cur[w] };
+        a.pa + i as u64 * ENTRY_BYTES
+    }
+
+    /// The physical address way `w` would read for `key` (a walk probes it whether or
+    /// not the key is there).
+    #[inline]
+    pub fn probe_pa(&self, key: u64, w: usize) -> u64 {
+        let (old, i) = self.locate(key, w);
+        self.slot_pa(old, w, i)
+    }
+
+    pub fn find(&self, key: u64) -> Option<(Probe, &Cluster)> {
+        (0..self.p.ways).find_map(|w| {
+            let (old, i) = self.locate(key, w);
+            let c = self.slot(old, w, i);
+            (c.key() == Some(key)).then(|| (Probe { way: w, pa: self.slot_pa(old, w, i) }, c))
+        })
+    }
+
+    pub fn find_mut(&mut self, key: u64) -> Option<&mut Cluster> {
+        let (w, old, i) = (0..self.p.ways).find_map(|w| {
+            let (old, i) = self.locate(key, w);
+            (self.slot(old, w, i).key() == Some(key)).then_some((w, old, i))
+        })?;
+        Some(self.slot_mut(old, w, i))
+    }
+
+    /// Remove the entry of `key` (its PTEs are all clear).
+    pub fn remove(&mut self, key: u64) {
+        if let Some(c) = self.find_mut(key) {
+            *c = Cluster::default();
+            self.entries -= 1;
+        }
+    }
+
+    /// The cluster of `key`, inserted empty if absent (may displace, migrate, resize).
+    pub fn entry(&mut self, mem: &mut BuddyAllocator, key: u64) -> Result<&mut Cluster> {
+        if self.find(key).is_none() {
+            self.insert(mem, Cluster { tag: key + 1, ptes: [0; CLUSTER] })?;
+        }
+        Ok(self.find_mut(key).expect("just inserted"))
+    }
+
+    fn insert(&mut self, mem: &mut BuddyAllocator, c: Cluster) -> Result<()> {
+        self.migrate(mem, self.p.migrate_per_insert)?;
+        let cap = self.p.ways * self.slots();
+        if !self.migrating() && (self.entries + 1) as f64 > self.p.threshold * cap as f64 {
+            self.start_resize(mem)?;
+        }
+        let mut c = c;
+        loop {
+            match self.try_place(c) {
+                Ok(()) => {
+                    self.entries += 1;
+                    return Ok(());
+                }
+                Err(homeless) => {
+                    // Kicks ran out: finish any migration, grow, place the homeless one.
+                    c = homeless;
+                    self.migrate(mem, usize::MAX)?;
+                    self.start_resize(mem)?;
+                }
+            }
+        }
+    }
+
+    /// Cuckoo placement with at most `max_kicks` displacements; on failure returns the
+    /// entry left without a slot (every other entry is placed).
+    fn try_place(&mut self, mut c: Cluster) -> std::result::Result<(), Cluster> {
+        let key = c.key().unwrap();
+        for w in 0..self.p.ways {
+            let (old, i) = self.locate(key, w);
+            if self.slot(old, w, i).tag == 0 {
+                *self.slot_mut(old, w, i) = c;
+                return Ok(());
+            }
+        }
+        let mut w = (key as usize) % self.p.ways;
+        for kicks in 1..=self.p.max_kicks {
+            let k = c.key().unwrap();
+            let (old, i) = self.locate(k, w);
+            c = std::mem::replace(self.slot_mut(old, w, i), c);
+            self.max_displacement = self.max_displacement.max(kicks);
+            let k = c.key().unwrap();
+            // The evicted entry tries its other ways' slots first.
+            for v in (0..self.p.ways).filter(|&v| v != w) {
+                let (old, i) = self.locate(k, v);
+                if self.slot(old, v, i).tag == 0 {
+                    *self.slot_mut(old, v, i) = c;
+                    return Ok(());
+                }
+            }
+            w = (w + 1) % self.p.ways;
+        }
+        Err(c)
+    }
+
+    fn start_resize(&mut self, mem: &mut BuddyAllocator) -> Result<()> {
+        debug_assert!(self.old.is_none());
+        let slots = self.slots() * self.p.growth;
+        let new = (0..self.p.ways).map(|_| WayArray::new(mem, slots)).collect::<Result<Vec<_>>>()?;
+        let old = std::mem::replace(&mut self.cur, new);
+        self.old = Some((old, vec![0; self.p.ways]));
+        self.resizes += 1;
+        Ok(())
+    }
+
+    /// Move up to `n` old slots (occupied or not) into the new arrays.
+    fn migrate(&mut self, mem: &mut BuddyAllocator, mut n: usize) -> Result<()> {
+        while n > 0 {
+            let Some((old, ptr)) = &mut self.old else { return Ok(()) };
+            let old_slots = old[0].slots.len();
+            // The way with the least progress moves next (round robin).
+            let w = (0..ptr.len()).min_by_key(|&w| ptr[w]).unwrap();
+            if ptr[w] == old_slots {
+                let (old, _) = self.old.take().unwrap();
+                for a in old {
+                    a.free(mem);
+                }
+                return Ok(());
+            }
+            let c = std::mem::take(&mut old[w].slots[ptr[w]]);
+            ptr[w] += 1;
+            n -= 1;
+            if let Some(key) = c.key() {
+                // Same way, bigger modulus: the slot is ≡ the old one, so it is free.
+                let i = (way_hash(key, w) as usize) & (self.cur[w].slots.len() - 1);
+                debug_assert_eq!(self.cur[w].slots[i].tag, 0);
+                self.cur[w].slots[i] = c;
+                self.migrated += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn params() -> CuckooParams {
+        CuckooParams { ways: 3, max_kicks: 8, threshold: 0.6, growth: 2, migrate_per_insert: 2 }
+    }
+
+    #[test]
+    fn keys_survive_many_resizes_and_migration_is_gradual() {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let mut t = ElasticCuckooTable::new(&mut mem, params(), 8).unwrap();
+        let mut reference = HashMap::new();
+        for k in 0..5000u64 {
+            let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15); // distinct keys (odd multiplier)
+            let before = t.migrated;
+            t.entry(&mut mem, key).unwrap().ptes[0] = key | 1;
+            reference.insert(key, key | 1);
+            // Gradual: an insert migrates at most its quota, unless kicks ran out.
+            assert!(t.migrated - before <= 2 || t.max_displacement == 8, "migrated {} in one insert", t.migrated - before);
+            if k % 97 == 0 {
+                for (&rk, &v) in &reference {
+                    assert_eq!(t.find(rk).map(|(_, c)| c.ptes[0]), Some(v), "key {rk} lost after {} resizes", t.resizes);
+                }
+            }
+        }
+        assert!(t.resizes >= 8, "resizes {} entries {} slots {} migrating {}", t.resizes, t.entries(), t.slots(), t.migrating());
+        assert_eq!(t.entries(), reference.len());
+        assert!(t.max_displacement <= 8);
+        assert!((t.entries() as f64) <= 0.6 * (t.ways() * t.slots()) as f64 + 1.0);
+        for (&k, _) in &reference {
+            t.remove(k);
+        }
+        assert_eq!(t.entries(), 0);
+        t.free(&mut mem);
+        assert_eq!(mem.counters().frames_page_table, 0);
+    }
+}
