@@ -9,6 +9,7 @@ use vmlab::os::buddy::{BuddyAllocator, FrameUse};
 use vmlab::pt::hashed::{HashFunction, HashedConfig, LargePages, TableScope};
 use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::inverted::InvertedConfig;
+use vmlab::pt::cwc::EcptWalkCaches;
 use vmlab::pt::ecpt::EcptConfig;
 use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable};
 use vmlab::pt::{linear::LinearConfig, LinearPageTable};
@@ -231,9 +232,14 @@ proptest! {
         ways in prop_oneof![Just(2usize), Just(3), Just(4)],
         migrate in prop_oneof![Just(1usize), Just(4)],
         kicks in prop_oneof![Just(1usize), Just(16)],
+        cwc in any::<bool>(),
     ) {
-        let cfg = EcptConfig { ways, initial_slots: [8, 8, 8], migrate_per_insert: migrate, max_kicks: kicks, ..Default::default() };
-        check_kind(ElasticCuckooPageTable::new(&cfg).unwrap(), NoWalkCaches, &ops, true)?;
+        let cfg = EcptConfig {
+            ways, initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: migrate, max_kicks: kicks,
+            cwt: cwc, pmd_cwc: if cwc { 4 } else { 0 }, pud_cwc: if cwc { 2 } else { 0 }, ..Default::default()
+        };
+        let caches = if cwc { EcptWalkCaches::new(4, 2, 1, 0).unwrap() } else { EcptWalkCaches::none() };
+        check_kind(ElasticCuckooPageTable::new(&cfg).unwrap(), caches, &ops, true)?;
     }
 
     #[test]

@@ -3,13 +3,24 @@
 //! size (4K, 2M, 1G), each entry a 64-byte line with the tag of 8 consecutive pages of
 //! that size and their 8 PTEs.
 //!
-//! A walk without walk caches (the plain native design) probes every page size's table
-//! in every way at once: one sequential step of up to 3·d parallel references, only one
-//! of which can hit. (Cuckoo walk tables and caches, which prune the sizes and ways a
-//! walk probes, are not built yet: every walk is a *complete* walk.)
+//! Cuckoo walk tables (CWTs) record, per 2 MiB region (PMD-CWT) and per 1 GiB region
+//! (PUD-CWT), which page sizes map it; they are cuckoo tables of their own in simulated
+//! memory. Cuckoo walk caches (CWCs, [`super::cwc`]) cache CWT entries. A walk is one
+//! sequential step whose parallel references depend on what the CWCs know:
+//!
+//! - *direct*: the PMD-CWC knows the region's page size and (the CWT also records ways)
+//!   the way of the entry: 1 reference;
+//! - *size*: one page size known, its d ways probed;
+//! - *partial*: the PUD-CWC rules out some page sizes: the others × d ways;
+//! - *complete*: no CWC hit: every size × d ways, plus the PUD- and PMD-CWT entries
+//!   fetched in parallel to fill the CWCs.
+//!
+//! The CWTs' way information is kept exact (the OS updates it when cuckoo kicks move
+//! entries, as in the paper); that update cost is not modelled.
 
 use super::cuckoo::{CuckooParams, ElasticCuckooTable, CLUSTER};
-use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use super::cwc::{EcptWalkCaches, PMD_SHIFT, PUD_SHIFT};
+use super::{PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::BuddyAllocator;
@@ -30,6 +41,16 @@ pub struct EcptConfig {
     pub migrate_per_insert: usize,
     /// Displacements an insertion may make before the table grows.
     pub max_kicks: usize,
+    /// Keep cuckoo walk tables (needed by the CWCs).
+    pub cwt: bool,
+    /// Initial slots per way of the PMD- and PUD-CWT, and their ways.
+    pub cwt_slots: [usize; 2],
+    pub cwt_ways: usize,
+    /// CWC entries: PMD (2 MiB regions) and PUD (1 GiB regions); 0 = none.
+    pub pmd_cwc: usize,
+    pub pud_cwc: usize,
+    /// Cycles for the (parallel) CWC probe at the start of a walk.
+    pub cwc_latency: u32,
 }
 
 impl Default for EcptConfig {
@@ -42,6 +63,13 @@ impl Default for EcptConfig {
             growth: 2,
             migrate_per_insert: 4,
             max_kicks: 16,
+            // Table 2: CWTs 4096 x 2 (PUD 2048 x 2); PMD-CWC 16, PUD-CWC 2 entries.
+            cwt: true,
+            cwt_slots: [4096, 2048],
+            cwt_ways: 2,
+            pmd_cwc: 16,
+            pud_cwc: 2,
+            cwc_latency: 1,
         }
     }
 }
@@ -50,6 +78,9 @@ const SIZES: [PageSize; 3] = [PageSize::K4, PageSize::M2, PageSize::G1];
 
 struct SpaceTables {
     tables: Vec<ElasticCuckooTable>,
+    /// PMD-CWT (key: 2 MiB region; ptes[0] = 4K pages, ptes[1] = 2M pages in it) and
+    /// PUD-CWT (key: 1 GiB region; ptes[0..3] = 4K, 2M, 1G pages in it).
+    cwt: Option<[ElasticCuckooTable; 2]>,
 }
 
 pub struct ElasticCuckooPageTable {
@@ -57,8 +88,8 @@ pub struct ElasticCuckooPageTable {
     params: CuckooParams,
     spaces: Vec<Option<SpaceTables>>,
     mapped: u64,
-    /// Walks (every walk is complete without CWCs).
-    complete_walks: u64,
+    /// Walks by class: direct, size, partial, complete.
+    classes: [u64; 4],
     retired_resizes: u64,
     retired_migrated: u64,
 }
@@ -88,6 +119,12 @@ impl ElasticCuckooPageTable {
         if cfg.growth < 2 || !cfg.growth.is_power_of_two() {
             return Err(Error::config("page_table.ecpt.growth", "must be a power of two >= 2"));
         }
+        if cfg.cwt_slots.iter().any(|&s| s < 8 || !s.is_power_of_two() || s > 1 << 24) || !(1..=8).contains(&cfg.cwt_ways) {
+            return Err(Error::config("page_table.ecpt.cwt_slots", "CWT slots must be powers of two between 8 and 2^24, cwt_ways 1 to 8"));
+        }
+        if !cfg.cwt && (cfg.pmd_cwc > 0 || cfg.pud_cwc > 0) {
+            return Err(Error::config("page_table.ecpt.cwt", "the CWCs cache CWT entries: set pmd_cwc = pud_cwc = 0 without CWTs"));
+        }
         if cfg.migrate_per_insert == 0 || cfg.max_kicks == 0 {
             return Err(Error::config("page_table.ecpt.migrate_per_insert", "migrate_per_insert and max_kicks must be at least 1"));
         }
@@ -102,7 +139,7 @@ impl ElasticCuckooPageTable {
             },
             spaces: Vec::new(),
             mapped: 0,
-            complete_walks: 0,
+            classes: [0; 4],
             retired_resizes: 0,
             retired_migrated: 0,
         })
@@ -126,13 +163,43 @@ impl ElasticCuckooPageTable {
         })
     }
 
+    /// Count a page of size index `i` at `va` in (or out of) the CWT entries of its
+    /// regions; entries appear with their first page and go with their last.
+    fn count_in_cwts(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, i: usize, add: bool) -> Result<()> {
+        let Some(s) = self.space_mut(asid) else { return Ok(()) };
+        let Some(cwt) = &mut s.cwt else { return Ok(()) };
+        for (t, shift, covers) in [(0usize, PMD_SHIFT, i < 2), (1, PUD_SHIFT, true)] {
+            if !covers {
+                continue;
+            }
+            let key = va >> shift;
+            if add {
+                cwt[t].entry(mem, key)?.ptes[i] += 1;
+            } else if let Some(c) = cwt[t].find_mut(key) {
+                c.ptes[i] -= 1;
+                if c.is_empty_cluster() {
+                    cwt[t].remove(key);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Page-size counts of the CWT entry of `va`'s region in table `t` (0 PMD, 1 PUD),
+    /// and the entry's address; None if the region has no entry.
+    fn cwt_entry(&self, asid: Asid, va: u64, t: usize) -> Option<([u64; 3], u64)> {
+        let cwt = self.space(asid)?.cwt.as_ref()?;
+        let key = va >> [PMD_SHIFT, PUD_SHIFT][t];
+        cwt[t].find(key).map(|(p, c)| ([c.ptes[0], c.ptes[1], c.ptes[2]], p.pa))
+    }
+
     fn translation(i: usize, e: u64) -> Translation {
         Translation { pa: e & !0xfff, size: SIZES[i], perms: Perms::from_bits(e as u8) }
     }
 }
 
 impl PageTable for ElasticCuckooPageTable {
-    type Caches = NoWalkCaches;
+    type Caches = EcptWalkCaches;
 
     fn kind(&self) -> &'static str {
         "ecpt"
@@ -151,13 +218,22 @@ impl PageTable for ElasticCuckooPageTable {
             let tables = (0..3)
                 .map(|i| ElasticCuckooTable::new(mem, self.params, self.cfg.initial_slots[i]))
                 .collect::<Result<Vec<_>>>()?;
-            self.spaces[a] = Some(SpaceTables { tables });
+            let cwt = if self.cfg.cwt {
+                let p = CuckooParams { ways: self.cfg.cwt_ways, ..self.params };
+                Some([ElasticCuckooTable::new(mem, p, self.cfg.cwt_slots[0])?, ElasticCuckooTable::new(mem, p, self.cfg.cwt_slots[1])?])
+            } else {
+                None
+            };
+            self.spaces[a] = Some(SpaceTables { tables, cwt });
         }
         Ok(())
     }
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
         let Some(s) = self.spaces.get_mut(asid as usize).and_then(|s| s.take()) else { return };
+        for t in s.cwt.into_iter().flatten() {
+            t.free(mem);
+        }
         for t in s.tables {
             self.mapped -= t.mapped_ptes();
             self.retired_resizes += t.resizes;
@@ -178,7 +254,7 @@ impl PageTable for ElasticCuckooPageTable {
         }
         c.ptes[slot] = pte(pa, perms);
         self.mapped += 1;
-        Ok(())
+        self.count_in_cwts(mem, asid, va, i, true)
     }
 
     fn unmap(&mut self, _mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
@@ -191,6 +267,7 @@ impl PageTable for ElasticCuckooPageTable {
             t.remove(key);
         }
         self.mapped -= 1;
+        self.count_in_cwts(_mem, asid, va, i, false).expect("a CWT decrement allocates nothing");
         Some(Self::translation(i, e))
     }
 
@@ -208,22 +285,79 @@ impl PageTable for ElasticCuckooPageTable {
         self.lookup(asid, va).map(|(i, e)| Self::translation(i, e))
     }
 
-    fn walk(&mut self, asid: Asid, va: u64, _: &mut NoWalkCaches, path: &mut WalkPath) -> Option<Translation> {
-        let s = self.space(asid)?;
-        // A complete walk: every size, every way, in parallel (one step).
+    fn walk(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, path: &mut WalkPath) -> Option<Translation> {
+        self.space(asid)?;
+        // Both CWCs are probed at once; a PMD-CWC hit makes the PUD-CWC's moot.
+        let pmd_hit = c.pmd.lookup(asid, va);
+        let pud_hit = !pmd_hit && c.pud.lookup(asid, va);
+        let pmd = if pmd_hit { self.cwt_entry(asid, va, 0) } else { None };
+        let pud = if pud_hit { self.cwt_entry(asid, va, 1) } else { None };
+        // Which sizes to probe (bit i: SIZES[i]).
+        let sizes: u8 = match (pmd, pud) {
+            (Some((n, _)), _) => if n[1] > 0 { 0b010 } else { 0b001 },
+            (None, Some((n, _))) => (0..3).filter(|&i| n[i] > 0).fold(0, |m, i| m | 1 << i),
+            _ => 0b111,
+        };
         path.begin_step();
-        for (i, &size) in SIZES.iter().enumerate() {
-            let (key, _) = key_of(va, size);
-            for w in 0..s.tables[i].ways() {
-                path.push_parallel(s.tables[i].probe_pa(key, w), i as u8 + 1);
+        let s = self.space(asid)?;
+        let mut direct = false;
+        if sizes.count_ones() == 1 && pmd.is_some() {
+            // Direct: the CWT names the way of the entry, if the entry exists.
+            let i = sizes.trailing_zeros() as usize;
+            if let Some((probe, _)) = s.tables[i].find(key_of(va, SIZES[i]).0) {
+                path.push_parallel(probe.pa, i as u8 + 1);
+                direct = true;
             }
         }
-        self.complete_walks += 1;
+        if !direct {
+            for (i, &size) in SIZES.iter().enumerate().filter(|(i, _)| sizes & (1 << i) != 0) {
+                let (key, _) = key_of(va, size);
+                for w in 0..s.tables[i].ways() {
+                    path.push_parallel(s.tables[i].probe_pa(key, w), i as u8 + 1);
+                }
+            }
+        }
+        // CWT entries the CWCs missed are fetched alongside, and cached.
+        let mut fill = [false; 2];
+        if !pmd_hit && c.pmd.enabled() {
+            if let Some((_, pa)) = self.cwt_entry(asid, va, 0) {
+                path.push_parallel(pa, 0);
+                fill[0] = true;
+            }
+        }
+        if !pmd_hit && !pud_hit && c.pud.enabled() {
+            if let Some((_, pa)) = self.cwt_entry(asid, va, 1) {
+                path.push_parallel(pa, 0);
+                fill[1] = true;
+            }
+        }
+        if path.refs().last().map_or(true, |r| r.step + 1 != path.steps()) {
+            // No reference in the step (no size could hold va): probe the 4K table.
+            let s = self.space(asid)?;
+            let (key, _) = key_of(va, SIZES[0]);
+            path.push_parallel(s.tables[0].probe_pa(key, 0), 1);
+        }
+        if fill[0] {
+            c.pmd.fill(asid, va);
+        }
+        if fill[1] {
+            c.pud.fill(asid, va);
+        }
+        let class = if direct {
+            0
+        } else {
+            match sizes.count_ones() {
+                1 => 1,
+                2 => 2,
+                _ => 3,
+            }
+        };
+        self.classes[class] += 1;
         self.translate(asid, va)
     }
 
     fn footprint(&self) -> PtFootprint {
-        let tables = || self.spaces.iter().flatten().flat_map(|s| s.tables.iter());
+        let tables = || self.spaces.iter().flatten().flat_map(|s| s.tables.iter().chain(s.cwt.iter().flatten()));
         PtFootprint {
             bytes: tables().map(|t| t.bytes()).sum(),
             nodes: tables().map(|t| t.entries() as u64).sum(),
@@ -252,7 +386,8 @@ impl PageTable for ElasticCuckooPageTable {
             .collect();
         serde_json::json!({
             "tables": per_size,
-            "walks": {"complete": self.complete_walks, "size": 0, "partial": 0, "direct": 0},
+            "walks": {"direct": self.classes[0], "size": self.classes[1], "partial": self.classes[2], "complete": self.classes[3]},
+            "cwt_bytes": self.spaces.iter().flatten().flat_map(|s| s.cwt.iter().flatten()).map(|t| t.bytes()).sum::<u64>(),
             "retired_resizes": self.retired_resizes, "retired_migrated": self.retired_migrated,
         })
     }
@@ -261,15 +396,16 @@ impl PageTable for ElasticCuckooPageTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pt::WalkCaches;
 
     #[test]
     fn a_walk_is_one_step_of_three_sizes_times_d_references() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
-        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], ..Default::default() }).unwrap();
+        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt: false, pmd_cwc: 0, pud_cwc: 0, ..Default::default() }).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         pt.map(&mut mem, 0, 0x40_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
         let mut path = WalkPath::new();
-        let t = pt.walk(0, 0x40_0123, &mut NoWalkCaches, &mut path).unwrap();
+        let t = pt.walk(0, 0x40_0123, &mut EcptWalkCaches::none(), &mut path).unwrap();
         assert_eq!(t.phys(0x40_0123), 0x9123);
         assert_eq!((path.steps(), path.refs().len()), (1, 9));
         // Neighbouring pages share the 8-PTE entry.
@@ -284,11 +420,12 @@ mod tests {
     fn translations_survive_resizes() {
         use rand::{Rng, SeedableRng};
         let mut mem = BuddyAllocator::new(1 << 32).unwrap();
-        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [8, 8, 8], migrate_per_insert: 1, ..Default::default() }).unwrap();
+        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: 1, ..Default::default() }).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
         let mut mapped = std::collections::BTreeMap::new();
         let mut path = WalkPath::new();
+        let mut cwc = EcptWalkCaches::new(16, 2, 1, 0).unwrap();
         for n in 0..3000u64 {
             let va = (rng.gen_range(0..1u64 << 24) << 12) & !0xfff;
             if mapped.contains_key(&va) {
@@ -300,7 +437,7 @@ mod tests {
             if n % 250 == 0 {
                 for (&v, &p) in &mapped {
                     path.clear();
-                    assert_eq!(pt.walk(0, v, &mut NoWalkCaches, &mut path).map(|t| t.pa), Some(p));
+                    assert_eq!(pt.walk(0, v, &mut cwc, &mut path).map(|t| t.pa), Some(p));
                 }
             }
         }
@@ -308,6 +445,37 @@ mod tests {
         assert!(d["tables"][0]["resizes"].as_u64().unwrap() >= 5, "{d}");
         assert!(d["tables"][0]["migrated"].as_u64().unwrap() > 0);
         assert_eq!(pt.footprint().mapped_pages, mapped.len() as u64);
+    }
+
+    /// Walk classes: cold = complete (+ CWT fetches), then a PMD-CWC hit is direct.
+    #[test]
+    fn cwcs_turn_complete_walks_into_direct_ones() {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], ..Default::default() }).unwrap();
+        let mut c = EcptWalkCaches::new(16, 2, 1, 0).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        pt.map(&mut mem, 0, 0x4000_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 0, 0x4060_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        // Cold: 3 sizes x 3 ways + the PMD- and PUD-CWT entries, one step.
+        pt.walk(0, 0x4000_0000, &mut c, &mut path).unwrap();
+        assert_eq!((path.steps(), path.refs().len()), (1, 11));
+        // Warm PMD-CWC: one reference.
+        path.clear();
+        assert_eq!(pt.walk(0, 0x4000_0abc, &mut c, &mut path).unwrap().pa, 0x9000);
+        assert_eq!(path.refs().len(), 1);
+        // Another 2M region of the same 1G region: the PUD-CWC rules out 1G: 2 sizes x 3
+        // ways (partial), plus this region's PMD-CWT entry.
+        path.clear();
+        assert_eq!(pt.walk(0, 0x4060_1234, &mut c, &mut path).unwrap().size, PageSize::M2);
+        assert_eq!(path.refs().len(), 7);
+        let d = pt.details();
+        assert_eq!((d["walks"]["complete"].as_u64(), d["walks"]["direct"].as_u64(), d["walks"]["partial"].as_u64()), (Some(1), Some(1), Some(1)));
+        // Unmapping the last page of a region removes its CWT entry and the CWC's copy.
+        pt.unmap(&mut mem, 0, 0x4000_0000).unwrap();
+        c.invalidate(0, 0x4000_0000);
+        path.clear();
+        assert!(pt.walk(0, 0x4000_0000, &mut c, &mut path).is_none());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod arena;
 pub mod cuckoo;
+pub mod cwc;
 pub mod ecpt;
 pub mod guarded;
 pub mod hashed;

@@ -7,6 +7,7 @@ pub use engine::Engine;
 
 use crate::config::Config;
 use crate::error::Result;
+use crate::pt::cwc::EcptWalkCaches;
 use crate::pt::nested::NestedWalkCaches;
 use crate::pt::{radix::PageWalkCache, ElasticCuckooPageTable, NestedRadixPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
@@ -37,7 +38,11 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
             run_kind(cfg, pt, pwc, src, info, on_batch)
         }
         "guarded" => run_kind(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, src, info, on_batch),
-        "ecpt" => run_kind(cfg, ElasticCuckooPageTable::new(&cfg.page_table.ecpt)?, NoWalkCaches, src, info, on_batch),
+        "ecpt" => {
+            let e = &cfg.page_table.ecpt;
+            let cwc = EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;
+            run_kind(cfg, ElasticCuckooPageTable::new(e)?, cwc, src, info, on_batch)
+        }
         "nested-radix" => {
             let pt = NestedRadixPageTable::new(cfg.page_table.radix.levels, &cfg.page_table.nested)?;
             let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
