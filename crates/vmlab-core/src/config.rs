@@ -13,6 +13,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("skylake", include_str!("../../../configs/skylake.toml")),
     ("tiny", include_str!("../../../configs/tiny.toml")),
     ("itanium2", include_str!("../../../configs/itanium2.toml")),
+    ("ecpt-asplos22", include_str!("../../../configs/ecpt-asplos22.toml")),
 ];
 
 /// Page-table organisations `page_table.kind` accepts.

@@ -316,3 +316,19 @@ fn nested_radix_walks_take_24_steps_through_the_engine() {
     let doc = simulate("tiny", &bare, vec![mmap(BASE, 1 << 20), Record::read(BASE, 8, 1), Record::read(BASE + 8, 8, 1)]).unwrap();
     assert_eq!(u(&doc, "/walks/count"), 1);
 }
+
+/// ECPT through the engine: every last-level TLB miss is one walk of one sequential
+/// step, classified; the preset's CWCs make most walks cheaper than complete ones.
+#[test]
+fn ecpt_walks_are_single_steps_and_classified() {
+    let mut recs = vec![mmap(BASE, 64 << 20)];
+    recs.extend((0..20_000u64).map(|i| Record::read(BASE + ((i * 7919) % (16 << 10) << 12), 8, 1)));
+    let doc = simulate("ecpt-asplos22", &[], recs).unwrap();
+    let walks = u(&doc, "/walks/count");
+    assert_eq!(walks, u(&doc, "/tlb/l2_4k/misses"), "one walk per L2 miss (4K pages only)");
+    assert_eq!(u(&doc, "/walks/steps"), walks);
+    let classes: u64 = ["direct", "size", "partial", "complete"].iter().map(|c| u(&doc, &format!("/page_table/details/walks/{c}"))).sum();
+    assert_eq!(classes, walks);
+    assert!(u(&doc, "/page_table/details/walks/complete") < walks / 2);
+    assert!(u(&doc, "/walk_caches/pud_cwc/hits") > 0);
+}
