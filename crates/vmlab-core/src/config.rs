@@ -17,7 +17,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded", "linear", "nested-radix", "ecpt"];
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded", "linear", "ecpt", "nested-radix", "nested-ecpt", "hybrid"];
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -25,7 +25,7 @@ pub use guarded::GuardedPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
 pub use linear::LinearPageTable;
-pub use nested::NestedRadixPageTable;
+pub use nested::{NestedPageTable, NestedRadixPageTable};
 pub use radix::RadixPageTable;
 pub use stlb::SoftwareTlb;
 pub use walk::{WalkPath, WalkRef};

@@ -1,9 +1,19 @@
-//! Nested (two-dimensional) radix translation (Stojkovic et al. §2.2; AMD NPT / Intel
-//! EPT): a guest radix table maps guest-virtual to guest-physical addresses, and a host
-//! radix table maps guest-physical to host-physical ones. The guest table's nodes live
-//! in guest-physical memory, so every guest entry the walker reads must itself be
-//! translated by a host walk first: L guest levels over L host levels take up to
-//! (L + 1)² − 1 sequential references (24 for 4 over 4, 35 for 5 over 5).
+//! Nested (two-dimensional) translation (Stojkovic et al. §2.2, §3; AMD NPT / Intel
+//! EPT): a guest page table maps guest-virtual to guest-physical addresses, and a host
+//! page table maps guest-physical to host-physical ones. The guest table lives in
+//! guest-physical memory, so every guest entry the walker reads must itself be
+//! translated by the host first. Any guest kind composes with any host kind:
+//!
+//! - radix over radix (`nested-radix`): L guest levels over L host levels take up to
+//!   (L + 1)² − 1 sequential references (24 for 4 over 4, 35 for 5 over 5);
+//! - ECPT over ECPT (`nested-ecpt`, the plain design of §3.1): three sequential steps —
+//!   host-translate every guest entry the guest probe could read (up to n²d² parallel
+//!   references), read those entries (n·d), host-translate the data page (n·d);
+//! - radix over ECPT (`hybrid`, §5): each guest level is one parallel host step plus the
+//!   guest entry, then the data page's host step: 2L + 1 = 9 steps for 4 levels.
+//!
+//! A guest step's references are host-translated in parallel: their host walks run side
+//! by side, the k-th steps of all of them forming one step.
 //!
 //! The OS model is the guest OS: it allocates guest-physical frames from the engine's
 //! buddy allocator and maps them here. The hypervisor is modelled inside this table: it
@@ -19,7 +29,7 @@
 //! (NPWC: the host table's upper-level entries, for every host walk).
 
 use super::radix::PageWalkCache;
-use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath};
+use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::Bytes;
 use crate::error::{Error, Result};
@@ -46,6 +56,9 @@ pub struct NestedConfig {
     /// Nested PWC entries per host level, lowest first ([PDE, PDPTE, PML4E, ...]).
     pub npwc_entries: Vec<usize>,
     pub npwc_ways: usize,
+    /// Host CWC entries (ECPT hosts: nested-ecpt, hybrid): PMD and PUD regions.
+    pub host_pmd_cwc: usize,
+    pub host_pud_cwc: usize,
     /// Cycles for the NTLB/NPWC probes at the start of each walk.
     pub latency: u32,
 }
@@ -60,103 +73,120 @@ impl Default for NestedConfig {
             ntlb_ways: 0,
             npwc_entries: vec![16, 16, 16],
             npwc_ways: 0,
+            // Table 2's hCWC of step 3 (its 16 PTE-hCWC entries are not modelled).
+            host_pmd_cwc: 4,
+            host_pud_cwc: 2,
             latency: 1,
         }
     }
 }
 
-/// The walk caches of nested translation.
-pub struct NestedWalkCaches {
-    /// Guest upper-level entries (the native PWC, on guest levels).
-    pub guest_pwc: PageWalkCache,
-    /// Host upper-level entries, used by every host walk.
-    pub npwc: PageWalkCache,
+/// The walk caches of nested translation: the guest kind's (e.g. the guest PWC), the
+/// host kind's (the nested PWC, or host CWCs), and the nested TLB.
+pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches> {
+    pub guest: GC,
+    pub host: HC,
     /// Guest-physical page -> host-physical page of guest page-table pages.
     ntlb: Option<AssocCache<u64>>,
     ntlb_counters: CacheCounters,
     latency: u32,
 }
 
-impl NestedWalkCaches {
-    pub fn new(guest_pwc: PageWalkCache, cfg: &NestedConfig, seed: u64) -> Result<NestedWalkCaches> {
-        let ways = if cfg.npwc_ways == 0 { usize::MAX } else { cfg.npwc_ways };
-        let npwc_ways = cfg.npwc_entries.iter().map(|&e| ways.min(e)).max().unwrap_or(0);
-        let npwc = if cfg.npwc_entries.iter().all(|&e| e == 0) {
-            PageWalkCache::none()
-        } else {
-            // PageWalkCache takes one associativity; fully associative = the entry count
-            // of each level (`ways.min(n)` inside).
-            PageWalkCache::new(&cfg.npwc_entries, npwc_ways, Replacement::Lru, 0, seed.wrapping_add(77))
-                .map_err(|e| Error::config("page_table.nested.npwc_entries", e.to_string()))?
-        };
+/// The nested PWC of a radix host, from `[page_table.nested]`.
+pub fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
+    if cfg.npwc_entries.iter().all(|&e| e == 0) {
+        return Ok(PageWalkCache::none());
+    }
+    // PageWalkCache takes one associativity (capped at each level's entries):
+    // fully associative = the largest level's entry count.
+    let ways = if cfg.npwc_ways == 0 { usize::MAX } else { cfg.npwc_ways };
+    let npwc_ways = cfg.npwc_entries.iter().map(|&e| ways.min(e)).max().unwrap_or(0);
+    PageWalkCache::new(&cfg.npwc_entries, npwc_ways, Replacement::Lru, 0, seed.wrapping_add(77))
+        .map_err(|e| Error::config("page_table.nested.npwc_entries", e.to_string()))
+}
+
+impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
+    pub fn new(guest: GC, host: HC, cfg: &NestedConfig, seed: u64) -> Result<Self> {
         let ntlb = if cfg.ntlb_entries == 0 {
             None
         } else {
             Some(AssocCache::new(cfg.ntlb_entries, cfg.ntlb_ways, Replacement::Lru, seed.wrapping_add(78), "page_table.nested.ntlb")?)
         };
-        Ok(NestedWalkCaches { guest_pwc, npwc, ntlb, ntlb_counters: CacheCounters::default(), latency: cfg.latency })
+        Ok(NestedWalkCaches { guest, host, ntlb, ntlb_counters: CacheCounters::default(), latency: cfg.latency })
     }
 }
 
-impl WalkCaches for NestedWalkCaches {
+impl<GC: WalkCaches, HC: WalkCaches> WalkCaches for NestedWalkCaches<GC, HC> {
     fn flush_all(&mut self) {
-        self.guest_pwc.flush_all();
-        self.npwc.flush_all();
+        self.guest.flush_all();
+        self.host.flush_all();
         if let Some(n) = &mut self.ntlb {
             n.flush_all();
         }
     }
     fn flush_asid(&mut self, asid: Asid) {
         // Guest entries are per guest process; host entries belong to the VM.
-        self.guest_pwc.flush_asid(asid);
+        self.guest.flush_asid(asid);
     }
     fn invalidate(&mut self, asid: Asid, va: u64) {
-        self.guest_pwc.invalidate(asid, va);
+        self.guest.invalidate(asid, va);
     }
     fn counters(&self) -> Vec<(String, CacheCounters)> {
-        let mut v = self.guest_pwc.counters();
-        v.extend(self.npwc.counters().into_iter().map(|(n, c)| (format!("npwc_{}", n.trim_start_matches("pwc_")), c)));
+        let mut v = self.guest.counters();
+        v.extend(self.host.counters().into_iter().map(|(n, c)| (format!("host_{n}"), c)));
         if self.ntlb.is_some() {
             v.push(("ntlb".to_string(), self.ntlb_counters.clone()));
         }
         v
     }
     fn probe_latency(&self) -> u64 {
-        self.guest_pwc.probe_latency() + if self.ntlb.is_some() || self.npwc.probe_latency() > 0 { self.latency as u64 } else { 0 }
+        self.guest.probe_latency() + if self.ntlb.is_some() || self.host.probe_latency() > 0 { self.latency as u64 } else { 0 }
     }
 }
 
-/// Guest radix over host radix.
-pub struct NestedRadixPageTable {
-    guest: RadixPageTable,
-    host: RadixPageTable,
+/// A guest page table over a host page table.
+pub struct NestedPageTable<G: PageTable, H: PageTable> {
+    kind: &'static str,
+    guest: G,
+    host: H,
     host_mem: BuddyAllocator,
     host_size: PageSize,
-    sizes: Vec<PageSize>,
     gpath: WalkPath,
     hpath: WalkPath,
+    /// Host references of one guest step's parallel host walks, before merging.
+    merge: Vec<WalkRef>,
+    /// Host-physical addresses of one guest step's entries.
+    hpas: Vec<(u64, u8)>,
     /// Guest-physical 4K pages backed on first use (EPT-violation-like host faults).
     host_faults: u64,
     host_fallbacks: u64,
 }
 
-impl NestedRadixPageTable {
-    pub fn new(guest_levels: u8, cfg: &NestedConfig) -> Result<NestedRadixPageTable> {
+/// Guest radix over host radix.
+pub type NestedRadixPageTable = NestedPageTable<RadixPageTable, RadixPageTable>;
+
+impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
+    /// `host` gets the VM's address space here; `kind` names the design in stats.
+    pub fn new(kind: &'static str, guest: G, mut host: H, cfg: &NestedConfig) -> Result<Self> {
         let host_size = PageSize::from_bytes(cfg.host_page_size.0).map_err(|m| Error::config("page_table.nested.host_page_size", m))?;
         if host_size != PageSize::K4 && host_size != PageSize::M2 {
             return Err(Error::config("page_table.nested.host_page_size", format!("must be 4K or 2M, not {host_size}")));
         }
-        let mut host = RadixPageTable::new(cfg.host_levels).map_err(|_| Error::config("page_table.nested.host_levels", "must be 4 or 5"))?;
+        if !host.page_sizes().contains(&host_size) {
+            return Err(Error::config("page_table.nested.host_page_size", format!("the host {} table cannot map {host_size} pages", host.kind())));
+        }
         let mut host_mem = BuddyAllocator::new(cfg.host_phys_mem.0).map_err(|e| Error::config("page_table.nested.host_phys_mem", e.to_string()))?;
         host.create_space(&mut host_mem, VM)?;
-        Ok(NestedRadixPageTable {
-            guest: RadixPageTable::new(guest_levels)?,
+        Ok(NestedPageTable {
+            kind,
+            guest,
             host,
             host_mem,
             host_size,
-            sizes: vec![PageSize::K4, PageSize::M2, PageSize::G1],
             gpath: WalkPath::new(),
             hpath: WalkPath::new(),
+            merge: Vec::with_capacity(256),
+            hpas: Vec::with_capacity(64),
             host_faults: 0,
             host_fallbacks: 0,
         })
@@ -183,16 +213,6 @@ impl NestedRadixPageTable {
         self.host.map(&mut self.host_mem, VM, PageSize::K4.align_down(gpa), hpa, PageSize::K4, Perms::RWX_USER)
     }
 
-    /// Back every guest page-table node on the path to `va`.
-    fn back_guest_path(&mut self, asid: Asid, va: u64) -> Result<()> {
-        let mut frames = [0u64; 5];
-        let n = self.guest.path_frames(asid, va, &mut frames);
-        for &f in &frames[..n] {
-            self.back(f)?;
-        }
-        Ok(())
-    }
-
     /// Compose a guest translation of `va` with the host's: guest-virtual -> host-physical.
     fn compose(&self, va: u64, g: Translation) -> Option<Translation> {
         let gpa = g.phys(va);
@@ -201,9 +221,10 @@ impl NestedRadixPageTable {
         Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
     }
 
-    /// Translate the guest-physical address of a guest page-table entry: through the
-    /// NTLB, or a host walk whose references become steps of `path`.
-    fn host_ref(&mut self, gpa: u64, c: &mut NestedWalkCaches, path: &mut WalkPath) -> Option<u64> {
+    /// Host-translate the guest-physical address of a guest entry: through the NTLB, or
+    /// a host walk whose references go to `merge` (steps counted from 0). Backs the page
+    /// first if the hypervisor has not yet (a guest table page's first use).
+    fn host_ref(&mut self, gpa: u64, c: &mut NestedWalkCaches<G::Caches, H::Caches>) -> Option<u64> {
         let page = gpa >> 12;
         if let Some(ntlb) = &mut c.ntlb {
             let set = ntlb.set_of(page);
@@ -213,7 +234,12 @@ impl NestedRadixPageTable {
                 return Some((hpage << 12) | (gpa & 0xfff));
             }
         }
-        let h = self.host_walk(gpa, c, path)?;
+        if self.host.translate(VM, gpa).is_none() {
+            self.back(gpa).ok()?;
+        }
+        self.hpath.clear();
+        let h = self.host.walk(VM, gpa, &mut c.host, &mut self.hpath)?;
+        self.merge.extend_from_slice(self.hpath.refs());
         if let Some(ntlb) = &mut c.ntlb {
             let set = ntlb.set_of(page);
             ntlb.fill_absent(set, page, VM, h.phys(gpa) >> 12);
@@ -221,14 +247,18 @@ impl NestedRadixPageTable {
         Some(h.phys(gpa))
     }
 
-    /// A host walk for `gpa` through the NPWC; its references become steps of `path`.
-    fn host_walk(&mut self, gpa: u64, c: &mut NestedWalkCaches, path: &mut WalkPath) -> Option<Translation> {
-        self.hpath.clear();
-        let h = self.host.walk(VM, gpa, &mut c.npwc, &mut self.hpath);
-        for r in self.hpath.refs() {
-            path.push_step(r.pa, r.what);
+    /// Append the merged host walks as steps of `path`: their k-th steps together.
+    fn flush_merge(&mut self, path: &mut WalkPath) {
+        self.merge.sort_by_key(|r| r.step);
+        let mut step = u16::MAX;
+        for r in &self.merge {
+            if r.step != step {
+                path.begin_step();
+                step = r.step;
+            }
+            path.push_parallel(r.pa, r.what);
         }
-        h
+        self.merge.clear();
     }
 
     pub fn host_footprint(&self) -> PtFootprint {
@@ -236,20 +266,19 @@ impl NestedRadixPageTable {
     }
 }
 
-impl PageTable for NestedRadixPageTable {
-    type Caches = NestedWalkCaches;
+impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
+    type Caches = NestedWalkCaches<G::Caches, H::Caches>;
 
     fn kind(&self) -> &'static str {
-        "nested-radix"
+        self.kind
     }
 
     fn page_sizes(&self) -> &[PageSize] {
-        &self.sizes
+        self.guest.page_sizes()
     }
 
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
-        self.guest.create_space(mem, asid)?;
-        self.back_guest_path(asid, 0)
+        self.guest.create_space(mem, asid)
     }
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
@@ -259,7 +288,6 @@ impl PageTable for NestedRadixPageTable {
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
         self.guest.map(mem, asid, va, pa, size, perms)?;
-        self.back_guest_path(asid, va)?;
         // Back the data page (every 4K of it; 2M host pages cover many at once).
         let mut off = 0;
         while off < size.bytes() {
@@ -285,27 +313,40 @@ impl PageTable for NestedRadixPageTable {
         self.compose(va, self.guest.translate(asid, va)?)
     }
 
-    fn walk(&mut self, asid: Asid, va: u64, c: &mut NestedWalkCaches, path: &mut WalkPath) -> Option<Translation> {
-        // The guest walk's references are guest-physical: each is preceded by the host
-        // walk that translates it (Stojkovic et al. Fig. 2).
+    fn walk(&mut self, asid: Asid, va: u64, c: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation> {
         let mut gpath = std::mem::take(&mut self.gpath);
         gpath.clear();
-        let g = self.guest.walk(asid, va, &mut c.guest_pwc, &mut gpath);
+        let g = self.guest.walk(asid, va, &mut c.guest, &mut gpath);
         let mut ok = true;
-        for r in gpath.refs() {
-            match self.host_ref(r.pa, c, path) {
-                Some(hpa) => path.push_step(hpa, r.what),
-                None => {
-                    ok = false;
-                    break;
+        // Each guest step: host-translate its references in parallel, then read them.
+        let refs = gpath.refs();
+        let mut i = 0;
+        while i < refs.len() && ok {
+            let step = refs[i].step;
+            let j = refs[i..].iter().position(|r| r.step != step).map_or(refs.len(), |k| i + k);
+            self.hpas.clear();
+            for r in &refs[i..j] {
+                match self.host_ref(r.pa, c) {
+                    Some(hpa) => self.hpas.push((hpa, r.what)),
+                    None => ok = false,
                 }
             }
+            self.flush_merge(path);
+            path.begin_step();
+            for &(hpa, what) in &self.hpas {
+                path.push_parallel(hpa, what);
+            }
+            i = j;
         }
         self.gpath = gpath;
         let g = g.filter(|_| ok)?;
         // Finally the data page's guest-physical address.
         let gpa = g.phys(va);
-        let h = self.host_walk(gpa, c, path)?;
+        self.hpath.clear();
+        let h = self.host.walk(VM, gpa, &mut c.host, &mut self.hpath);
+        self.merge.extend_from_slice(self.hpath.refs());
+        self.flush_merge(path);
+        let h = h?;
         let size = g.size.min(h.size);
         Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
     }
@@ -319,6 +360,7 @@ impl PageTable for NestedRadixPageTable {
         let (g, h) = (self.guest.footprint(), self.host.footprint());
         serde_json::json!({
             "guest_bytes": g.bytes, "guest_nodes": g.nodes, "guest": self.guest.details(),
+            "guest_kind": self.guest.kind(), "host_kind": self.host.kind(),
             "host_bytes": h.bytes, "host_nodes": h.nodes, "host_mapped_pages": h.mapped_pages, "host": self.host.details(),
             "host_page_size": self.host_size.to_string(),
             "host_faults": self.host_faults, "host_fallbacks": self.host_fallbacks,
@@ -331,7 +373,16 @@ impl PageTable for NestedRadixPageTable {
 mod tests {
     use super::*;
 
-    fn bare(guest_levels: u8, host_levels: u8, host_page: u64) -> (NestedRadixPageTable, NestedWalkCaches, BuddyAllocator) {
+    type Caches = NestedWalkCaches<PageWalkCache, PageWalkCache>;
+
+    fn radix_over_radix(guest_levels: u8, cfg: &NestedConfig) -> (NestedRadixPageTable, Caches) {
+        let host = RadixPageTable::new(cfg.host_levels).unwrap();
+        let pt = NestedPageTable::new("nested-radix", RadixPageTable::new(guest_levels).unwrap(), host, cfg).unwrap();
+        let caches = NestedWalkCaches::new(PageWalkCache::none(), nested_pwc(cfg, 0).unwrap(), cfg, 0).unwrap();
+        (pt, caches)
+    }
+
+    fn bare(guest_levels: u8, host_levels: u8, host_page: u64) -> (NestedRadixPageTable, Caches, BuddyAllocator) {
         let cfg = NestedConfig {
             host_levels,
             host_page_size: Bytes(host_page),
@@ -340,8 +391,7 @@ mod tests {
             npwc_entries: vec![],
             ..Default::default()
         };
-        let pt = NestedRadixPageTable::new(guest_levels, &cfg).unwrap();
-        let caches = NestedWalkCaches::new(PageWalkCache::none(), &cfg, 0).unwrap();
+        let (pt, caches) = radix_over_radix(guest_levels, &cfg);
         (pt, caches, BuddyAllocator::new(4 << 30).unwrap())
     }
 
@@ -388,8 +438,7 @@ mod tests {
     #[test]
     fn ntlb_and_npwc_cut_a_warm_walk() {
         let cfg = NestedConfig { host_phys_mem: Bytes(8 << 30), ..Default::default() };
-        let mut pt = NestedRadixPageTable::new(4, &cfg).unwrap();
-        let mut c = NestedWalkCaches::new(PageWalkCache::none(), &cfg, 0).unwrap();
+        let (mut pt, mut c) = radix_over_radix(4, &cfg);
         let mut mem = BuddyAllocator::new(4 << 30).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         for p in 0..2u64 {
@@ -406,7 +455,50 @@ mod tests {
         assert!(cold > 4 + 4, "cold walk {cold}");
         assert_eq!(path.steps(), 4 + 1);
         let names: Vec<String> = c.counters().into_iter().map(|(n, _)| n).collect();
-        assert!(names.contains(&"ntlb".to_string()) && names.iter().any(|n| n.starts_with("npwc_")), "{names:?}");
+        assert!(names.contains(&"ntlb".to_string()) && names.iter().any(|n| n.starts_with("host_pwc_")), "{names:?}");
+    }
+
+    fn small_ecpt() -> crate::pt::ElasticCuckooPageTable {
+        use crate::pt::ecpt::EcptConfig;
+        crate::pt::ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], ..Default::default() }).unwrap()
+    }
+
+    /// Plain nested ECPT: always three sequential steps — up to n²d², n·d and n·d
+    /// parallel references (n = 3 sizes, d = 3 ways, no walk caches).
+    #[test]
+    fn nested_ecpt_walks_in_three_steps() {
+        use crate::pt::cwc::EcptWalkCaches;
+        let cfg = NestedConfig { host_phys_mem: Bytes(8 << 30), ntlb_entries: 0, ..Default::default() };
+        let mut pt = NestedPageTable::new("nested-ecpt", small_ecpt(), small_ecpt(), &cfg).unwrap();
+        let mut c = NestedWalkCaches::new(EcptWalkCaches::none(), EcptWalkCaches::none(), &cfg, 0).unwrap();
+        let mut mem = BuddyAllocator::new(4 << 30).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        let gpa = mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
+        pt.map(&mut mem, 0, 0x5555_0000_0000, gpa, PageSize::K4, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        let t = pt.walk(0, 0x5555_0000_0123, &mut c, &mut path).unwrap();
+        assert_eq!(Some(t), pt.translate(0, 0x5555_0000_0123));
+        assert_eq!(path.steps(), 3);
+        let per_step: Vec<usize> = (0..3).map(|s| path.refs().iter().filter(|r| r.step == s).count()).collect();
+        assert_eq!(per_step, vec![81, 9, 9], "n²d², n·d, n·d");
+    }
+
+    /// Hybrid (guest radix, host ECPT): each of 4 guest levels is one host step plus the
+    /// guest entry, then the data page's host step: 9 sequential steps.
+    #[test]
+    fn hybrid_walks_in_nine_steps() {
+        use crate::pt::cwc::EcptWalkCaches;
+        let cfg = NestedConfig { host_phys_mem: Bytes(8 << 30), ntlb_entries: 0, ..Default::default() };
+        let mut pt = NestedPageTable::new("hybrid", RadixPageTable::new(4).unwrap(), small_ecpt(), &cfg).unwrap();
+        let mut c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::none(), &cfg, 0).unwrap();
+        let mut mem = BuddyAllocator::new(4 << 30).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        let gpa = mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
+        pt.map(&mut mem, 0, 0x5555_0000_0000, gpa, PageSize::K4, Perms::RW_USER).unwrap();
+        let mut path = WalkPath::new();
+        assert!(pt.walk(0, 0x5555_0000_0123, &mut c, &mut path).is_some());
+        assert_eq!(path.steps(), 9);
+        assert_eq!(path.refs().len(), 4 * 9 + 4 + 9);
     }
 
     /// On random maps, unmaps and protects, translation equals the composition of the

@@ -8,8 +8,8 @@ pub use engine::Engine;
 use crate::config::Config;
 use crate::error::Result;
 use crate::pt::cwc::EcptWalkCaches;
-use crate::pt::nested::NestedWalkCaches;
-use crate::pt::{radix::PageWalkCache, ElasticCuckooPageTable, NestedRadixPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
+use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
+use crate::pt::{radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
 use crate::trace::TraceSource;
 use serde_json::{json, Map, Value};
@@ -43,15 +43,47 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
             let cwc = EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;
             run_kind(cfg, ElasticCuckooPageTable::new(e)?, cwc, src, info, on_batch)
         }
-        "nested-radix" => {
-            let pt = NestedRadixPageTable::new(cfg.page_table.radix.levels, &cfg.page_table.nested)?;
-            let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
-            let caches = NestedWalkCaches::new(pwc, &cfg.page_table.nested, cfg.mmu.seed)?;
-            run_kind(cfg, pt, caches, src, info, on_batch)
-        }
         "inverted" => {
             let pt = InvertedPageTable::new(&cfg.page_table.inverted, cfg.machine.phys_mem.0)?;
             run_kind(cfg, pt, NoWalkCaches, src, info, on_batch)
+        }
+        "nested-radix" | "nested-ecpt" | "hybrid" => {
+            let n = &cfg.page_table.nested;
+            let e = &cfg.page_table.ecpt;
+            let radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
+                Ok((
+                    RadixPageTable::new(cfg.page_table.radix.levels)?,
+                    PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?,
+                ))
+            };
+            let guest_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
+                Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?))
+            };
+            let host_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
+                Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::new(n.host_pmd_cwc, n.host_pud_cwc, e.cwc_latency, cfg.mmu.seed.wrapping_add(9))?))
+            };
+            let host_radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
+                let host = RadixPageTable::new(n.host_levels).map_err(|_| crate::Error::config("page_table.nested.host_levels", "must be 4 or 5"))?;
+                Ok((host, nested_pwc(n, cfg.mmu.seed)?))
+            };
+            let seed = cfg.mmu.seed;
+            match cfg.page_table.kind.as_str() {
+                "nested-radix" => {
+                    let ((g, gc), (h, hc)) = (radix()?, host_radix()?);
+                    let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
+                    run_kind(cfg, NestedPageTable::new("nested-radix", g, h, n)?, caches, src, info, on_batch)
+                }
+                "nested-ecpt" => {
+                    let ((g, gc), (h, hc)) = (guest_ecpt()?, host_ecpt()?);
+                    let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
+                    run_kind(cfg, NestedPageTable::new("nested-ecpt", g, h, n)?, caches, src, info, on_batch)
+                }
+                _ => {
+                    let ((g, gc), (h, hc)) = (radix()?, host_ecpt()?);
+                    let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
+                    run_kind(cfg, NestedPageTable::new("hybrid", g, h, n)?, caches, src, info, on_batch)
+                }
+            }
         }
         other => Err(crate::Error::config("page_table.kind", format!("unknown kind `{other}`"))),
     }
