@@ -127,7 +127,14 @@ pub struct WalkCounters {
     pub nested_lookups: u64,
     pub nested_misses: u64,
     pub latency: Histogram,
+    /// Per step index k (the last slot gathers k ≥ its index): references issued in
+    /// step k, and walks that had a step k. Sized once by the engine.
+    pub step_refs: Vec<u64>,
+    pub step_walks: Vec<u64>,
 }
+
+/// Steps tracked individually in [`WalkCounters::step_refs`].
+pub const TRACKED_STEPS: usize = 48;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CycleCounters {

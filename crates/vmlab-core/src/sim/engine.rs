@@ -99,7 +99,11 @@ impl<P: PageTable> Engine<P> {
             max_accesses: cfg.sim.max_accesses,
             tlb_levels: [vec![(0, 0); tlbs_levels], vec![(0, 0); tlbs_levels]],
             run: RunCounters::default(),
-            walks: WalkCounters::default(),
+            walks: WalkCounters {
+                step_refs: vec![0; crate::stats::TRACKED_STEPS],
+                step_walks: vec![0; crate::stats::TRACKED_STEPS],
+                ..WalkCounters::default()
+            },
             cycles: CycleCounters::default(),
         })
     }
@@ -339,6 +343,14 @@ impl<P: PageTable> Engine<P> {
             step_max = step_max.max(l);
         }
         latency += step_max;
+        // Parallel references per step of the walk's own path (Stojkovic et al. Fig. 11).
+        let last = crate::stats::TRACKED_STEPS - 1;
+        for r in self.path.refs() {
+            self.walks.step_refs[(r.step as usize).min(last)] += 1;
+        }
+        for k in 0..(self.path.steps() as usize).min(last + 1) {
+            self.walks.step_walks[k] += 1;
+        }
         self.walks.count += 1;
         self.walks.refs += refs;
         self.walks.steps += steps;

@@ -204,6 +204,11 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
             "nested_lookups": w.nested_lookups, "nested_misses": w.nested_misses,
             "refs_per_walk": ratio(w.refs, w.count), "steps_per_walk": ratio(w.steps, w.count),
             "per_kilo_instruction": 1000.0 * ratio(w.count, instr),
+            // Memory references the MMU issued for walks, per kilo-instruction.
+            "mmu_requests_per_kilo_instruction": 1000.0 * ratio(w.refs, instr),
+            "parallel_refs_per_step": w.step_walks.iter().zip(&w.step_refs).take_while(|(n, _)| **n > 0)
+                .map(|(n, r)| ratio(*r, *n)).collect::<Vec<f64>>(),
+            "walks_with_step": w.step_walks.iter().copied().take_while(|n| *n > 0).collect::<Vec<u64>>(),
             "latency": w.latency.to_json(),
         },
         "walk_caches": walk_caches,
