@@ -12,6 +12,7 @@ from ._core import VmlabError, TraceReader, version as _version
 from .api import Result, run, presets, workloads, trace_info, read_trace, pt_compare
 from .store import load
 from .sweep import sweep
+from .report import report
 
 __version__ = _version()
-__all__ = ["run", "Result", "VmlabError", "presets", "workloads", "trace_info", "read_trace", "TraceReader", "pt_compare", "sweep", "load"]
+__all__ = ["run", "Result", "VmlabError", "presets", "workloads", "trace_info", "read_trace", "TraceReader", "pt_compare", "sweep", "load", "report"]

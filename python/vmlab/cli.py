@@ -11,12 +11,15 @@ from . import _core
 PYTHON_COMMANDS = {
     "demo": "Run built-in workloads under a few designs and print a comparison table (--quick: seconds)",
     "sweep": "Run a sweep spec (designs x swept keys x inputs x seeds) into a results store, resuming",
+    "report": "Plots (PNG, SVG) and an HTML page from a results store: vmlab report STORE -o DIR",
 }
 
 
 def _python_command(cmd: str, args: list[str]) -> int:
     if cmd == "demo":
         from .demo import main as command
+    elif cmd == "report":
+        from .report import main as command
     else:
         from .sweep import main as command
     return command(args)

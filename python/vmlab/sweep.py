@@ -2,7 +2,7 @@
 of a spec into a results store, skipping runs the store already holds.
 
 The spec format is documented in docs/sweeps.md. Runs execute in worker processes
-(every core by default); only this process writes the store, one transaction per
+(every core by default) or as Ray tasks; only this process writes the store, one transaction per
 finished run, so a killed sweep loses at most the runs in flight and a re-run resumes.
 """
 
@@ -13,12 +13,13 @@ import hashlib
 import itertools
 import json
 import os
+import socket
 import sys
 import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from . import _core
 from .store import Store
@@ -32,6 +33,10 @@ _TRACE_KEYS = {"path"}
 
 class SpecError(_core.VmlabError):
     """A malformed sweep spec; the message names the file and the key."""
+
+
+class SweepError(_core.VmlabError):
+    """A sweep that cannot run: an unknown backend, an unreachable Ray cluster."""
 
 
 @dataclass
@@ -189,13 +194,26 @@ def _expand(spec: Spec) -> list[dict]:
     return unique
 
 
-def _execute(run: dict) -> tuple[str, str, dict | None, str | None, float]:
-    """One run, in a worker process: (key, status, stats, error, seconds)."""
+def _execute(run: dict, trace_bytes: bytes | None = None) -> tuple[str, str, dict | None, str | None, float]:
+    """One run, in a worker (process or Ray task): (key, status, stats, error, seconds).
+
+    ``trace_bytes``: the trace's content, for a worker that cannot see the driver's
+    files; it is written to a private temporary file and simulated from there."""
     from .api import run as vmlab_run
 
     t0 = time.perf_counter()
     src = run["source"]
     try:
+        if "trace" in src and trace_bytes is not None:
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="vmlab-run-") as d:
+                local = Path(d) / Path(src["trace"]).name
+                local.write_bytes(trace_bytes)
+                stats = vmlab_run(run["config"], trace=local, overrides=run["overrides"]).to_dict()
+            # Name the driver's file, not the temporary copy: the same document a run by path gives.
+            stats["source"]["name"] = src["trace"]
+            return run["key"], "ok", stats, None, time.perf_counter() - t0
         if "trace" in src:
             r = vmlab_run(run["config"], trace=src["trace"], overrides=run["overrides"])
         else:
@@ -203,6 +221,86 @@ def _execute(run: dict) -> tuple[str, str, dict | None, str | None, float]:
         return run["key"], "ok", r.to_dict(), None, time.perf_counter() - t0
     except Exception as e:  # noqa: BLE001 - a failing run is recorded, the sweep goes on
         return run["key"], "error", None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
+
+
+def _ray_execute(run: dict, trace_bytes: bytes | None, driver_version: str):
+    """The Ray task body: refuse to simulate with a different engine than the driver's,
+    since the run key (computed by the driver) names the driver's version."""
+    worker_version = _core.version()
+    if worker_version != driver_version:
+        return run["key"], "error", None, f"worker has vmlab {worker_version}, the driver {driver_version}", 0.0
+    return _execute(run, trace_bytes)
+
+
+def _local_results(todo: list[dict], workers: int) -> Iterator[tuple]:
+    """Run in a local process pool; yield results as they finish."""
+    with cf.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+        futures = [pool.submit(_execute, r) for r in todo]
+        for fut in cf.as_completed(futures):
+            yield fut.result()
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on an address nothing listens at: ray.init would retry for a minute."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto" and the like: ray.init resolves and reports those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise SweepError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
+
+
+def _ray_results(todo: list[dict], workers: int, address: str | None) -> Iterator[tuple]:
+    """Run as Ray tasks; yield results as they finish (ray.wait).
+
+    Without ``address`` a local Ray instance is started (or the one this process already
+    joined is used): its workers share this machine's files, so traces are read by path.
+    With an address, workers may be on other machines, so each trace's bytes are put in
+    the object store once and handed to every task that simulates it."""
+    try:
+        import ray
+    except ImportError:
+        raise SweepError("the Ray backend needs the `ray` package (pip install ray)") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        except Exception as e:  # noqa: BLE001 - one line for the CLI, whatever Ray raised
+            where = f" at {address}" if address else " (local instance)"
+            raise SweepError(f"cannot start or join Ray{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        started = True
+    try:
+        task = ray.remote(num_cpus=1)(_ray_execute)
+        version = _core.version()
+        shipped: dict[str, Any] = {}  # trace path -> object ref, or the error reading it
+        refs = []
+        for r in todo:
+            data = None
+            if address and "trace" in r["source"]:
+                path = r["source"]["trace"]
+                if path not in shipped:
+                    try:
+                        shipped[path] = ray.put(Path(path).read_bytes())
+                    except OSError as e:
+                        shipped[path] = f"{type(e).__name__}: cannot read trace {path}: {e.strerror}"
+                data = shipped[path]
+                if isinstance(data, str):
+                    # Not sent on: a worker elsewhere might find another file at that path.
+                    yield r["key"], "error", None, data, 0.0
+                    continue
+            refs.append(task.remote(r, data, version))
+        pending = refs
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                yield ray.get(ref)
+    finally:
+        if started:
+            ray.shutdown()
 
 
 class _Progress:
@@ -225,11 +323,18 @@ class _Progress:
 
 
 def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, jobs: int | None = None,
-          backend: str = "local", quiet: bool = False) -> dict:
-    """Run a sweep spec; returns counts {"total", "skipped", "ran", "failed", "store"}."""
+          backend: str = "local", quiet: bool = False, address: str | None = None) -> dict:
+    """Run a sweep spec; returns counts {"total", "skipped", "ran", "failed", "store"}.
+
+    ``backend``: "local" (a process pool) or "ray" (Ray tasks on a local instance, or on
+    the cluster at ``address``)."""
+    if backend not in ("local", "ray"):
+        raise SweepError(f"unknown backend `{backend}` (known: local, ray)")
+    if address and backend != "ray":
+        raise SweepError("an address is for --backend ray")
     spec = load_spec(spec_path)
-    if backend != "local":
-        raise SpecError(f"backend `{backend}` is not built yet (only `local`): see the open sweeps issue")
+    if address:
+        _check_reachable(address)  # before the store is created: nothing to clean up
     store_path = Path(store) if store else spec.store
     version = _core.version()
     with Store(store_path) as st:
@@ -241,17 +346,16 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
         by_key = {r["key"]: r for r in todo}
         workers = jobs or spec.jobs or os.cpu_count() or 1
         progress = None if quiet else _Progress(len(todo))
-        with cf.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-            futures = [pool.submit(_execute, r) for r in todo]
-            for fut in cf.as_completed(futures):
-                key, status, stats, error, secs = fut.result()
-                st.record(by_key[key], status, stats, error, secs, version)
-                counts["ran"] += 1
-                if status != "ok":
-                    counts["failed"] += 1
-                    print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
-                if progress:
-                    progress.tick(counts["failed"])
+        results = _ray_results(todo, workers, address) if backend == "ray" else _local_results(todo, workers)
+        # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
+        for key, status, stats, error, secs in results:
+            st.record(by_key[key], status, stats, error, secs, version)
+            counts["ran"] += 1
+            if status != "ok":
+                counts["failed"] += 1
+                print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
+            if progress:
+                progress.tick(counts["failed"])
     return counts
 
 
@@ -261,10 +365,11 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="vmlab sweep", description="Run a sweep spec into a results store (docs/sweeps.md).")
     ap.add_argument("spec")
     ap.add_argument("--store", help="results store (default: the spec's [sweep] store, or SPEC.sqlite beside it)")
-    ap.add_argument("-j", "--jobs", type=int, help="worker processes (default: every core)")
+    ap.add_argument("-j", "--jobs", type=int, help="worker processes, or CPUs of a local Ray instance (default: every core)")
     ap.add_argument("--backend", default="local", choices=["local", "ray"])
+    ap.add_argument("--address", help="Ray cluster to run on (host:port or ray://host:port; default: start a local instance)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    c = sweep(args.spec, store=args.store, jobs=args.jobs, backend=args.backend, quiet=args.quiet)
+    c = sweep(args.spec, store=args.store, jobs=args.jobs, backend=args.backend, quiet=args.quiet, address=args.address)
     print(f"{c['total']} runs: {c['skipped']} already in {c['store']}, {c['ran']} ran, {c['failed']} failed")
     return 1 if c["failed"] else 0
