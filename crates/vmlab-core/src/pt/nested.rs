@@ -505,49 +505,68 @@ mod tests {
     /// guest's and the host's, and every walk agrees with it.
     #[test]
     fn nested_translation_composes_guest_and_host() {
-        use rand::{Rng, SeedableRng};
+        use crate::pt::cwc::EcptWalkCaches;
         for host_page in [4096u64, 2 << 20] {
-            let (mut pt, mut c, mut mem) = bare(4, 4, host_page);
-            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(host_page);
-            for asid in 0..2 {
-                pt.create_space(&mut mem, asid).unwrap();
-            }
-            let mut mapped: Vec<(Asid, u64, PageSize)> = Vec::new();
-            let mut path = WalkPath::new();
-            for _ in 0..400 {
-                let asid = rng.gen_range(0..2);
-                let size = if rng.gen_range(0..4) == 0 { PageSize::M2 } else { PageSize::K4 };
-                let va = size.align_down(0x7f00_0000_0000 + rng.gen_range(0..(1u64 << 30)));
-                match rng.gen_range(0..4) {
-                    0 | 1 => {
-                        if pt.guest.translate(asid, va).is_none() && pt.guest.translate(asid, va + size.bytes() - 1).is_none() {
-                            let overlap = mapped.iter().any(|&(a, v, s)| a == asid && v < va + size.bytes() && va < v + s.bytes());
-                            if !overlap {
-                                let gpa = mem.alloc(size, FrameUse::Data).unwrap();
-                                pt.map(&mut mem, asid, va, gpa, size, Perms::RW_USER).unwrap();
-                                mapped.push((asid, va, size));
-                            }
-                        }
+            let (pt, c, mem) = bare(4, 4, host_page);
+            check_composition(pt, c, mem, host_page);
+            // Nested ECPT and the hybrid, with their walk caches on.
+            let cfg = NestedConfig { host_page_size: Bytes(host_page), host_phys_mem: Bytes(8 << 30), ..Default::default() };
+            let pt = NestedPageTable::new("nested-ecpt", small_ecpt(), small_ecpt(), &cfg).unwrap();
+            let c = NestedWalkCaches::new(EcptWalkCaches::new(4, 2, 1, 0).unwrap(), EcptWalkCaches::new(4, 2, 1, 1).unwrap(), &cfg, 0).unwrap();
+            check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 1);
+            let pt = NestedPageTable::new("hybrid", RadixPageTable::new(4).unwrap(), small_ecpt(), &cfg).unwrap();
+            let c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::new(4, 2, 1, 1).unwrap(), &cfg, 0).unwrap();
+            check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 2);
+        }
+    }
+
+    /// Random maps, unmaps and probes (two address spaces, 4K and 2M guest pages):
+    /// translate and walk both equal composing the guest's and the host's translations.
+    fn check_composition<G: PageTable, H: PageTable>(
+        mut pt: NestedPageTable<G, H>,
+        mut c: NestedWalkCaches<G::Caches, H::Caches>,
+        mut mem: BuddyAllocator,
+        seed: u64,
+    ) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
+        for asid in 0..2 {
+            pt.create_space(&mut mem, asid).unwrap();
+        }
+        let mut mapped: Vec<(Asid, u64, PageSize)> = Vec::new();
+        let mut path = WalkPath::new();
+        for _ in 0..400 {
+            let asid = rng.gen_range(0..2);
+            let size = if rng.gen_range(0..4) == 0 { PageSize::M2 } else { PageSize::K4 };
+            let va = size.align_down(0x7f00_0000_0000 + rng.gen_range(0..(1u64 << 30)));
+            match rng.gen_range(0..4) {
+                0 | 1 => {
+                    let overlap = mapped.iter().any(|&(a, v, s)| a == asid && v < va + size.bytes() && va < v + s.bytes());
+                    if !overlap {
+                        let gpa = mem.alloc(size, FrameUse::Data).unwrap();
+                        pt.map(&mut mem, asid, va, gpa, size, Perms::RW_USER).unwrap();
+                        mapped.push((asid, va, size));
                     }
-                    2 if !mapped.is_empty() => {
-                        let (a, v, s) = mapped.swap_remove(rng.gen_range(0..mapped.len()));
-                        let g = pt.guest.translate(a, v).unwrap();
-                        assert!(pt.unmap(&mut mem, a, v).is_some());
-                        mem.free(g.pa, s, FrameUse::Data);
-                    }
-                    _ => {
-                        let probe = va + rng.gen_range(0..size.bytes());
-                        let expect = pt.guest.translate(asid, probe).map(|g| {
-                            let gpa = g.phys(probe);
-                            let h = pt.host.translate(VM, gpa).unwrap();
-                            (h.phys(gpa), g.size.min(h.size), g.perms)
-                        });
-                        let t = pt.translate(asid, probe).map(|t| (t.phys(probe), t.size, t.perms));
-                        assert_eq!(t, expect);
-                        path.clear();
-                        let w = pt.walk(asid, probe, &mut c, &mut path).map(|t| (t.phys(probe), t.size, t.perms));
-                        assert_eq!(w, expect);
-                    }
+                }
+                2 if !mapped.is_empty() => {
+                    let (a, v, s) = mapped.swap_remove(rng.gen_range(0..mapped.len()));
+                    let g = pt.guest.translate(a, v).unwrap();
+                    assert!(pt.unmap(&mut mem, a, v).is_some());
+                    c.invalidate(a, v);
+                    mem.free(g.pa, s, FrameUse::Data);
+                }
+                _ => {
+                    let probe = va + rng.gen_range(0..size.bytes());
+                    let expect = pt.guest.translate(asid, probe).map(|g| {
+                        let gpa = g.phys(probe);
+                        let h = pt.host.translate(VM, gpa).unwrap();
+                        (h.phys(gpa), g.size.min(h.size), g.perms)
+                    });
+                    let t = pt.translate(asid, probe).map(|t| (t.phys(probe), t.size, t.perms));
+                    assert_eq!(t, expect, "{}", pt.kind());
+                    path.clear();
+                    let w = pt.walk(asid, probe, &mut c, &mut path).map(|t| (t.phys(probe), t.size, t.perms));
+                    assert_eq!(w, expect, "{}", pt.kind());
                 }
             }
         }
