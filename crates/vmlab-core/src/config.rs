@@ -70,6 +70,9 @@ pub struct Config {
 pub struct MachineConfig {
     /// Simulated physical memory.
     pub phys_mem: Bytes,
+    /// Start-up fragmentation (os/fragmentation.rs).
+    #[serde(default, skip_serializing_if = "crate::os::fragmentation::FragmentationConfig::is_default")]
+    pub fragmentation: crate::os::fragmentation::FragmentationConfig,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -93,6 +96,9 @@ pub struct OsConfig {
     /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
     #[serde(default)]
     pub fault_cycles: u64,
+    /// The page-size policy (os/policy/); FIXED(page_size) by default.
+    #[serde(default, skip_serializing_if = "crate::os::policy::PolicyConfig::is_default")]
+    pub policy: crate::os::policy::PolicyConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -323,6 +329,8 @@ impl Config {
             ));
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
+        self.os.policy.validate(self)?;
+        self.machine.fragmentation.validate()?;
         if self.tlb.is_empty() {
             return Err(Error::config("tlb", "at least one TLB structure is required"));
         }

@@ -7,7 +7,7 @@ pub mod tlb;
 
 pub use tlb::{Tlb, TlbCounters, TlbPayload};
 
-use crate::addr::Asid;
+use crate::addr::{Asid, PageSize};
 use crate::config::Config;
 use crate::error::Result;
 use crate::pt::Translation;
@@ -32,6 +32,16 @@ pub struct TlbHit {
     pub level: usize,
     pub tlb: TlbId,
     pub entry: TlbPayload,
+}
+
+/// A translation a fill pushed out of a TLB: what page-size policies that watch the TLB
+/// (Romer's `tlbcount`, §3.5.2) need to know about the victim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EvictedEntry {
+    pub asid: Asid,
+    /// Virtual base of the evicted page.
+    pub va: u64,
+    pub size: PageSize,
 }
 
 impl TlbHierarchy {
@@ -91,16 +101,28 @@ impl TlbHierarchy {
 
     /// Fill the translation into every structure of levels `< upto` on this side that
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
-    pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
+    /// Returns the entry the fill evicted from the last level (if the fill reached it
+    /// and that level was full): the victim of a last-level TLB miss.
+    #[inline]
+    pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) -> Option<EvictedEntry> {
         self.filled_shifts |= 1u64 << t.size.shift();
         let side = if instr { &self.instr } else { &self.data };
-        for ids in side.iter().take(upto) {
+        let last = side.len() - 1;
+        let mut victim = None;
+        for (level, ids) in side.iter().enumerate().take(upto) {
             for &id in ids {
                 if self.tlbs[id].holds(t.size) {
-                    self.tlbs[id].fill(va, asid, t);
+                    let ev = self.tlbs[id].fill(va, asid, t);
+                    if level == last && victim.is_none() {
+                        victim = ev.map(|e| {
+                            let shift = e.val.shift;
+                            EvictedEntry { asid: e.asid, va: (e.key >> 6) << shift, size: PageSize::from_valid_shift(shift) }
+                        });
+                    }
                 }
             }
         }
+        victim
     }
 
     pub fn invalidate(&mut self, va: u64, asid: Asid) {

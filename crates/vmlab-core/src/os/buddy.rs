@@ -22,6 +22,9 @@ pub enum FrameUse {
     PageTable,
     /// Reserved but not (yet) mapped (page-size policies with reservations).
     Reserved,
+    /// Held by "other" owners outside the simulated processes: the start-up
+    /// fragmentation filler (`machine.fragmentation`).
+    Other,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -33,6 +36,8 @@ pub struct MemCounters {
     pub frames_data: u64,
     pub frames_page_table: u64,
     pub frames_reserved: u64,
+    /// Frames held by the fragmentation filler (`FrameUse::Other`).
+    pub frames_other: u64,
     /// High-water mark of `frames_used`.
     pub frames_peak: u64,
     /// Allocation requests that found no free block of the wanted order.
@@ -116,6 +121,38 @@ impl BuddyAllocator {
         Some(frame << MIN_PAGE_SHIFT)
     }
 
+    /// Allocate the specific block [pa, pa + size) (aligned to `size`) if every frame of
+    /// it is free: the free block containing it is split down around it. Returns false,
+    /// changing nothing, if some frame is in use. (Start-up fragmentation and history
+    /// replay place their allocations exactly.)
+    pub fn claim(&mut self, pa: u64, size: PageSize, usage: FrameUse) -> bool {
+        let order = Self::order_of(size);
+        let frame = pa >> MIN_PAGE_SHIFT;
+        if !size.is_aligned(pa) || frame + (1 << order) > self.frames_total {
+            return false;
+        }
+        let Some(mut o) = (order..=MAX_ORDER).find(|&o| self.free[o as usize].contains(&(frame & !((1u64 << o) - 1))))
+        else {
+            return false;
+        };
+        self.free[o as usize].remove(&(frame & !((1u64 << o) - 1)));
+        // Split down, keeping the halves that do not contain the claimed block.
+        while o > order {
+            o -= 1;
+            let base = frame & !((1u64 << (o + 1)) - 1);
+            let other = if frame & (1 << o) == 0 { base + (1 << o) } else { base };
+            self.free[o as usize].insert(other);
+        }
+        self.account(1i64 << order, usage);
+        true
+    }
+
+    /// Whether a free block of at least `size` exists (an allocation would succeed).
+    pub fn has_free(&self, size: PageSize) -> bool {
+        let order = Self::order_of(size);
+        order <= MAX_ORDER && (order..=MAX_ORDER).any(|o| !self.free[o as usize].is_empty())
+    }
+
     fn alloc_order(&mut self, order: u8) -> Option<u64> {
         if order > MAX_ORDER {
             return None;
@@ -162,6 +199,7 @@ impl BuddyAllocator {
             FrameUse::Data => add(&mut c.frames_data),
             FrameUse::PageTable => add(&mut c.frames_page_table),
             FrameUse::Reserved => add(&mut c.frames_reserved),
+            FrameUse::Other => add(&mut c.frames_other),
         }
         c.frames_peak = c.frames_peak.max(c.frames_used);
     }
@@ -206,6 +244,25 @@ mod tests {
         let e = b.alloc(PageSize::K4, FrameUse::Data).unwrap_err();
         assert!(e.to_string().contains("exhausted"), "{e}");
         assert!(b.alloc(PageSize::M2, FrameUse::Data).is_err());
+    }
+
+    #[test]
+    fn claim_takes_exactly_the_block() {
+        let mut b = BuddyAllocator::new(16 << 20).unwrap();
+        assert!(b.claim(0x5000, PageSize::K4, FrameUse::Other));
+        assert!(!b.claim(0x5000, PageSize::K4, FrameUse::Other), "already in use");
+        assert!(!b.claim(0x4000, PageSize::from_valid_shift(13), FrameUse::Other), "overlaps a used frame");
+        assert!(b.claim(0x20_0000, PageSize::M2, FrameUse::Data));
+        assert_eq!(b.counters().frames_other, 1);
+        assert_eq!(b.counters().frames_used, 513);
+        // Smallest free block first: the 4K buddy of the claimed frame; then the 4M half.
+        assert_eq!(b.alloc(PageSize::K4, FrameUse::Data).unwrap(), 0x4000);
+        assert_eq!(b.alloc(PageSize::M2, FrameUse::Data).unwrap(), 0x40_0000);
+        b.free(0x5000, PageSize::K4, FrameUse::Other);
+        b.free(0x20_0000, PageSize::M2, FrameUse::Data);
+        b.free(0x4000, PageSize::K4, FrameUse::Data);
+        b.free(0x40_0000, PageSize::M2, FrameUse::Data);
+        assert_eq!(b.free_blocks_per_order().iter().sum::<u64>(), 1, "merged back");
     }
 
     #[test]

@@ -7,7 +7,12 @@
 
 pub mod address_space;
 pub mod buddy;
+pub mod fragmentation;
 pub mod page_index;
+pub mod policy;
+pub mod promotion;
+pub mod reservation;
+pub mod touched;
 pub mod vma;
 
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
@@ -17,6 +22,9 @@ use crate::pt::{PageTable, Translation};
 use crate::trace::{MapFlags, Record};
 use address_space::{AddressSpace, Mapping};
 use buddy::{BuddyAllocator, FrameUse};
+use policy::{PagePolicy, PolicyCounters, TlbMiss};
+use reservation::{ReleaseReason, Reservation, Reservations};
+use touched::TouchedFrames;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use vma::Vma;
@@ -56,17 +64,36 @@ struct SharedObject {
     refs: u32,
 }
 
+/// A demand fault the page-size policy must resolve: the page of `va` is not mapped.
+#[derive(Clone, Copy, Debug)]
+pub struct DemandFault {
+    pub pid: Pid,
+    pub asid: Asid,
+    pub va: u64,
+    /// The VMA `va` lies in (possibly an implicit one the OS just created).
+    pub vma: Vma,
+    /// Permissions to map with (the VMA's, plus what the access needed).
+    pub perms: Perms,
+}
+
+/// The OS model: the memory-management state ([`Mm`]) and the page-size policy that
+/// decides what it maps. They are separate so that a policy can be handed `&mut Mm`.
 pub struct Os<P: PageTable> {
+    pub mm: Mm<P>,
+    pub policy: PagePolicy,
+}
+
+/// Memory-management state and the primitives policies build on: map and unmap pages,
+/// allocate frames (breaking reservations under pressure), reservations, promotion and
+/// demotion (os/promotion.rs). Every primitive keeps the page table, the OS page index,
+/// the frame accounting and the TLB shootdown queue in sync.
+pub struct Mm<P: PageTable> {
     pub pt: P,
     pub mem: BuddyAllocator,
     spaces: HashMap<Pid, AddressSpace>,
     free_asids: BTreeSet<Asid>,
     next_asid: Asid,
     objects: Vec<Option<SharedObject>>,
-    /// FIXED policy page size.
-    page_size: PageSize,
-    /// Sizes to try, largest first (supported by the page table, <= page_size).
-    try_sizes: Vec<PageSize>,
     implicit_anon: bool,
     pub current: Option<Pid>,
     pub shootdowns: Vec<Shootdown>,
@@ -77,34 +104,28 @@ pub struct Os<P: PageTable> {
     /// The most pages mapped at once, and the page-table bytes at that moment.
     pub peak_mapped_pages: u64,
     pub pt_bytes_at_peak: u64,
+    /// Live frame reservations.
+    pub reservations: Reservations,
+    /// Data frames the program touched (for bloat).
+    pub touched: TouchedFrames,
+    /// Promotion, demotion, reservation and bloat counters (the `policy` section).
+    pub pc: PolicyCounters,
+    /// Cycles charged per KiB copied by a promotion that copies.
+    pub copy_cycles_per_kb: u64,
 }
 
 impl<P: PageTable> Os<P> {
     pub fn new(cfg: &Config, pt: P) -> Result<Os<P>> {
-        let mem = BuddyAllocator::new(cfg.machine.phys_mem.0)?;
-        let page_size = PageSize::from_bytes(cfg.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
-        let mut try_sizes: Vec<PageSize> = pt.page_sizes().iter().copied().filter(|&s| s <= page_size).collect();
-        try_sizes.sort_by(|a, b| b.cmp(a));
-        if try_sizes.first() != Some(&page_size) {
-            return Err(Error::config(
-                "os.page_size",
-                format!(
-                    "a {} page table cannot map {} pages (it maps {})",
-                    pt.kind(),
-                    page_size,
-                    pt.page_sizes().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
-                ),
-            ));
-        }
-        Ok(Os {
+        let mut mem = BuddyAllocator::new(cfg.machine.phys_mem.0)?;
+        fragmentation::apply(&mut mem, &cfg.machine.fragmentation)?;
+        let policy = PagePolicy::new(cfg, &pt)?;
+        let mm = Mm {
             pt,
             mem,
             spaces: HashMap::new(),
             free_asids: BTreeSet::new(),
             next_asid: 0,
             objects: Vec::new(),
-            page_size,
-            try_sizes,
             implicit_anon: cfg.os.implicit_anon,
             current: None,
             shootdowns: Vec::new(),
@@ -113,9 +134,56 @@ impl<P: PageTable> Os<P> {
             mapped_now: 0,
             peak_mapped_pages: 0,
             pt_bytes_at_peak: 0,
-        })
+            reservations: Reservations::default(),
+            touched: TouchedFrames::default(),
+            pc: PolicyCounters::default(),
+            copy_cycles_per_kb: cfg.os.policy.copy_cycles_per_kb,
+        };
+        Ok(Os { mm, policy })
     }
 
+    /// The ASID of `pid`, creating the process if it is new.
+    pub fn asid_of(&mut self, pid: Pid) -> Result<Asid> {
+        self.mm.asid_of(pid)
+    }
+
+    /// Handle a translation fault of `pid` at `va`: the walk found no mapping, or one
+    /// without the permission `kind` needs. Returns the translation now in place.
+    pub fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<Translation> {
+        let t = match self.mm.fault_begin(pid, va, kind, self.policy.granule())? {
+            Ok(t) => t,
+            // Shared objects are mapped with base pages so every sharer sees the same frames.
+            Err(f) if f.vma.object.is_some() => self.mm.map_shared(&f)?,
+            Err(f) => self.policy.fault(&mut self.mm, &f)?,
+        };
+        // What the TLB gets is the table's own translation of `va`: under nested paging
+        // that is guest-virtual to host-physical, not the guest-physical frame above.
+        let asid = self.mm.space(pid).map(|s| s.asid);
+        Ok(asid.and_then(|a| self.mm.pt.translate(a, va)).unwrap_or(t))
+    }
+
+    /// A last-level TLB miss of the current process (called by the engine after the fill).
+    #[inline]
+    pub fn tlb_miss(&mut self, m: &TlbMiss) -> Result<()> {
+        self.policy.tlb_miss(&mut self.mm, m)
+    }
+
+    /// The policy's periodic background work (khugepaged).
+    pub fn background(&mut self) -> Result<()> {
+        self.policy.background(&mut self.mm)
+    }
+
+    /// Apply an OS event record. Accesses and ticks are not OS events.
+    pub fn event(&mut self, r: &Record) -> Result<()> {
+        self.mm.event(r)
+    }
+
+    pub fn space(&self, pid: Pid) -> Option<&AddressSpace> {
+        self.mm.space(pid)
+    }
+}
+
+impl<P: PageTable> Mm<P> {
     /// The ASID of `pid`, creating the process if it is new (traces may start with
     /// accesses of processes they never announced).
     pub fn asid_of(&mut self, pid: Pid) -> Result<Asid> {
@@ -150,9 +218,10 @@ impl<P: PageTable> Os<P> {
         self.spaces.values()
     }
 
-    /// Handle a translation fault of `pid` at `va`: the walk found no mapping, or one
-    /// without the permission `kind` needs. Returns the translation now in place.
-    pub fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<Translation> {
+    /// Start handling a fault: a protection fault is granted here (`Ok`); a demand fault
+    /// is returned (`Err`) for the policy, with its VMA (an implicit VMA is created with
+    /// the policy's `granule`, os.implicit_anon).
+    fn fault_begin(&mut self, pid: Pid, va: u64, kind: AccessKind, granule: PageSize) -> Result<std::result::Result<Translation, DemandFault>> {
         self.counters.count += 1;
         let need = Perms::needed_for(kind);
         let space = self.spaces.get(&pid).ok_or_else(|| Error::Sim(format!("fault in unknown pid {pid}")))?;
@@ -164,14 +233,14 @@ impl<P: PageTable> Os<P> {
             self.spaces.get_mut(&pid).unwrap().pages.update(base, |x| x.perms = perms);
             self.pt.protect(asid, va, perms);
             self.shootdowns.push(Shootdown::Page { asid, va: base });
-            return Ok(self.pt.translate(asid, va).unwrap_or(Translation { pa: m.pa, size: m.size, perms }));
+            return Ok(Ok(Translation { pa: m.pa, size: m.size, perms }));
         }
         self.counters.demand += 1;
         let vma = match space.vmas.find(va) {
             Some(v) => *v,
             None if self.implicit_anon => {
                 self.counters.implicit += 1;
-                self.implicit_vma(pid, va)
+                self.implicit_vma(pid, va, granule)
             }
             None => {
                 return Err(Error::Sim(format!(
@@ -180,15 +249,15 @@ impl<P: PageTable> Os<P> {
             }
         };
         let perms = vma.perms.union(need);
-        self.map_demand(pid, asid, va, &vma, perms)
+        Ok(Err(DemandFault { pid, asid, va, vma, perms }))
     }
 
     /// Make an anonymous read/write/execute VMA for an access outside every region: the
-    /// aligned block of the policy page size around `va`, clipped to the gap it sits in.
-    fn implicit_vma(&mut self, pid: Pid, va: u64) -> Vma {
+    /// aligned block of `granule` (the policy's largest fault-time page) around `va`,
+    /// clipped to the gap it sits in.
+    fn implicit_vma(&mut self, pid: Pid, va: u64, s: PageSize) -> Vma {
         let space = self.spaces.get_mut(&pid).unwrap();
         let (lo, hi) = space.vmas.gap_around(va);
-        let s = self.page_size;
         let mut start = s.align_down(va);
         let mut end = start.saturating_add(s.bytes());
         if start < lo || end > hi {
@@ -200,65 +269,203 @@ impl<P: PageTable> Os<P> {
         v
     }
 
-    fn map_demand(&mut self, pid: Pid, asid: Asid, va: u64, vma: &Vma, perms: Perms) -> Result<Translation> {
-        // Shared objects are mapped with base pages so every sharer sees the same frames.
-        let sizes: &[PageSize] = if vma.object.is_some() { &[PageSize::K4] } else { &self.try_sizes };
-        let space = self.spaces.get(&pid).unwrap();
-        let mut chosen = None;
-        for &s in sizes {
-            let base = s.align_down(va);
-            let end = base.wrapping_add(s.bytes());
-            if end <= base || !vma.contains_range(base, end) || space.pages.any_in(base, end) {
-                continue;
+    /// A base page of a shared object.
+    fn map_shared(&mut self, f: &DemandFault) -> Result<Translation> {
+        let obj = f.vma.object.expect("shared VMA");
+        let base = PageSize::K4.align_down(f.va);
+        let pa = self.object_frame(obj, base - f.vma.start).ok_or_else(|| self.oom(f.pid, f.va))?;
+        self.map_page(f.pid, f.asid, base, pa, PageSize::K4, f.perms, Some(obj))
+    }
+
+    /// Whether the aligned page of `size` around `va` lies inside `vma` and overlaps no
+    /// mapped page and no reservation: a region a policy may map (or reserve) whole.
+    pub fn region_free(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> Option<u64> {
+        let base = size.align_down(va);
+        let end = base.wrapping_add(size.bytes());
+        if end <= base || !vma.contains_range(base, end) {
+            return None;
+        }
+        let space = self.spaces.get(&pid)?;
+        if space.pages.any_in(base, end) {
+            return None;
+        }
+        if !self.reservations.is_empty() && !self.reservations.overlapping(pid, base, end).is_empty() {
+            return None;
+        }
+        Some(base)
+    }
+
+    /// Allocate a block of frames. A failed base-page allocation (`size` 4K) first breaks
+    /// reservations, least recently populated first, until it succeeds (the documented
+    /// memory-pressure rule); larger requests never break reservations (the policy falls
+    /// back to smaller pages instead).
+    pub fn alloc_frames(&mut self, size: PageSize, usage: FrameUse) -> Option<u64> {
+        loop {
+            if let Some(pa) = self.mem.try_alloc(size, usage) {
+                return Some(pa);
             }
-            let pa = match vma.object {
-                Some(obj) => self.object_frame(obj, base - vma.start)?,
-                None => match self.mem.try_alloc(s, FrameUse::Data) {
-                    Some(pa) => pa,
-                    None => continue,
-                },
-            };
-            chosen = Some((base, s, pa));
-            break;
-        }
-        let Some((base, size, pa)) = chosen else {
-            return Err(Error::OutOfMemory(format!(
-                "pid {pid} faulted at {va:#x} with {} of {} physical memory in use and no free 4K frame (os.on_oom = \"error\"; raise machine.phys_mem)",
-                crate::addr::format_bytes(self.mem.counters().frames_used * 4096),
-                crate::addr::format_bytes(self.mem.counters().phys_bytes),
-            )));
-        };
-        if size < self.page_size {
-            self.counters.fallbacks += 1;
-        }
-        if let Err(e) = self.pt.map(&mut self.mem, asid, base, pa, size, perms) {
-            if vma.object.is_none() {
-                self.mem.free(pa, size, FrameUse::Data);
+            if size != PageSize::K4 || !self.break_one_reservation() {
+                return None;
             }
-            return Err(e);
         }
-        let m = Mapping { pa, size, perms, object: vma.object };
+    }
+
+    /// The error of a fault that found no free frame.
+    pub fn oom(&self, pid: Pid, va: u64) -> Error {
+        Error::OutOfMemory(format!(
+            "pid {pid} faulted at {va:#x} with {} of {} physical memory in use and no free 4K frame (os.on_oom = \"error\"; raise machine.phys_mem)",
+            crate::addr::format_bytes(self.mem.counters().frames_used * 4096),
+            crate::addr::format_bytes(self.mem.counters().phys_bytes),
+        ))
+    }
+
+    /// Install `base -> pa` of `size` in the page table and the OS page index, with the
+    /// accounting (pages by size, peak). The frames must already be accounted as data.
+    /// A page-table allocation that finds memory exhausted breaks reservations and
+    /// retries. On error nothing is recorded (the caller still owns the frames).
+    pub fn map_page(&mut self, pid: Pid, asid: Asid, base: u64, pa: u64, size: PageSize, perms: Perms, object: Option<u32>) -> Result<Translation> {
+        loop {
+            match self.pt.map(&mut self.mem, asid, base, pa, size, perms) {
+                Ok(()) => break,
+                Err(Error::OutOfMemory(_)) if self.break_one_reservation() => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if size == PageSize::K4 {
+            // Invariant (os/touched.rs): a mapped base page is touched.
+            self.touched.touch(pa);
+        } else {
+            self.touched.ensure(pa, size);
+        }
+        let m = Mapping { pa, size, perms, object };
         self.spaces.get_mut(&pid).unwrap().pages.insert(base, m);
         *self.mapped_by_size.entry(size).or_default() += 1;
+        *self.pc.mapped_total.entry(size).or_default() += 1;
         self.mapped_now += 1;
         if self.mapped_now > self.peak_mapped_pages {
             self.peak_mapped_pages = self.mapped_now;
             self.pt_bytes_at_peak = self.pt.footprint().bytes;
         }
-        // What the TLB gets is the table's own translation: under nested paging that
-        // is guest-virtual to host-physical, not the guest-physical frame allocated here.
-        Ok(self.pt.translate(asid, va).unwrap_or(Translation { pa, size, perms }))
+        self.note_bloat();
+        Ok(Translation { pa, size, perms })
     }
 
-    fn object_frame(&mut self, obj: u32, offset: u64) -> Result<u64> {
-        let page = offset >> 12;
-        let o = self.objects[obj as usize].as_mut().expect("live object");
-        if let Some(&pa) = o.frames.get(&page) {
-            return Ok(pa);
+    /// Remove the page at `base` from the page table and the page index, with a
+    /// shootdown; the frames stay allocated (the caller frees or reuses them).
+    pub fn unmap_page(&mut self, pid: Pid, base: u64) -> Option<Mapping> {
+        let space = self.spaces.get_mut(&pid)?;
+        let asid = space.asid;
+        let m = space.pages.remove(base)?;
+        self.pt.unmap(&mut self.mem, asid, base);
+        *self.mapped_by_size.get_mut(&m.size).unwrap() -= 1;
+        self.mapped_now -= 1;
+        self.shootdowns.push(Shootdown::Page { asid, va: base });
+        Some(m)
+    }
+
+    /// Free data frames (they are no longer touched by anyone).
+    pub fn free_data(&mut self, pa: u64, size: PageSize) {
+        self.touched.clear_range(pa, size);
+        self.mem.free(pa, size, FrameUse::Data);
+    }
+
+    /// Frames used for data that the program never touched (memory overhead against a
+    /// 4K-only system).
+    pub fn bloat_frames(&self) -> u64 {
+        self.mem.counters().frames_data - self.touched.count()
+    }
+
+    fn note_bloat(&mut self) {
+        self.pc.bloat_peak_frames = self.pc.bloat_peak_frames.max(self.bloat_frames());
+    }
+
+    /// The mapped pages of `pid` overlapping [start, end), as (base, mapping).
+    pub fn pages_in(&self, pid: Pid, start: u64, end: u64) -> Vec<(u64, Mapping)> {
+        let Some(space) = self.spaces.get(&pid) else { return Vec::new() };
+        let mut v = Vec::new();
+        space.pages.for_each_in(start, end, |b, m| {
+            v.push((b, m));
+            true
+        });
+        v
+    }
+
+    /// Processes by pid (ascending: deterministic scans).
+    pub fn pids(&self) -> Vec<Pid> {
+        let mut v: Vec<Pid> = self.spaces.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    // ---- reservations (os/reservation.rs) ----
+
+    /// Reserve an aligned block of `size` for the region of `pid` at `va`.
+    pub fn reserve(&mut self, pid: Pid, va: u64, size: PageSize) -> Option<u64> {
+        let pa = self.mem.try_alloc(size, FrameUse::Reserved)?;
+        self.reservations.insert(Reservation::new(pid, size.align_down(va), pa, size));
+        self.pc.reservations_made += 1;
+        Some(pa)
+    }
+
+    /// Take the frame of `va`'s page from the reservation covering it (now data).
+    /// Returns (frame, reservation key, populated pages), or None if no reservation
+    /// covers `va`.
+    pub fn populate_reserved(&mut self, pid: Pid, va: u64) -> Option<(u64, (Pid, u64), u64)> {
+        let r = self.reservations.populate(pid, va)?;
+        self.mem.reclassify(PageSize::K4, FrameUse::Reserved, FrameUse::Data);
+        Some(r)
+    }
+
+    /// End a reservation: its unpopulated frames go back to the buddy allocator; the
+    /// populated pages stay mapped as they are.
+    pub fn release_reservation(&mut self, key: (Pid, u64), why: ReleaseReason) {
+        let Some(r) = self.reservations.remove(key) else { return };
+        for (pa, size) in r.unpopulated_blocks() {
+            self.mem.free(pa, size, FrameUse::Reserved);
         }
-        let pa = self.mem.alloc(PageSize::K4, FrameUse::Data)?;
-        o.frames.insert(page, pa);
-        Ok(pa)
+        match why {
+            ReleaseReason::Broken => self.pc.reservations_broken += 1,
+            ReleaseReason::Released => self.pc.reservations_released += 1,
+        }
+    }
+
+    /// Memory pressure: break the least recently populated reservation. False if none.
+    pub fn break_one_reservation(&mut self) -> bool {
+        match self.reservations.least_recently_used() {
+            Some(k) => {
+                self.release_reservation(k, ReleaseReason::Broken);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Promote a reservation to one page of its size, in place: its unpopulated frames
+    /// become (untouched) data and the populated base pages are replaced by the large
+    /// page. Returns false (changing nothing) if the pages cannot be merged.
+    pub fn promote_reservation(&mut self, key: (Pid, u64)) -> Result<bool> {
+        let Some(r) = self.reservations.get(key) else { return Ok(false) };
+        let (pid, va, pa, size) = (r.pid, r.va, r.pa, r.size);
+        if !self.can_promote_in_place(pid, va, size, pa) {
+            return Ok(false);
+        }
+        let r = self.reservations.remove(key).unwrap();
+        for (_, bsize) in r.unpopulated_blocks() {
+            self.mem.reclassify(bsize, FrameUse::Reserved, FrameUse::Data);
+        }
+        self.pc.reservations_promoted += 1;
+        self.promote_in_place(pid, va, size, pa)?;
+        Ok(true)
+    }
+
+    fn object_frame(&mut self, obj: u32, offset: u64) -> Option<u64> {
+        let page = offset >> 12;
+        if let Some(&pa) = self.objects[obj as usize].as_ref().expect("live object").frames.get(&page) {
+            return Some(pa);
+        }
+        let pa = self.alloc_frames(PageSize::K4, FrameUse::Data)?;
+        self.objects[obj as usize].as_mut().unwrap().frames.insert(page, pa);
+        Some(pa)
     }
 
     /// Apply an OS event record. Accesses and ticks are not OS events.
@@ -378,7 +585,7 @@ impl<P: PageTable> Os<P> {
             if obj.refs == 0 {
                 let obj = self.objects[o as usize].take().unwrap();
                 for (_, pa) in obj.frames {
-                    self.mem.free(pa, PageSize::K4, FrameUse::Data);
+                    self.free_data(pa, PageSize::K4);
                 }
             }
         }
@@ -393,19 +600,22 @@ impl<P: PageTable> Os<P> {
 
     /// Unmap every page overlapping [start, end); a large page that straddles the
     /// boundary is unmapped whole (its remainder re-faults in smaller pages).
+    /// Reservations overlapping the range are released first (the VMA shrank).
     fn unmap_range(&mut self, pid: Pid, start: u64, end: u64) {
-        let Some(space) = self.spaces.get_mut(&pid) else { return };
-        let asid = space.asid;
-        for base in space.pages.bases_in(start, end) {
-            let m = space.pages.remove(base).unwrap();
-            self.pt.unmap(&mut self.mem, asid, base);
-            if m.object.is_none() {
-                self.mem.free(m.pa, m.size, FrameUse::Data);
+        if !self.spaces.contains_key(&pid) {
+            return;
+        }
+        if !self.reservations.is_empty() {
+            for k in self.reservations.overlapping(pid, start, end) {
+                self.release_reservation(k, ReleaseReason::Released);
             }
-            *self.mapped_by_size.get_mut(&m.size).unwrap() -= 1;
-            self.mapped_now -= 1;
+        }
+        for base in self.spaces[&pid].pages.bases_in(start, end) {
+            let m = self.unmap_page(pid, base).unwrap();
+            if m.object.is_none() {
+                self.free_data(m.pa, m.size);
+            }
             self.counters.pages_unmapped += 1;
-            self.shootdowns.push(Shootdown::Page { asid, va: base });
         }
     }
 }

@@ -209,6 +209,12 @@ impl PageIndex {
         v
     }
 
+    /// Visit the pages overlapping [start, end) in address order, each once, as (base,
+    /// mapping); `visit` returns false to stop. Allocates nothing.
+    pub fn for_each_in(&self, start: u64, end: u64, mut visit: impl FnMut(u64, Mapping) -> bool) {
+        self.scan(0, TOP, 0, start, end, &mut visit);
+    }
+
     /// Visit the pages overlapping [start, end) in address order, each once, under the
     /// node `node` of `level` that covers addresses from `node_base`. `visit` returns
     /// false to stop; so does `scan`.

@@ -2,11 +2,12 @@
 //! out. Monomorphised per page-table kind, so the per-access path has no dynamic
 //! dispatch and allocates nothing.
 
-use crate::addr::{AccessKind, Asid, Perms, Pid};
+use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::mem::MemoryHierarchy;
 use crate::mmu::TlbHierarchy;
+use crate::os::policy::TlbMiss;
 use crate::os::{Os, Shootdown};
 use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, RunCounters, WalkCounters};
@@ -54,6 +55,13 @@ pub struct Engine<P: PageTable> {
     cur_pid: Option<Pid>,
     cur_asid: Asid,
     max_accesses: u64,
+    /// The page-size policy watches last-level TLB misses.
+    policy_misses: bool,
+    /// Background policy work (khugepaged): next due time, period, and whether the
+    /// clock counts instructions (else accesses). `u64::MAX`: never.
+    background_at: u64,
+    background_every: u64,
+    background_by_instr: bool,
     /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits).
     pub tlb_levels: [Vec<(u64, u64)>; 2],
     pub run: RunCounters,
@@ -80,6 +88,8 @@ impl<P: PageTable> Engine<P> {
         });
         let l1_len = |instr: bool| tlbs.side(instr).first().map_or(0, |v| v.len());
         let same_page_hits = [vec![0; l1_len(false)], vec![0; l1_len(true)]];
+        let policy_misses = os.policy.wants_tlb_misses();
+        let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
         Ok(Engine {
             os,
             tlbs,
@@ -97,6 +107,10 @@ impl<P: PageTable> Engine<P> {
             cur_pid: None,
             cur_asid: 0,
             max_accesses: cfg.sim.max_accesses,
+            policy_misses,
+            background_at: if background_every == 0 { u64::MAX } else { background_every },
+            background_every,
+            background_by_instr,
             tlb_levels: [vec![(0, 0); tlbs_levels], vec![(0, 0); tlbs_levels]],
             run: RunCounters::default(),
             walks: WalkCounters {
@@ -121,7 +135,7 @@ impl<P: PageTable> Engine<P> {
                     // the host cache. A hint only; no simulated state changes.
                     if let Some(Record::Access(a)) = buf.get(i + PREFETCH_DISTANCE) {
                         if Some(a.pid) == self.cur_pid {
-                            self.os.pt.prefetch(self.cur_asid, a.vaddr);
+                            self.os.mm.pt.prefetch(self.cur_asid, a.vaddr);
                         }
                     }
                 }
@@ -198,6 +212,9 @@ impl<P: PageTable> Engine<P> {
                 self.run.instructions += 1;
             }
         }
+        if self.background_at != u64::MAX {
+            self.maybe_background()?;
+        }
         let size = a.size.max(1) as u64;
         let first = a.vaddr >> 12;
         let last = a.vaddr.wrapping_add(size - 1) >> 12;
@@ -250,6 +267,7 @@ impl<P: PageTable> Engine<P> {
             self.same_page[1 - side].valid = false;
         }
         let levels = self.tlbs.levels();
+        let mut missed = None;
         let t = match self.tlbs.lookup(instr, va, asid) {
             Some(hit) => {
                 self.cycles.tlb += self.tlb_latency[side][hit.level];
@@ -281,12 +299,33 @@ impl<P: PageTable> Engine<P> {
                         self.fault(va, kind)?
                     }
                 };
-                self.tlbs.fill(instr, va, asid, &t, levels);
+                missed = Some(self.tlbs.fill(instr, va, asid, &t, levels));
                 t
             }
         };
+        if t.size != PageSize::K4 {
+            // Base pages are touched when mapped; pages of larger ones when translated.
+            self.os.mm.touched.touch(t.phys(va));
+        }
         self.note_same_page(side, va, &t);
+        if let (Some(evicted), true) = (missed, self.policy_misses) {
+            let pid = self.cur_pid.expect("access sets the current pid");
+            self.os.tlb_miss(&TlbMiss { pid, asid, va, translation: t, evicted })?;
+            self.apply_shootdowns();
+        }
         Ok(t.phys(va))
+    }
+
+    /// Run the policy's background work if it is due.
+    #[inline(never)]
+    fn maybe_background(&mut self) -> Result<()> {
+        let now = if self.background_by_instr { self.run.instructions } else { self.run.accesses };
+        if now >= self.background_at {
+            self.background_at = (now / self.background_every + 1) * self.background_every;
+            self.os.background()?;
+            self.apply_shootdowns();
+        }
+        Ok(())
     }
 
     /// Remember the L1 structure that now holds `t`, for the same-page fast path.
@@ -311,7 +350,7 @@ impl<P: PageTable> Engine<P> {
     #[inline]
     fn walk(&mut self, va: u64) -> Option<Translation> {
         self.path.clear();
-        let t = self.os.pt.walk(self.cur_asid, va, &mut self.walk_caches, &mut self.path);
+        let t = self.os.mm.pt.walk(self.cur_asid, va, &mut self.walk_caches, &mut self.path);
         let mut latency = self.walk_caches.probe_latency() + self.path.extra_cycles();
         let mut step = u16::MAX;
         let mut step_max = 0u64;
@@ -379,7 +418,7 @@ impl<P: PageTable> Engine<P> {
         self.walks.nested_misses += 1;
         let levels = self.tlbs.levels();
         self.nested_path.clear();
-        let t = self.os.pt.walk_nested(asid, va, &mut self.walk_caches, &mut self.nested_path);
+        let t = self.os.mm.pt.walk_nested(asid, va, &mut self.walk_caches, &mut self.nested_path);
         let mut latency = self.tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
         let (mut step, mut step_max) = (u16::MAX, 0u64);
         for r in self.nested_path.refs() {
@@ -409,11 +448,11 @@ impl<P: PageTable> Engine<P> {
     }
 
     fn apply_shootdowns(&mut self) {
-        if self.os.shootdowns.is_empty() {
+        if self.os.mm.shootdowns.is_empty() {
             return;
         }
         self.same_page = [SamePage::default(); 2];
-        for s in std::mem::take(&mut self.os.shootdowns) {
+        for s in std::mem::take(&mut self.os.mm.shootdowns) {
             match s {
                 Shootdown::Page { asid, va } => {
                     self.tlbs.invalidate(va, asid);

@@ -175,13 +175,13 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
                    "writebacks": k.writebacks}),
         );
     }
-    let fp = e.os.pt.footprint();
+    let fp = e.os.mm.pt.footprint();
     let w = &e.walks;
     let instr = e.run.instructions;
     let translation_cycles = e.cycles.tlb + e.cycles.walk + e.cycles.fault;
-    let mem = e.os.mem.counters();
+    let mem = e.os.mm.mem.counters();
     let page_sizes: Map<String, Value> =
-        e.os.mapped_by_size.iter().map(|(s, &n)| (s.to_string(), n.into())).collect();
+        e.os.mm.mapped_by_size.iter().map(|(s, &n)| (s.to_string(), n.into())).collect();
     let mut source = json!({
         "kind": info.kind, "name": info.name, "params": info.params,
         "meta": serde_json::to_value(src.meta()).unwrap_or(Value::Null),
@@ -212,20 +212,22 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
             "latency": w.latency.to_json(),
         },
         "walk_caches": walk_caches,
-        "faults": e.os.counters,
+        "faults": e.os.mm.counters,
         "page_table": {
-            "kind": e.os.pt.kind(), "bytes": fp.bytes, "nodes": fp.nodes, "mapped_pages": fp.mapped_pages,
+            "kind": e.os.mm.pt.kind(), "bytes": fp.bytes, "nodes": fp.nodes, "mapped_pages": fp.mapped_pages,
             "bytes_per_mapped_page": ratio(fp.bytes, fp.mapped_pages),
-            "peak_mapped_pages": e.os.peak_mapped_pages,
-            "bytes_at_peak": e.os.pt_bytes_at_peak,
-            "bytes_per_mapped_page_at_peak": ratio(e.os.pt_bytes_at_peak, e.os.peak_mapped_pages),
-            "details": e.os.pt.details(),
+            "peak_mapped_pages": e.os.mm.peak_mapped_pages,
+            "bytes_at_peak": e.os.mm.pt_bytes_at_peak,
+            "bytes_per_mapped_page_at_peak": ratio(e.os.mm.pt_bytes_at_peak, e.os.mm.peak_mapped_pages),
+            "details": e.os.mm.pt.details(),
         },
         "caches": caches,
         "memory": {
             "phys_bytes": mem.phys_bytes, "frames_total": mem.frames_total, "frames_used": mem.frames_used,
             "frames_data": mem.frames_data, "frames_page_table": mem.frames_page_table,
-            "frames_reserved": mem.frames_reserved, "frames_peak": mem.frames_peak,
+            "frames_reserved": mem.frames_reserved, "frames_other": mem.frames_other,
+            "frames_peak": mem.frames_peak,
+            "free_blocks_by_order": e.os.mm.mem.free_blocks_per_order(),
             "dram_accesses": e.mem.memory_accesses,
         },
         "cycles": {
@@ -235,6 +237,47 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
             "translation_per_access": ratio(translation_cycles, e.run.accesses),
         },
         "page_sizes": page_sizes,
+        "policy": policy_section(e),
+    })
+}
+
+/// The `policy` section (docs/metrics.md).
+fn policy_section<P: PageTable>(e: &Engine<P>) -> Value {
+    let mm = &e.os.mm;
+    let pc = &mm.pc;
+    let by_size = |m: &std::collections::BTreeMap<crate::addr::PageSize, u64>| -> Map<String, Value> {
+        m.iter().map(|(s, &n)| (s.to_string(), n.into())).collect()
+    };
+    let touched = mm.touched.count();
+    let bloat = mm.bloat_frames();
+    // Romer's TLBMCPI: cycles in service of the TLB (lookups beyond L1 and walks), the
+    // policy's bookkeeping and its copying, per instruction.
+    let tlbm = e.cycles.tlb + e.cycles.walk + pc.bookkeeping_cycles + pc.copy_cycles;
+    let reserved: u64 = mm.reservations.iter().map(|r| r.size.base_pages() - r.count).sum();
+    json!({
+        "kind": e.os.policy.name(),
+        "huge_size": e.os.policy.huge_size().to_string(),
+        "pages_mapped": by_size(&pc.mapped_total),
+        "promotions": pc.promotions,
+        "promotions_in_place": pc.promotions_in_place,
+        "promotions_copied": pc.promotions_copied,
+        "demotions": pc.demotions,
+        "bytes_copied": pc.bytes_copied,
+        "copy_cycles": pc.copy_cycles,
+        "bookkeeping_cycles": pc.bookkeeping_cycles,
+        "reservations_made": pc.reservations_made,
+        "reservations_promoted": pc.reservations_promoted,
+        "reservations_broken": pc.reservations_broken,
+        "reservations_released": pc.reservations_released,
+        "reservations_active": mm.reservations.len(),
+        "reserved_bytes": reserved * 4096,
+        "touched_bytes": touched * 4096,
+        "bloat_bytes": bloat * 4096,
+        "bloat_fraction": ratio(bloat, touched),
+        "bloat_peak_bytes": pc.bloat_peak_frames * 4096,
+        "tlbm_cycles": tlbm,
+        "tlbmcpi": ratio(tlbm, e.run.instructions),
+        "details": e.os.policy.details(),
     })
 }
 pub mod bench;
