@@ -332,3 +332,31 @@ fn ecpt_walks_are_single_steps_and_classified() {
     assert!(u(&doc, "/page_table/details/walks/complete") < walks / 2);
     assert!(u(&doc, "/walk_caches/pud_cwc/hits") > 0);
 }
+
+/// THP policies through the engine: eager maps a dense aligned region with 2M pages
+/// only; reservation-based THP promotes exactly when the threshold's page is touched.
+#[test]
+fn thp_policies_map_and_promote_at_their_thresholds() {
+    let touch = |pages: u64| -> Vec<Record> {
+        let mut r = vec![mmap(BASE, 4 << 20)];
+        r.extend((0..pages).map(|p| Record::read(BASE + (p << 12), 8, 1)));
+        r
+    };
+    let doc = simulate("skylake", &["os.policy.kind=thp-eager"], touch(1024)).unwrap();
+    assert_eq!(u(&doc, "/page_sizes/2M"), 2);
+    assert!(doc["page_sizes"].get("4K").map_or(true, |v| v.as_u64() == Some(0)));
+    for (threshold, at) in [("1.0", 512u64), ("0.5", 256)] {
+        let set = ["os.policy.kind=thp-reserve".to_string(), format!("os.policy.threshold={threshold}")];
+        let set: Vec<&str> = set.iter().map(|s| s.as_str()).collect();
+        let before = simulate("skylake", &set, touch(at - 1)).unwrap();
+        assert_eq!(u(&before, "/policy/promotions"), 0, "threshold {threshold}: no promotion before page {at}");
+        let after = simulate("skylake", &set, touch(at)).unwrap();
+        assert_eq!(u(&after, "/policy/promotions"), 1, "threshold {threshold}: promotion at page {at}");
+        assert_eq!(u(&after, "/page_sizes/2M"), 1);
+        // Accounting balances with a reservation still open (the second 2M region).
+        let open = simulate("skylake", &set, touch(at + 10)).unwrap();
+        let part = |k: &str| u(&open, &format!("/memory/{k}"));
+        assert_eq!(part("frames_used"), part("frames_data") + part("frames_page_table") + part("frames_reserved") + part("frames_other"));
+        assert!(part("frames_reserved") > 0 || u(&open, "/policy/reservations_active") == 0);
+    }
+}
