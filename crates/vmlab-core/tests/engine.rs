@@ -360,3 +360,50 @@ fn thp_policies_map_and_promote_at_their_thresholds() {
         assert!(part("frames_reserved") > 0 || u(&open, "/policy/reservations_active") == 0);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Under every policy, on random VMAs (odd sizes and offsets, some unmapped or
+    /// re-protected later) and random accesses, every mapped page lies inside one VMA and
+    /// is aligned to its size (accesses outside every VMA, after munmap or overlap,
+    /// get implicit VMAs).
+    #[test]
+    fn no_policy_maps_outside_its_vma_or_misaligned(
+        vmas in proptest::collection::vec((0u64..64, 1u64..1200), 1..6),
+        accesses in proptest::collection::vec((0usize..6, 0u64..(1200 << 12)), 1..1500),
+        policy in prop_oneof![Just("fixed"), Just("thp-eager"), Just("thp-reserve")],
+        threshold in prop_oneof![Just("1.0"), Just("0.5")],
+        unmap_one in any::<bool>(),
+    ) {
+        use vmlab::pt::{radix::PageWalkCache, RadixPageTable};
+        let cfg = Config::load("tiny", &[
+            "machine.phys_mem=1G".to_string(),
+            format!("os.policy.kind={policy}"),
+            format!("os.policy.threshold={threshold}"),
+            "os.implicit_anon=true".to_string(),
+        ]).unwrap();
+        let mut e = vmlab::sim::Engine::new(&cfg, RadixPageTable::new(4).unwrap(), PageWalkCache::none()).unwrap();
+        // VMAs at 4 MiB-spaced slots with odd page offsets and lengths (not 2M-aligned).
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + ((slot * 7) % 512 << 12), pages << 12)).collect();
+        for &(start, len) in &regions {
+            e.record(&Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
+        }
+        for (k, &(i, off)) in accesses.iter().enumerate() {
+            let (start, len) = regions[i % regions.len()];
+            e.record(&Record::read(start + off % len, 8, 1)).unwrap();
+            if unmap_one && k == accesses.len() / 2 {
+                let (s, l) = regions[0];
+                e.record(&Record::Munmap { pid: 1, start: s, len: l / 2 }).unwrap();
+            }
+        }
+        let space = e.os.space(1).unwrap();
+        for base in space.pages.bases_in(0, u64::MAX) {
+            let (b, m) = space.pages.get(base).unwrap();
+            prop_assert_eq!(b, base);
+            prop_assert!(m.size.is_aligned(base), "{:#x} not aligned to {}", base, m.size);
+            let vma = space.vmas.find(base);
+            prop_assert!(vma.map_or(false, |v| v.contains_range(base, base + m.size.bytes())),
+                "{} page at {:#x} is not inside one VMA", m.size, base);
+        }
+    }
+}
