@@ -131,11 +131,18 @@ pub struct PageTableConfig {
 #[serde(deny_unknown_fields)]
 pub struct RadixConfig {
     pub levels: u8,
+    /// Tailored Page Sizes (TPS §III-A1): leaf entries map every 2^n page from 4K to 1G.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tailored: bool,
+    /// How a tailored page's other leaf slots are filled: "pointer" (one extra walk
+    /// reference) or "copy" (full copies).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub alias_ptes: crate::pt::radix::AliasPtes,
 }
 
 impl Default for RadixConfig {
     fn default() -> Self {
-        RadixConfig { levels: 4 }
+        RadixConfig { levels: 4, tailored: false, alias_ptes: Default::default() }
     }
 }
 
@@ -498,4 +505,10 @@ mod tests {
         assert_eq!(a.hash(), b.hash());
         assert_ne!(a.hash(), c.hash());
     }
+}
+
+/// For `skip_serializing_if`: keys left at their default stay out of resolved configs,
+/// so adding a key does not change the documents and hashes of runs that do not use it.
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }

@@ -35,7 +35,7 @@ fn va_of(slot: u64) -> u64 {
 
 fn op_strategy() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0u16..3, 0u64..4000, 0usize..4, 1u8..16).prop_map(|(asid, slot, size_ix, perms)| Op::Map { asid, slot, size_ix, perms }),
+        4 => (0u16..3, 0u64..4000, 0usize..64, 1u8..16).prop_map(|(asid, slot, size_ix, perms)| Op::Map { asid, slot, size_ix, perms }),
         2 => (0u16..3, 0u64..4000).prop_map(|(asid, slot)| Op::Unmap { asid, slot }),
         1 => (0u16..3, 0u64..4000, 1u8..16).prop_map(|(asid, slot, perms)| Op::Protect { asid, slot, perms }),
         3 => (0u16..3, 0u64..4000, 0u64..(1 << 30)).prop_map(|(asid, slot, offset)| Op::Probe { asid, slot, offset }),
@@ -246,6 +246,15 @@ proptest! {
     fn linear_array_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
         let pt = LinearPageTable::new(&LinearConfig::default()).unwrap();
         check_kind(pt, PageWalkCache::none(), &ops, true)?;
+    }
+
+    /// Tailored Page Sizes: every 2^n page from 4K to 1G, pointer or copy aliases.
+    #[test]
+    fn tailored_radix_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300), copy in any::<bool>(), pwc in any::<bool>()) {
+        let alias = if copy { vmlab::pt::radix::AliasPtes::Copy } else { vmlab::pt::radix::AliasPtes::Pointer };
+        let pt = RadixPageTable::new(4).unwrap().with_tailored(alias);
+        let caches = if pwc { PageWalkCache::new(&[32, 32, 32], 4, Default::default(), 0, 1).unwrap() } else { PageWalkCache::none() };
+        check_kind(pt, caches, &ops, true)?;
     }
 
     #[test]

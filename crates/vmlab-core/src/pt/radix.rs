@@ -2,6 +2,15 @@
 //! leaves at level 1 (4 KiB), 2 (2 MiB) or 3 (1 GiB). Levels are numbered from the
 //! leaf: level 1 is the PT, 2 the PD, 3 the PDPT, 4 the PML4, 5 the PML5.
 //!
+//! With `tailored` (Tailored Page Sizes, TPS §III-A1) it maps every power of two from
+//! 4 KiB to 1 GiB. A page 2^k times a level's entry size (1 <= k <= 8) occupies 2^k
+//! aligned slots of that level: the first holds the *true* PTE, marked by the T bit
+//! with its size in the low, otherwise unused, PFN bits (Fig. 5, NAPOT-style: k-1 ones
+//! then a zero); the others hold *alias* PTEs. A pointer alias carries only T and the
+//! size, and the walker makes one more reference, to the true PTE at the index with the
+//! page-offset bits cleared (Fig. 6); a copy alias is a full copy of the true PTE (no
+//! extra reference, every PTE update writes all copies).
+//!
 //! Nodes live in an arena; each has a real physical frame from the buddy allocator so
 //! walk references carry real physical addresses for the cache model.
 
@@ -19,12 +28,34 @@ const PTE_BYTES: u64 = 8;
 // bits 12.. the payload (leaf: physical frame base; non-leaf: child arena index << 12).
 const P_PRESENT: u64 = 1;
 const P_LEAF: u64 = 2;
+/// TPS's T bit: a tailored leaf whose size is encoded in its low PFN bits.
+const P_TAILORED: u64 = 0x80;
 const PERM_SHIFT: u32 = 2;
 const PAYLOAD_MASK: u64 = !0xfff;
 
 #[inline(always)]
 fn leaf_entry(pa: u64, perms: Perms) -> u64 {
     pa | P_PRESENT | P_LEAF | ((perms.bits() as u64) << PERM_SHIFT)
+}
+/// The true PTE of a tailored page of 2^k slots at `level` (TPS Fig. 5).
+#[inline(always)]
+fn tailored_entry(pa: u64, perms: Perms, level: u8, k: u32) -> u64 {
+    leaf_entry(pa, perms) | P_TAILORED | (((1u64 << (k - 1)) - 1) << level_shift(level))
+}
+/// log2 of the slots a tailored leaf spans, from its size bits (a priority encoder in
+/// hardware: the count of ones above the level's offset, plus one).
+#[inline(always)]
+fn tailored_slots_log2(e: u64, level: u8) -> u32 {
+    (e >> level_shift(level)).trailing_ones() + 1
+}
+/// The mapping a (true) leaf entry read at `level` holds.
+#[inline(always)]
+fn leaf_translation(e: u64, level: u8) -> Translation {
+    let mut shift = level_shift(level);
+    if e & P_TAILORED != 0 {
+        shift += tailored_slots_log2(e, level);
+    }
+    Translation { pa: e & PAYLOAD_MASK & !((1u64 << shift) - 1), size: PageSize::from_valid_shift(shift as u8), perms: entry_perms(e) }
 }
 #[inline(always)]
 fn table_entry(child: u32) -> u64 {
@@ -54,9 +85,22 @@ struct NodeMeta {
     pa: u64,
 }
 
+/// How the alias slots of a tailored page are filled (`page_table.radix.alias_ptes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AliasPtes {
+    /// T and size only; the walk makes one more reference, to the true PTE.
+    #[default]
+    Pointer,
+    /// Full copies of the true PTE (TPS §III-A1's alternative).
+    Copy,
+}
+
 /// The radix page table of every address space.
 pub struct RadixPageTable {
     levels: u8,
+    /// Tailored Page Sizes: every 2^n page, with this kind of alias PTEs.
+    tailored: Option<AliasPtes>,
     sizes: Vec<PageSize>,
     entries: NodeArena<ENTRIES>,
     meta: Vec<NodeMeta>,
@@ -75,6 +119,7 @@ impl RadixPageTable {
         }
         Ok(RadixPageTable {
             levels,
+            tailored: None,
             sizes: vec![PageSize::K4, PageSize::M2, PageSize::G1],
             entries: NodeArena::new(),
             meta: Vec::new(),
@@ -83,6 +128,19 @@ impl RadixPageTable {
             nodes_per_level: [0; 6],
             mapped: 0,
         })
+    }
+
+    /// The table `page_table.radix` describes.
+    pub fn from_config(c: &crate::config::RadixConfig) -> Result<RadixPageTable> {
+        let pt = RadixPageTable::new(c.levels)?;
+        Ok(if c.tailored { pt.with_tailored(c.alias_ptes) } else { pt })
+    }
+
+    /// Map every power of two from 4 KiB to 1 GiB (TPS), with `alias` PTEs.
+    pub fn with_tailored(mut self, alias: AliasPtes) -> RadixPageTable {
+        self.tailored = Some(alias);
+        self.sizes = (12..=30).map(PageSize::from_valid_shift).collect();
+        self
     }
 
     pub fn levels(&self) -> u8 {
@@ -94,13 +152,42 @@ impl RadixPageTable {
         level_shift(self.levels) + 9
     }
 
-    /// Level whose entries map pages of `size` directly, if any.
-    fn leaf_level(size: PageSize) -> Option<u8> {
-        match size.shift() {
-            12 => Some(1),
-            21 => Some(2),
-            30 => Some(3),
-            _ => None,
+    /// Where a page of `size` goes: its leaf level and log2 of the slots it spans there
+    /// (0 for 4K, 2M and 1G; 1..=8 for a tailored size).
+    fn leaf_place(&self, size: PageSize) -> Option<(u8, u32)> {
+        let s = size.shift() as u32;
+        if self.tailored.is_none() && !matches!(s, 12 | 21 | 30) || !(12..=30).contains(&s) {
+            return None;
+        }
+        let level = (1 + (s - 12) / 9) as u8;
+        Some((level, s - level_shift(level)))
+    }
+
+    /// The slot and entry of the true PTE for a leaf `e` read at slot `i` of `idx`.
+    #[inline(always)]
+    fn true_pte(&self, idx: u32, level: u8, i: usize, e: u64) -> (usize, u64) {
+        if e & P_TAILORED == 0 {
+            return (i, e);
+        }
+        let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
+        (ti, self.entry(idx, ti))
+    }
+
+    /// Whether slot `i` of a node holds a true PTE (not an alias or a table pointer).
+    fn is_true_leaf(e: u64, level: u8, i: usize) -> bool {
+        e & P_PRESENT != 0 && e & P_LEAF != 0 && (e & P_TAILORED == 0 || i & ((1usize << tailored_slots_log2(e, level)) - 1) == 0)
+    }
+
+    /// Write the true PTE `e` of a page spanning 2^k slots from `i0`, and its aliases.
+    fn write_leaf(&mut self, idx: u32, level: u8, i0: usize, k: u32, e: u64) {
+        self.set_entry(idx, i0, e);
+        let alias = match self.tailored {
+            Some(AliasPtes::Copy) => e,
+            // A pointer alias: T and the size bits, no frame.
+            _ => P_PRESENT | P_LEAF | P_TAILORED | (((1u64 << (k.max(1) - 1)) - 1) << level_shift(level)),
+        };
+        for i in i0 + 1..i0 + (1usize << k) {
+            self.set_entry(idx, i, alias);
         }
     }
 
@@ -219,27 +306,24 @@ impl PageTable for RadixPageTable {
         // Depth-first free of every node; leaves' frames belong to the OS model.
         let mut stack = vec![(root, self.levels)];
         while let Some((idx, level)) = stack.pop() {
-            if level > 1 {
-                let mut leaves = 0;
-                for &e in self.entries.get(idx).iter() {
-                    if e & P_PRESENT != 0 && e & P_LEAF == 0 {
-                        stack.push(((e >> 12) as u32, level - 1));
-                    } else if e & P_PRESENT != 0 {
-                        leaves += 1;
-                    }
+            let mut leaves = 0;
+            for (i, &e) in self.entries.get(idx).iter().enumerate() {
+                if level > 1 && e & P_PRESENT != 0 && e & P_LEAF == 0 {
+                    stack.push(((e >> 12) as u32, level - 1));
+                } else if Self::is_true_leaf(e, level, i) {
+                    leaves += 1;
                 }
-                self.mapped -= leaves;
-            } else {
-                self.mapped -= self.meta[idx as usize].used as u64;
             }
+            self.mapped -= leaves;
             self.free_node(mem, idx, level);
         }
         self.roots[asid as usize] = u32::MAX;
     }
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
-        let leaf_level = Self::leaf_level(size).ok_or_else(|| {
-            Error::config("os.page_size", format!("a radix table maps 4K, 2M or 1G pages, not {size}"))
+        let (leaf_level, k) = self.leaf_place(size).ok_or_else(|| {
+            let what = if self.tailored.is_some() { "pages from 4K to 1G" } else { "4K, 2M or 1G pages (page_table.radix.tailored maps every 2^n)" };
+            Error::config("os.page_size", format!("a radix table maps {what}, not {size}"))
         })?;
         self.check_canonical(va)?;
         debug_assert!(size.is_aligned(va) && size.is_aligned(pa));
@@ -260,11 +344,12 @@ impl PageTable for RadixPageTable {
                 idx = child;
             }
         }
-        let i = index(va, leaf_level);
-        if self.entry(idx, i) & P_PRESENT != 0 {
+        let i0 = index(va, leaf_level);
+        if (i0..i0 + (1usize << k)).any(|i| self.entry(idx, i) & P_PRESENT != 0) {
             return Err(Error::Sim(format!("map {va:#x}: already mapped")));
         }
-        self.set_entry(idx, i, leaf_entry(pa, perms));
+        let e = if k == 0 { leaf_entry(pa, perms) } else { tailored_entry(pa, perms, leaf_level, k) };
+        self.write_leaf(idx, leaf_level, i0, k, e);
         self.mapped += 1;
         Ok(())
     }
@@ -274,12 +359,12 @@ impl PageTable for RadixPageTable {
         let (n, leaf) = self.path(asid, va, &mut path);
         let e = leaf?;
         let (leaf_idx, leaf_level) = path[n - 1];
-        let t = Translation {
-            pa: e & PAYLOAD_MASK,
-            size: PageSize::from_valid_shift(level_shift(leaf_level) as u8),
-            perms: entry_perms(e),
-        };
-        self.set_entry(leaf_idx, index(va, leaf_level), 0);
+        let (i0, e) = self.true_pte(leaf_idx, leaf_level, index(va, leaf_level), e);
+        let t = leaf_translation(e, leaf_level);
+        let slots = 1usize << (t.size.shift() as u32 - level_shift(leaf_level));
+        for i in i0..i0 + slots {
+            self.set_entry(leaf_idx, i, 0);
+        }
         self.mapped -= 1;
         // Free nodes that became empty, bottom-up (never the root).
         for k in (1..n).rev() {
@@ -299,7 +384,10 @@ impl PageTable for RadixPageTable {
         let (n, leaf) = self.path(asid, va, &mut path);
         let Some(e) = leaf else { return false };
         let (idx, level) = path[n - 1];
-        self.set_entry(idx, index(va, level), leaf_entry(e & PAYLOAD_MASK, perms));
+        let (i0, e) = self.true_pte(idx, level, index(va, level), e);
+        let k = leaf_translation(e, level).size.shift() as u32 - level_shift(level);
+        let perm_mask = 0x1f << PERM_SHIFT;
+        self.write_leaf(idx, level, i0, k, (e & !perm_mask) | ((perms.bits() as u64) << PERM_SHIFT));
         true
     }
 
@@ -307,12 +395,9 @@ impl PageTable for RadixPageTable {
         let mut path = [(0u32, 0u8); 5];
         let (n, leaf) = self.path(asid, va, &mut path);
         let e = leaf?;
-        let level = path[n - 1].1;
-        Some(Translation {
-            pa: e & PAYLOAD_MASK,
-            size: PageSize::from_valid_shift(level_shift(level) as u8),
-            perms: entry_perms(e),
-        })
+        let (idx, level) = path[n - 1];
+        let (_, e) = self.true_pte(idx, level, index(va, level), e);
+        Some(leaf_translation(e, level))
     }
 
     #[inline]
@@ -346,11 +431,16 @@ impl PageTable for RadixPageTable {
                 return None;
             }
             if e & P_LEAF != 0 {
-                return Some(Translation {
-                    pa: e & PAYLOAD_MASK,
-                    size: PageSize::from_valid_shift(level_shift(level) as u8),
-                    perms: entry_perms(e),
-                });
+                if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
+                    // TPS Fig. 6: an alias sends the walker to the true PTE, at the
+                    // index with the page-offset bits cleared: one more reference.
+                    let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
+                    if ti != i {
+                        path.push_step(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
+                        return Some(leaf_translation(self.entry(idx, ti), level));
+                    }
+                }
+                return Some(leaf_translation(e, level));
             }
             // A non-leaf entry read at `level` may be cached by the PWC.
             pwc.fill(asid, va, level);
@@ -381,7 +471,11 @@ impl PageTable for RadixPageTable {
         let per_level: serde_json::Map<String, serde_json::Value> = (1..=self.levels)
             .map(|l| (format!("level{l}"), self.nodes_per_level[l as usize].into()))
             .collect();
-        serde_json::json!({ "levels": self.levels, "nodes_per_level": per_level })
+        let mut d = serde_json::json!({ "levels": self.levels, "nodes_per_level": per_level });
+        if let Some(a) = self.tailored {
+            d["tailored"] = serde_json::json!({ "alias_ptes": a });
+        }
+        d
     }
 }
 
@@ -582,5 +676,84 @@ mod tests {
         pt5.create_space(&mut mem, 0).unwrap();
         assert!(pt5.map(&mut mem, 0, 1 << 50, 0x2000, PageSize::K4, Perms::RW_USER).is_ok());
         assert!(RadixPageTable::new(3).is_err());
+    }
+
+    fn tailored(alias: AliasPtes) -> (RadixPageTable, BuddyAllocator) {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let mut pt = RadixPageTable::new(4).unwrap().with_tailored(alias);
+        pt.create_space(&mut mem, 0).unwrap();
+        (pt, mem)
+    }
+
+    #[test]
+    fn tailored_sizes_are_every_power_of_two_to_1g() {
+        let (pt, _) = tailored(AliasPtes::Pointer);
+        assert_eq!(pt.page_sizes().len(), 19);
+        assert_eq!(pt.page_sizes()[1].bytes(), 8 << 10);
+        assert_eq!(*pt.page_sizes().last().unwrap(), PageSize::G1);
+    }
+
+    #[test]
+    fn tailored_entry_encodes_size_in_unused_pfn_bits() {
+        // TPS Fig. 5: a 32K page at level 1 (k = 3) sets s0 and s1, leaves s2 clear.
+        let e = tailored_entry(0x1234_8000, Perms::RW_USER, 1, 3);
+        assert_eq!((e >> 12) & 0b111, 0b011);
+        assert_eq!(tailored_slots_log2(e, 1), 3);
+        let t = leaf_translation(e, 1);
+        assert_eq!((t.pa, t.size.bytes(), t.perms), (0x1234_8000, 32 << 10, Perms::RW_USER));
+        // A 4M page at level 2 (k = 1): T set, no size bits.
+        let e = tailored_entry(0x40_0000, Perms::RW_USER, 2, 1);
+        assert_eq!(leaf_translation(e, 2).size.bytes(), 4 << 20);
+    }
+
+    #[test]
+    fn pointer_alias_costs_exactly_one_extra_walk_reference() {
+        let (mut pt, mut mem) = tailored(AliasPtes::Pointer);
+        let k32 = PageSize::from_shift(15).unwrap();
+        pt.map(&mut mem, 0, 0x40_8000, 0x100_8000, k32, Perms::RW_USER).unwrap();
+        let mut pwc = PageWalkCache::none();
+        let mut path = WalkPath::new();
+        // The first 4K of the page reads the true PTE directly.
+        let t = pt.walk(0, 0x40_8010, &mut pwc, &mut path).unwrap();
+        assert_eq!((t.size, t.phys(0x40_8010)), (k32, 0x100_8010));
+        assert_eq!(path.refs().len(), 4);
+        // Its third 4K reads an alias, then the true PTE at the aligned index.
+        path.clear();
+        let t = pt.walk(0, 0x40_a010, &mut pwc, &mut path).unwrap();
+        assert_eq!(t.phys(0x40_a010), 0x100_a010);
+        assert_eq!(path.refs().len(), 5);
+        assert_eq!(path.steps(), 5);
+        let leaf = path.refs()[3].pa;
+        assert_eq!(path.refs()[4].pa, leaf - 2 * PTE_BYTES, "true PTE two slots before the alias");
+        // Unmap through an alias removes the whole page.
+        assert_eq!(pt.unmap(&mut mem, 0, 0x40_f000).unwrap().size, k32);
+        assert!(pt.translate(0, 0x40_8000).is_none());
+        assert_eq!(pt.footprint().mapped_pages, 0);
+    }
+
+    #[test]
+    fn copy_aliases_need_no_extra_reference_and_follow_protect() {
+        let (mut pt, mut mem) = tailored(AliasPtes::Copy);
+        let m4 = PageSize::from_shift(22).unwrap();
+        pt.map(&mut mem, 0, 0x80_0000, 0x80_0000, m4, Perms::RW_USER).unwrap();
+        let mut pwc = PageWalkCache::none();
+        let mut path = WalkPath::new();
+        let t = pt.walk(0, 0xa0_0000, &mut pwc, &mut path).unwrap();
+        assert_eq!((t.size, t.phys(0xa0_0000)), (m4, 0xa0_0000));
+        assert_eq!(path.refs().len(), 3, "a 4M page ends the walk at level 2");
+        assert!(pt.protect(0, 0xa0_0000, Perms::R));
+        path.clear();
+        assert_eq!(pt.walk(0, 0xa0_0000, &mut pwc, &mut path).unwrap().perms, Perms::R);
+        assert_eq!(pt.translate(0, 0x80_0000).unwrap().perms, Perms::R);
+        // Overlaps with either half are refused.
+        assert!(pt.map(&mut mem, 0, 0xa0_0000, 0x20_0000, PageSize::M2, Perms::R).is_err());
+        assert!(pt.map(&mut mem, 0, 0xa0_0000, 0x1000, PageSize::K4, Perms::R).is_err());
+    }
+
+    #[test]
+    fn plain_radix_refuses_tailored_sizes_naming_the_key() {
+        let (mut pt, mut mem) = setup();
+        let e = pt.map(&mut mem, 0, 0x8000, 0x8000, PageSize::from_shift(15).unwrap(), Perms::R).unwrap_err();
+        assert!(e.to_string().contains("tailored"), "{e}");
     }
 }

@@ -27,7 +27,7 @@ pub struct SourceInfo {
 pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch: impl FnMut(u64)) -> Result<Value> {
     match cfg.page_table.kind.as_str() {
         "radix" => {
-            let pt = RadixPageTable::new(cfg.page_table.radix.levels)?;
+            let pt = RadixPageTable::from_config(&cfg.page_table.radix)?;
             let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
             run_kind(cfg, pt, pwc, src, info, on_batch)
         }
@@ -52,7 +52,7 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
             let e = &cfg.page_table.ecpt;
             let radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
                 Ok((
-                    RadixPageTable::new(cfg.page_table.radix.levels)?,
+                    RadixPageTable::from_config(&cfg.page_table.radix)?,
                     PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?,
                 ))
             };
