@@ -70,9 +70,17 @@ pub fn open_source(spec: &SourceSpec) -> Result<(Box<dyn TraceSource + Send>, So
 /// Run one simulation; returns the stats document (docs/metrics.md).
 pub fn run(req: &RunRequest) -> Result<serde_json::Value> {
     let cfg = Config::load(&req.config, &req.overrides)?;
-    let (mut src, info) = open_source(&req.source)?;
+    let (src, info) = open_source(&req.source)?;
     let bar = progress_bar(req.progress, src.len_hint());
-    let doc = sim::run(&cfg, src.as_mut(), &info, |n| {
+    let mut first = Some(src);
+    // The first open is reused; OFFLINE opens the source again for its second pass.
+    let mut open = || -> Result<Box<dyn crate::trace::TraceSource + Send>> {
+        match first.take() {
+            Some(s) => Ok(s),
+            None => Ok(open_source(&req.source)?.0),
+        }
+    };
+    let doc = sim::run_source(&cfg, &mut open, &info, |n| {
         if let Some(b) = &bar {
             b.set_position(n)
         }

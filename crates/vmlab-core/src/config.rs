@@ -14,6 +14,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("tiny", include_str!("../../../configs/tiny.toml")),
     ("itanium2", include_str!("../../../configs/itanium2.toml")),
     ("ecpt-asplos22", include_str!("../../../configs/ecpt-asplos22.toml")),
+    ("romer", include_str!("../../../configs/romer.toml")),
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
@@ -155,6 +156,11 @@ pub struct MmuConfig {
     /// Seed for random replacement.
     #[serde(default)]
     pub seed: u64,
+    /// Charge every walk this many cycles instead of its modelled latency: a software
+    /// miss handler of fixed cost (Romer §3.5.1: 30). The walk's references are still
+    /// made and counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_miss_cycles: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -193,6 +199,11 @@ pub struct TlbConfig {
     pub ways: usize,
     /// Page sizes the structure holds, e.g. ["4K"] or ["4K", "2M"].
     pub page_sizes: Vec<Bytes>,
+    /// An any-size structure (TPS §III-A2; Romer's 4K-8M TLBs): holds every power of
+    /// two from the smallest to the largest of `page_sizes`, each entry matching when
+    /// `(vpn & mask) == tag`. Must be fully associative.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_size: bool,
     #[serde(default)]
     pub replacement: Replacement,
     /// Cycles a lookup that reaches this level costs (L1 usually 0: overlapped with the
@@ -354,6 +365,9 @@ impl Config {
             }
             for s in &t.page_sizes {
                 PageSize::from_bytes(s.0).map_err(|m| Error::config(format!("{key}.page_sizes"), m))?;
+            }
+            if t.any_size && t.ways != 0 && t.ways != t.entries {
+                return Err(Error::config(format!("{key}.any_size"), format!("an any-size TLB must be fully associative (ways = 0 or {}), not {}-way", t.entries, t.ways)));
             }
         }
         let min_level = self.tlb.values().map(|t| t.level).min().unwrap_or(1);

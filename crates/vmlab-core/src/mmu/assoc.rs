@@ -155,6 +155,20 @@ impl<V: Copy + Default> AssocCache<V> {
         Some(self.vals[slot])
     }
 
+    /// Look up the first valid entry of `set` whose key satisfies `matches` (for keys
+    /// that are not a plain equality, e.g. an any-size TLB's masked VPN compare); on a
+    /// hit, mark it most recently used.
+    #[inline]
+    pub fn lookup_where(&mut self, set: usize, asid: Asid, matches: impl Fn(u64) -> bool) -> Option<V> {
+        let base = set * self.ways;
+        let slot = (base..base + self.ways).find(|&s| {
+            let k = self.keys[s];
+            k != INVALID && matches(k) && (self.asids[s] == asid || self.asids[s] == ANY_ASID)
+        })?;
+        self.touch(set, slot);
+        Some(self.vals[slot])
+    }
+
     /// Look up without changing replacement state.
     #[inline]
     pub fn peek(&self, set: usize, key: u64, asid: Asid) -> Option<V> {
@@ -275,6 +289,15 @@ impl<V: Copy + Default> AssocCache<V> {
             }
         }
         n
+    }
+
+    /// Visit every valid entry.
+    pub fn for_each_valid(&self, mut f: impl FnMut(u64, Asid, &V)) {
+        for s in 0..self.keys.len() {
+            if self.keys[s] != INVALID {
+                f(self.keys[s], self.asids[s], &self.vals[s]);
+            }
+        }
     }
 
     pub fn flush_all(&mut self) {

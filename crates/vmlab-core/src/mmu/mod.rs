@@ -23,6 +23,9 @@ pub struct TlbHierarchy {
     instr: Vec<Vec<TlbId>>,
     /// Bit s set once a page of size 2^s has been filled into any structure.
     filled_shifts: u64,
+    /// The structures a page-size policy watches (Romer's `tlbcount`, §3.5.2): per
+    /// side (data, instr), the first structure of the side's last level.
+    watched: [TlbId; 2],
 }
 
 /// Where a lookup hit.
@@ -34,14 +37,24 @@ pub struct TlbHit {
     pub entry: TlbPayload,
 }
 
-/// A translation a fill pushed out of a TLB: what page-size policies that watch the TLB
-/// (Romer's `tlbcount`, §3.5.2) need to know about the victim.
+/// The page a TLB entry translates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EvictedEntry {
+pub struct TlbPage {
     pub asid: Asid,
-    /// Virtual base of the evicted page.
+    /// Virtual base of the page.
     pub va: u64,
     pub size: PageSize,
+}
+
+/// A change to a watched structure's contents (what page-size policies that track the
+/// TLB, like Romer's `tlbcount` §3.5.2, need to know).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbChange {
+    Filled { slot: u8, page: TlbPage },
+    /// Pushed out by a fill.
+    Evicted { slot: u8, page: TlbPage },
+    /// Removed by an invalidation (shootdown) or a flush.
+    Invalidated { slot: u8, page: TlbPage },
 }
 
 impl TlbHierarchy {
@@ -61,7 +74,39 @@ impl TlbHierarchy {
                 instr[t.level as usize - 1].push(i);
             }
         }
-        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0 })
+        let last = |side: &Vec<Vec<TlbId>>| side.iter().rev().find(|ids| !ids.is_empty()).map_or(0, |ids| ids[0]);
+        let watched = [last(&data), last(&instr)];
+        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched })
+    }
+
+    /// The watched structure's slot for a side: 0, or 1 for a separate instruction one.
+    #[inline(always)]
+    pub fn watched_slot(&self, instr: bool) -> u8 {
+        (instr && self.watched[1] != self.watched[0]) as u8
+    }
+
+    /// Log (or stop logging) every change to the watched structures' contents, for
+    /// `drain_changes`.
+    pub fn watch(&mut self, on: bool) {
+        for slot in 0..2 {
+            let id = self.watched[slot];
+            self.tlbs[id].log = on.then(|| (self.watched_slot(slot == 1), Vec::new()));
+        }
+    }
+
+    /// Entries of the watched structures (data, instruction).
+    pub fn watched_entries(&self) -> [usize; 2] {
+        self.watched.map(|id| self.tlbs[id].entries())
+    }
+
+    /// Move the logged changes (fills, evictions, invalidations, flushes) into `out`,
+    /// in order per watched structure.
+    pub fn drain_changes(&mut self, out: &mut Vec<TlbChange>) {
+        for slot in 0..=(self.watched[1] != self.watched[0]) as usize {
+            if let Some((_, log)) = &mut self.tlbs[self.watched[slot]].log {
+                out.append(log);
+            }
+        }
     }
 
     pub fn levels(&self) -> usize {
@@ -101,28 +146,17 @@ impl TlbHierarchy {
 
     /// Fill the translation into every structure of levels `< upto` on this side that
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
-    /// Returns the entry the fill evicted from the last level (if the fill reached it
-    /// and that level was full): the victim of a last-level TLB miss.
     #[inline]
-    pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) -> Option<EvictedEntry> {
+    pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
         self.filled_shifts |= 1u64 << t.size.shift();
         let side = if instr { &self.instr } else { &self.data };
-        let last = side.len() - 1;
-        let mut victim = None;
-        for (level, ids) in side.iter().enumerate().take(upto) {
+        for ids in side.iter().take(upto) {
             for &id in ids {
                 if self.tlbs[id].holds(t.size) {
-                    let ev = self.tlbs[id].fill(va, asid, t);
-                    if level == last && victim.is_none() {
-                        victim = ev.map(|e| {
-                            let shift = e.val.shift;
-                            EvictedEntry { asid: e.asid, va: (e.key >> 6) << shift, size: PageSize::from_valid_shift(shift) }
-                        });
-                    }
+                    self.tlbs[id].fill(va, asid, t);
                 }
             }
         }
-        victim
     }
 
     pub fn invalidate(&mut self, va: u64, asid: Asid) {

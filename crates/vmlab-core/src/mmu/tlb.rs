@@ -3,6 +3,7 @@
 //! a hardware structure holding several sizes does.
 
 use super::assoc::{AssocCache, Evicted};
+use super::{TlbChange, TlbPage};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::{Serves, TlbConfig};
 use crate::error::{Error, Result};
@@ -45,8 +46,20 @@ pub struct Tlb {
     pub serves: Serves,
     pub latency: u32,
     sizes: Vec<PageSize>,
+    /// Bit s set if the structure holds pages of 2^s bytes.
+    held: u64,
+    /// Fully associative, matched by one masked compare per entry (`any_size`).
+    any_size: bool,
     store: AssocCache<TlbPayload>,
     pub counters: TlbCounters,
+    /// A watched structure logs every change to its contents (mmu/mod.rs), with its slot.
+    pub log: Option<(u8, Vec<TlbChange>)>,
+}
+
+/// The page an entry's key and payload describe.
+#[inline(always)]
+fn page_of(k: u64, asid: Asid, p: &TlbPayload) -> TlbPage {
+    TlbPage { asid, va: (k >> 6) << p.shift, size: PageSize::from_valid_shift(p.shift) }
 }
 
 /// Tag of a page of `size` containing `va`: the VPN, with the size folded in so pages of
@@ -67,19 +80,28 @@ impl Tlb {
             }
         }
         sizes.sort();
+        if c.any_size {
+            let (lo, hi) = (sizes[0].shift(), sizes[sizes.len() - 1].shift());
+            sizes = (lo..=hi).map(PageSize::from_valid_shift).collect();
+        }
+        let held = sizes.iter().fold(0u64, |m, s| m | 1u64 << s.shift());
         Ok(Tlb {
             name: name.to_string(),
             level: c.level,
             serves: c.serves,
             latency: c.latency,
             sizes,
+            held,
+            any_size: c.any_size,
             store: AssocCache::new(c.entries, c.ways, c.replacement, seed, &key_path)?,
             counters: TlbCounters::default(),
+            log: None,
         })
     }
 
+    #[inline(always)]
     pub fn holds(&self, size: PageSize) -> bool {
-        self.sizes.contains(&size)
+        self.held & (1u64 << size.shift()) != 0
     }
 
     pub fn page_sizes(&self) -> &[PageSize] {
@@ -92,6 +114,15 @@ impl Tlb {
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
         self.counters.lookups += 1;
+        if self.any_size {
+            // TPS Fig. 7: each entry masks the incoming VPN with its own page mask.
+            let hit = self.store.lookup_where(0, asid, |k| (va >> (k & 63)) == k >> 6);
+            match hit {
+                Some(_) => self.counters.hits += 1,
+                None => self.counters.misses += 1,
+            }
+            return hit;
+        }
         for i in 0..self.sizes.len() {
             let shift = self.sizes[i].shift();
             if filled & (1u64 << shift) == 0 {
@@ -126,38 +157,68 @@ impl Tlb {
         if ev.is_some() {
             self.counters.evictions += 1;
         }
+        if let Some((slot, log)) = &mut self.log {
+            if let Some(e) = &ev {
+                log.push(TlbChange::Evicted { slot: *slot, page: page_of(e.key, e.asid, &e.val) });
+            }
+            log.push(TlbChange::Filled { slot: *slot, page: TlbPage { asid, va: vpn << shift, size: t.size } });
+        }
         ev
     }
 
     /// Drop any entry translating `va` for `asid` (all held sizes).
     pub fn invalidate(&mut self, va: u64, asid: Asid) {
+        if self.any_size {
+            self.remove_where(|k, a| a == asid && (va >> (k & 63)) == k >> 6);
+            return;
+        }
         for i in 0..self.sizes.len() {
             let shift = self.sizes[i].shift();
             let vpn = va >> shift;
             let set = self.store.set_of(vpn);
-            if self.store.invalidate(set, key(vpn, shift), asid) {
+            let k = key(vpn, shift);
+            if let Some((slot, log)) = &mut self.log {
+                if let Some(p) = self.store.peek(set, k, asid) {
+                    log.push(TlbChange::Invalidated { slot: *slot, page: page_of(k, asid, &p) });
+                }
+            }
+            if self.store.invalidate(set, k, asid) {
                 self.counters.invalidations += 1;
             }
         }
     }
 
+    /// Drop every entry for which `pred(key, asid)` holds, counting (and recording) it.
+    fn remove_where(&mut self, pred: impl Fn(u64, Asid) -> bool) {
+        let log = &mut self.log;
+        self.counters.invalidations += self.store.invalidate_where(|k, a, p| {
+            let hit = pred(k, a);
+            if let (true, Some((slot, log))) = (hit, log.as_mut()) {
+                log.push(TlbChange::Invalidated { slot: *slot, page: page_of(k, a, p) });
+            }
+            hit
+        });
+    }
+
     /// Drop every entry of `asid` overlapping [start, end).
     pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
-        let n = self.store.invalidate_where(|k, a, _| {
+        self.remove_where(|k, a| {
             let shift = (k & 63) as u32;
             let base = (k >> 6) << shift;
             a == asid && base < end && base.wrapping_add(1u64 << shift) > start
         });
-        self.counters.invalidations += n;
     }
 
     pub fn flush_all(&mut self) {
+        if let Some((slot, log)) = &mut self.log {
+            self.store.for_each_valid(|k, a, p| log.push(TlbChange::Invalidated { slot: *slot, page: page_of(k, a, p) }));
+        }
         self.counters.invalidations += self.store.occupancy() as u64;
         self.store.flush_all();
     }
 
     pub fn flush_asid(&mut self, asid: Asid) {
-        self.counters.invalidations += self.store.flush_asid(asid);
+        self.remove_where(|_, a| a == asid);
     }
 
     pub fn entries(&self) -> usize {
@@ -165,5 +226,83 @@ impl Tlb {
     }
     pub fn ways(&self) -> usize {
         self.store.ways()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Bytes;
+    use proptest::prelude::*;
+
+    fn any_size_tlb(entries: usize) -> Tlb {
+        let c = TlbConfig {
+            level: 1,
+            serves: Serves::Data,
+            entries,
+            ways: 0,
+            page_sizes: vec![Bytes(4 << 10), Bytes(8 << 20)],
+            replacement: Default::default(),
+            latency: 0,
+            any_size: true,
+        };
+        Tlb::new("any", &c, 0).unwrap()
+    }
+
+    fn tr(pa: u64, shift: u8) -> Translation {
+        Translation { pa, size: PageSize::from_valid_shift(shift), perms: Perms::RW_USER }
+    }
+
+    #[test]
+    fn any_size_tlb_holds_every_power_of_two_in_range() {
+        let t = any_size_tlb(4);
+        assert_eq!(t.page_sizes().len(), 12, "4K..8M");
+        assert!(t.holds(PageSize::from_shift(15).unwrap()));
+        assert!(!t.holds(PageSize::G1));
+    }
+
+    #[test]
+    fn any_size_entry_matches_every_address_of_its_page() {
+        let mut t = any_size_tlb(4);
+        t.fill(0x12_3456, 1, &tr(0x40_0000, 15));
+        for va in [0x12_0000u64, 0x12_7fff, 0x12_3456] {
+            assert_eq!(t.lookup(va, 1, 0).map(|p| p.translation().phys(va)), Some(0x40_0000 + (va & 0x7fff)));
+        }
+        assert!(t.lookup(0x12_8000, 1, 0).is_none(), "next 32K page");
+        assert!(t.lookup(0x12_0000, 2, 0).is_none(), "other ASID");
+        t.invalidate(0x12_7000, 1);
+        assert!(t.lookup(0x12_0000, 1, 0).is_none());
+    }
+
+    /// Which base-page-aligned region maps which size: 8M regions, each of one size.
+    fn shift_of(va: u64) -> u8 {
+        12 + ((va >> 23) % 12) as u8
+    }
+
+    proptest! {
+        /// An any-size fully associative LRU TLB behaves as an LRU list of pages.
+        #[test]
+        fn any_size_tlb_matches_lru_list(vas in proptest::collection::vec(0u64..(64 << 20), 1..400), entries in 1usize..9) {
+            let mut t = any_size_tlb(entries);
+            let mut list: Vec<u64> = Vec::new(); // page bases, most recent first
+            for va in vas {
+                let shift = shift_of(va);
+                let base = va >> shift << shift;
+                let hit = t.lookup(va, 0, 0).is_some();
+                let pos = list.iter().position(|&b| b == base);
+                prop_assert_eq!(hit, pos.is_some(), "va {:#x}", va);
+                match pos {
+                    Some(p) => {
+                        list.remove(p);
+                    }
+                    None => {
+                        let ev = t.fill(va, 0, &tr(base, shift));
+                        let expect = (list.len() == entries).then(|| list.pop().unwrap());
+                        prop_assert_eq!(ev.map(|e| (e.key >> 6) << e.val.shift), expect);
+                    }
+                }
+                list.insert(0, base);
+            }
+        }
     }
 }

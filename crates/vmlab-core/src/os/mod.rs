@@ -164,8 +164,8 @@ impl<P: PageTable> Os<P> {
 
     /// A last-level TLB miss of the current process (called by the engine after the fill).
     #[inline]
-    pub fn tlb_miss(&mut self, m: &TlbMiss) -> Result<()> {
-        self.policy.tlb_miss(&mut self.mm, m)
+    pub fn tlb_miss(&mut self, m: &TlbMiss, fill: &[crate::mmu::TlbChange]) -> Result<()> {
+        self.policy.tlb_miss(&mut self.mm, m, fill)
     }
 
     /// The policy's periodic background work (khugepaged).

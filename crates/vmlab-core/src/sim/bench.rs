@@ -34,9 +34,9 @@ fn workload(name: &str, params: &[(&str, String)]) -> SourceSpec {
 }
 
 fn simulate(cfg: &Config, spec: &SourceSpec) -> Result<(u64, f64)> {
-    let (mut src, info) = open_source(spec)?;
+    let (_, info) = open_source(spec)?;
     let t = Instant::now();
-    let doc = crate::sim::run(cfg, src.as_mut(), &info, |_| {})?;
+    let doc = crate::sim::run_source(cfg, &mut || Ok(open_source(spec)?.0), &info, |_| {})?;
     let secs = t.elapsed().as_secs_f64();
     Ok((doc["totals"]["accesses"].as_u64().unwrap_or(0), secs))
 }

@@ -67,6 +67,10 @@ pub struct Engine<P: PageTable> {
     pub run: RunCounters,
     pub walks: WalkCounters,
     pub cycles: CycleCounters,
+    /// Changes to the watched TLBs, drained for the policy (reused buffer).
+    tlb_changes: Vec<crate::mmu::TlbChange>,
+    /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
+    fixed_miss_cycles: Option<u64>,
 }
 
 impl<P: PageTable> Engine<P> {
@@ -90,7 +94,7 @@ impl<P: PageTable> Engine<P> {
         let same_page_hits = [vec![0; l1_len(false)], vec![0; l1_len(true)]];
         let policy_misses = os.policy.wants_tlb_misses();
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
-        Ok(Engine {
+        let mut e = Engine {
             os,
             tlbs,
             walk_caches,
@@ -119,7 +123,11 @@ impl<P: PageTable> Engine<P> {
                 ..WalkCounters::default()
             },
             cycles: CycleCounters::default(),
-        })
+            tlb_changes: Vec::new(),
+            fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
+        };
+        e.refresh_policy_hooks();
+        Ok(e)
     }
 
     /// Drain `src` through the model. `on_batch` is called after each batch with the
@@ -267,7 +275,7 @@ impl<P: PageTable> Engine<P> {
             self.same_page[1 - side].valid = false;
         }
         let levels = self.tlbs.levels();
-        let mut missed = None;
+        let mut missed = false;
         let t = match self.tlbs.lookup(instr, va, asid) {
             Some(hit) => {
                 self.cycles.tlb += self.tlb_latency[side][hit.level];
@@ -299,7 +307,11 @@ impl<P: PageTable> Engine<P> {
                         self.fault(va, kind)?
                     }
                 };
-                missed = Some(self.tlbs.fill(instr, va, asid, &t, levels));
+                if self.policy_misses {
+                    self.deliver_tlb_changes();
+                }
+                self.tlbs.fill(instr, va, asid, &t, levels);
+                missed = true;
                 t
             }
         };
@@ -308,12 +320,48 @@ impl<P: PageTable> Engine<P> {
             self.os.mm.touched.touch(t.phys(va));
         }
         self.note_same_page(side, va, &t);
-        if let (Some(evicted), true) = (missed, self.policy_misses) {
-            let pid = self.cur_pid.expect("access sets the current pid");
-            self.os.tlb_miss(&TlbMiss { pid, asid, va, translation: t, evicted })?;
-            self.apply_shootdowns();
+        if missed && self.policy_misses {
+            self.policy_tlb_miss(instr, va, t)?;
         }
         Ok(t.phys(va))
+    }
+
+    /// Hand the policy the watched TLBs' changes since its last look (invalidations,
+    /// flushes, fills that were not last-level misses), before a miss's own fill.
+    #[inline(never)]
+    fn deliver_tlb_changes(&mut self) {
+        self.tlbs.drain_changes(&mut self.tlb_changes);
+        if !self.tlb_changes.is_empty() {
+            self.os.policy.tlb_changes(&self.tlb_changes);
+            self.tlb_changes.clear();
+        }
+    }
+
+    /// Report a last-level miss (its fill's changes are the only ones logged since
+    /// `deliver_tlb_changes`), then apply what the policy changed.
+    #[inline(never)]
+    fn policy_tlb_miss(&mut self, instr: bool, va: u64, t: Translation) -> Result<()> {
+        let pid = self.cur_pid.expect("access sets the current pid");
+        let m = TlbMiss { pid, asid: self.cur_asid, va, translation: t, slot: self.tlbs.watched_slot(instr), instructions: self.run.instructions };
+        self.tlbs.drain_changes(&mut self.tlb_changes);
+        let fill = std::mem::take(&mut self.tlb_changes);
+        let r = self.os.tlb_miss(&m, &fill);
+        self.tlb_changes = fill;
+        self.tlb_changes.clear();
+        r?;
+        self.apply_shootdowns();
+        Ok(())
+    }
+
+    /// Re-read which hooks the policy needs (after the policy was replaced, e.g. for
+    /// OFFLINE's second pass).
+    pub fn refresh_policy_hooks(&mut self) {
+        self.policy_misses = self.os.policy.wants_tlb_misses();
+        self.tlbs.watch(self.policy_misses);
+        if self.policy_misses {
+            let entries = self.tlbs.watched_entries();
+            self.os.policy.watch_entries(entries);
+        }
     }
 
     /// Run the policy's background work if it is due.
@@ -393,6 +441,8 @@ impl<P: PageTable> Engine<P> {
         self.walks.count += 1;
         self.walks.refs += refs;
         self.walks.steps += steps;
+        // A fixed miss-handler cost replaces the modelled latency (Romer §3.5.1).
+        let latency = self.fixed_miss_cycles.unwrap_or(latency);
         self.walks.latency.record(latency);
         self.cycles.walk += latency;
         t
@@ -461,6 +511,10 @@ impl<P: PageTable> Engine<P> {
                 Shootdown::Space { asid } => {
                     self.tlbs.flush_asid(asid);
                     self.walk_caches.flush_asid(asid);
+                    if self.policy_misses {
+                        self.deliver_tlb_changes();
+                        self.os.policy.space_gone(asid);
+                    }
                 }
             }
         }

@@ -6,6 +6,7 @@ pub mod engine;
 pub use engine::Engine;
 
 use crate::config::Config;
+use crate::os::policy::{OfflinePlan, PolicyName};
 use crate::error::Result;
 use crate::pt::cwc::EcptWalkCaches;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
@@ -23,8 +24,44 @@ pub struct SourceInfo {
     pub content_hash: Option<String>,
 }
 
-/// Simulate `src` under `cfg`. `on_batch(records_so_far)` reports progress.
+/// One pass over a source, and OFFLINE's plan going in (second pass) or out (first).
+pub struct Pass<'a> {
+    src: &'a mut dyn TraceSource,
+    plan: Option<OfflinePlan>,
+    plan_out: Option<OfflinePlan>,
+}
+
+/// Simulate `src` under `cfg`. `on_batch(records_so_far)` reports progress. A policy
+/// that reads the trace twice (OFFLINE) needs [`run_source`].
 pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch: impl FnMut(u64)) -> Result<Value> {
+    if cfg.os.policy.kind == PolicyName::Offline {
+        return Err(crate::Error::config("os.policy.kind", "\"offline\" reads the trace twice; this source can be read only once"));
+    }
+    run_pass(cfg, &mut Pass { src, plan: None, plan_out: None }, info, on_batch)
+}
+
+/// Simulate the source `open` opens (once, or twice for OFFLINE, Romer §3.4.1: a first
+/// pass collects the charges, the second runs with the superpages they justify).
+pub fn run_source(
+    cfg: &Config,
+    open: &mut dyn FnMut() -> Result<Box<dyn TraceSource + Send>>,
+    info: &SourceInfo,
+    mut on_batch: impl FnMut(u64),
+) -> Result<Value> {
+    let mut first = open()?;
+    if cfg.os.policy.kind != PolicyName::Offline {
+        return run(cfg, first.as_mut(), info, on_batch);
+    }
+    let mut pass = Pass { src: first.as_mut(), plan: None, plan_out: None };
+    run_pass(cfg, &mut pass, info, &mut on_batch)?;
+    let plan = pass.plan_out.take().expect("the first OFFLINE pass makes a plan");
+    let mut second = open()?;
+    let mut doc = run_pass(cfg, &mut Pass { src: second.as_mut(), plan: Some(plan), plan_out: None }, info, &mut on_batch)?;
+    doc["policy"]["details"]["passes"] = 2.into();
+    Ok(doc)
+}
+
+fn run_pass(cfg: &Config, src: &mut Pass, info: &SourceInfo, on_batch: impl FnMut(u64)) -> Result<Value> {
     match cfg.page_table.kind.as_str() {
         "radix" => {
             let pt = RadixPageTable::from_config(&cfg.page_table.radix)?;
@@ -94,7 +131,7 @@ fn run_kind<P: PageTable>(
     cfg: &Config,
     pt: P,
     caches: P::Caches,
-    src: &mut dyn TraceSource,
+    src: &mut Pass,
     info: &SourceInfo,
     on_batch: impl FnMut(u64),
 ) -> Result<Value> {
@@ -109,13 +146,18 @@ fn run_with<P: PageTable>(
     cfg: &Config,
     pt: P,
     caches: P::Caches,
-    src: &mut dyn TraceSource,
+    pass: &mut Pass,
     info: &SourceInfo,
     on_batch: impl FnMut(u64),
 ) -> Result<Value> {
     let mut e = Engine::new(cfg, pt, caches)?;
-    e.run(src, on_batch)?;
-    Ok(document(cfg, &e, src, info))
+    if let Some(plan) = pass.plan.take() {
+        e.os.policy.set_offline_plan(plan);
+        e.refresh_policy_hooks();
+    }
+    e.run(pass.src, on_batch)?;
+    pass.plan_out = e.os.policy.offline_plan(cfg);
+    Ok(document(cfg, &e, pass.src, info))
 }
 
 fn ratio(a: u64, b: u64) -> f64 {

@@ -9,21 +9,28 @@
 //! sync, so a policy only decides. The hooks:
 //!
 //! - `fault`: every demand fault on private memory (shared objects always get 4K pages);
-//! - `tlb_miss`: every last-level TLB miss (one per walk), with the page that missed
-//!   and the entry the fill evicted from the last level, after the fill (Romer §3.5.2's
-//!   `tlbcount` needs both). Only called if `wants_tlb_misses()`;
+//! - `tlb_miss`: every last-level TLB miss (one per walk), after the fill, with the
+//!   changes that fill made to the watched TLB (the victim and the new entry);
+//!   `tlb_changes` delivers every other change to it (invalidations, flushes, fills
+//!   after faults) in order, before the next miss. Romer's `tlbcount` (§3.5.2) needs
+//!   both. Only called if `wants_tlb_misses()`;
 //! - `background`: periodic work (`os.policy.khugepaged.every` accesses or
 //!   instructions), shared by every policy through [`Khugepaged`].
 //!
 //! Dispatch is by `match` on [`PolicyKind`] (no dynamic dispatch per access); a new
 //! policy is a new file, a new variant, and one arm per hook below.
 
+pub mod asap;
+pub mod charges;
 pub mod fixed;
 pub mod khugepaged;
+pub mod romer;
 pub mod thp_eager;
 pub mod thp_reserve;
 
+pub use asap::{Asap, Asap464};
 pub use fixed::Fixed;
+pub use romer::{Offline, OfflinePlan, OnlinePromotion, OnlineVariant, RomerConfig};
 pub use khugepaged::{Khugepaged, KhugepagedConfig};
 pub use thp_eager::ThpEager;
 pub use thp_reserve::ThpReserve;
@@ -33,7 +40,7 @@ use super::{DemandFault, Mm};
 use crate::addr::{Asid, PageSize, Pid};
 use crate::config::{Bytes, Config};
 use crate::error::{Error, Result};
-use crate::mmu::EvictedEntry;
+use crate::mmu::TlbChange;
 use crate::pt::{PageTable, Translation};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -49,6 +56,19 @@ pub enum PolicyName {
     ThpEager,
     /// Reservation-based THP (FreeBSD, the TPS paper's baseline).
     ThpReserve,
+    /// Romer §3.4.2: prefetch and capacity charges.
+    Online,
+    /// Romer §3.4.3: prefetch charges only.
+    ApproxOnline,
+    /// Romer §3.4.4: promote when fully populated.
+    Asap,
+    /// Romer §3.4.4 (Talluri): 4K and 64K, promote when half populated.
+    #[serde(rename = "asap-4-64")]
+    Asap464,
+    /// Romer §3.4.1: greedy offline choice over a first pass (two passes).
+    Offline,
+    /// Romer §6.5: APPROX-ONLINE with an overhead throttle.
+    Throttle,
 }
 
 impl PolicyName {
@@ -57,6 +77,21 @@ impl PolicyName {
             PolicyName::Fixed => "fixed",
             PolicyName::ThpEager => "thp-eager",
             PolicyName::ThpReserve => "thp-reserve",
+            PolicyName::Online => "online",
+            PolicyName::ApproxOnline => "approx-online",
+            PolicyName::Asap => "asap",
+            PolicyName::Asap464 => "asap-4-64",
+            PolicyName::Offline => "offline",
+            PolicyName::Throttle => "throttle",
+        }
+    }
+
+    /// Romer's per-miss bookkeeping cost (Table 3-3, less the 30-cycle baseline miss).
+    pub fn default_bookkeeping_cycles(self) -> u64 {
+        match self {
+            PolicyName::Online => 2570,
+            PolicyName::ApproxOnline | PolicyName::Throttle => 100,
+            _ => 0,
         }
     }
 }
@@ -73,14 +108,18 @@ pub struct PolicyConfig {
     /// thp-reserve: promote when this fraction of the huge page's base pages is populated.
     #[serde(default = "one")]
     pub threshold: f64,
-    /// Cycles charged per last-level TLB miss for the policy's bookkeeping (Romer §3.5.4).
-    #[serde(default)]
-    pub bookkeeping_cycles: u64,
+    /// Cycles charged per last-level TLB miss for the policy's bookkeeping (Romer §3.5.4;
+    /// unset: the policy's own, Table 3-3: ONLINE 2570, APPROX-ONLINE and THROTTLE 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bookkeeping_cycles: Option<u64>,
     /// Cycles charged per KiB a promotion copies (Romer §3.5.1: 3000).
     #[serde(default = "c3000")]
     pub copy_cycles_per_kb: u64,
     #[serde(default)]
     pub khugepaged: KhugepagedConfig,
+    /// The constants of Romer's policies.
+    #[serde(default, skip_serializing_if = "RomerConfig::is_default")]
+    pub romer: RomerConfig,
 }
 
 fn m2() -> Bytes {
@@ -99,9 +138,10 @@ impl Default for PolicyConfig {
             kind: PolicyName::Fixed,
             huge_size: m2(),
             threshold: 1.0,
-            bookkeeping_cycles: 0,
+            bookkeeping_cycles: None,
             copy_cycles_per_kb: 3000,
             khugepaged: KhugepagedConfig::default(),
+            romer: RomerConfig::default(),
         }
     }
 }
@@ -128,6 +168,7 @@ impl PolicyConfig {
                 format!("must be 4K with os.policy.kind = \"{}\" (its base page size)", self.kind.as_str()),
             ));
         }
+        self.romer.validate()?;
         self.khugepaged.validate(huge)
     }
 }
@@ -160,8 +201,10 @@ pub struct TlbMiss {
     pub va: u64,
     /// The translation the walk (or fault) produced and the TLBs were filled with.
     pub translation: Translation,
-    /// The entry that fill evicted from the last TLB level, if it evicted one.
-    pub evicted: Option<EvictedEntry>,
+    /// The watched TLB of the missing side (mmu/mod.rs).
+    pub slot: u8,
+    /// Instructions executed so far.
+    pub instructions: u64,
 }
 
 /// The interface of a page-size policy. Generic over the page table (monomorphised per
@@ -175,10 +218,16 @@ pub trait PageSizePolicy {
     fn wants_tlb_misses(&self) -> bool {
         false
     }
-    /// A last-level TLB miss; may promote or demote (shootdowns go through `mm`).
-    fn tlb_miss<P: PageTable>(&mut self, _mm: &mut Mm<P>, _m: &TlbMiss) -> Result<()> {
-        Ok(())
+    /// Changes to the watched TLBs since the last call (not those of a miss's fill).
+    fn tlb_changes(&mut self, _changes: &[TlbChange]) {}
+    /// A last-level TLB miss, with the changes its fill made to the watched TLB; may
+    /// promote or demote (shootdowns go through `mm`). Returns whether the policy did
+    /// its bookkeeping (and is charged for it).
+    fn tlb_miss<P: PageTable>(&mut self, _mm: &mut Mm<P>, _m: &TlbMiss, _fill: &[TlbChange]) -> Result<bool> {
+        Ok(true)
     }
+    /// An address space ended (its ASID may be reused).
+    fn space_gone(&mut self, _asid: Asid) {}
     /// Policy-specific numbers for the stats document.
     fn details(&self) -> serde_json::Value {
         serde_json::Value::Null
@@ -190,6 +239,27 @@ pub enum PolicyKind {
     Fixed(Fixed),
     ThpEager(ThpEager),
     ThpReserve(ThpReserve),
+    /// ONLINE, APPROX-ONLINE, THROTTLE and OFFLINE's first pass.
+    Online(OnlinePromotion),
+    Asap(Asap),
+    Asap464(Asap464),
+    /// OFFLINE's second pass.
+    Offline(Offline),
+}
+
+/// Call `$body` with `$p` bound to the policy inside any variant.
+macro_rules! each_policy {
+    ($kind:expr, $p:ident => $body:expr) => {
+        match $kind {
+            PolicyKind::Fixed($p) => $body,
+            PolicyKind::ThpEager($p) => $body,
+            PolicyKind::ThpReserve($p) => $body,
+            PolicyKind::Online($p) => $body,
+            PolicyKind::Asap($p) => $body,
+            PolicyKind::Asap464($p) => $body,
+            PolicyKind::Offline($p) => $body,
+        }
+    };
 }
 
 /// The configured policy with what every policy shares: khugepaged, the bookkeeping
@@ -197,6 +267,7 @@ pub enum PolicyKind {
 pub struct PagePolicy {
     pub kind: PolicyKind,
     pub khugepaged: Option<Khugepaged>,
+    name: PolicyName,
     bookkeeping_cycles: u64,
     huge: PageSize,
 }
@@ -206,21 +277,37 @@ impl PagePolicy {
         let pc = &cfg.os.policy;
         pc.validate(cfg)?;
         let huge = PageSize::from_bytes(pc.huge_size.0).map_err(|m| Error::config("os.policy.huge_size", m))?;
+        let rc = &pc.romer;
+        let online = |v| -> Result<PolicyKind> {
+            superpages_supported(pt, rc.max())?;
+            Ok(PolicyKind::Online(OnlinePromotion::new(v, rc, pc.copy_cycles_per_kb)))
+        };
         let kind = match pc.kind {
             PolicyName::Fixed => PolicyKind::Fixed(Fixed::new(cfg, pt)?),
             PolicyName::ThpEager => PolicyKind::ThpEager(ThpEager::new(supported(pt, huge)?)),
             PolicyName::ThpReserve => PolicyKind::ThpReserve(ThpReserve::new(supported(pt, huge)?, pc.threshold)),
+            PolicyName::Online => online(OnlineVariant::Online)?,
+            PolicyName::ApproxOnline => online(OnlineVariant::ApproxOnline)?,
+            PolicyName::Throttle => online(OnlineVariant::Throttle)?,
+            // The first pass; `set_offline_plan` switches to the second.
+            PolicyName::Offline => online(OnlineVariant::OfflineAnalysis)?,
+            PolicyName::Asap => {
+                superpages_supported(pt, rc.max())?;
+                PolicyKind::Asap(Asap::new(rc))
+            }
+            PolicyName::Asap464 => {
+                let s = PageSize::from_valid_shift(rc.asap_4_64_size.0.trailing_zeros() as u8);
+                supported(pt, s).map_err(|e| Error::config("os.policy.romer.asap_4_64_size", e.to_string()))?;
+                PolicyKind::Asap464(Asap464::new(rc))
+            }
         };
         let khugepaged = if pc.khugepaged.every > 0 { Some(Khugepaged::new(&pc.khugepaged, supported(pt, huge)?)) } else { None };
-        Ok(PagePolicy { kind, khugepaged, bookkeeping_cycles: pc.bookkeeping_cycles, huge })
+        let bookkeeping_cycles = pc.bookkeeping_cycles.unwrap_or(pc.kind.default_bookkeeping_cycles());
+        Ok(PagePolicy { kind, khugepaged, name: pc.kind, bookkeeping_cycles, huge })
     }
 
     pub fn name(&self) -> &'static str {
-        match self.kind {
-            PolicyKind::Fixed(_) => "fixed",
-            PolicyKind::ThpEager(_) => "thp-eager",
-            PolicyKind::ThpReserve(_) => "thp-reserve",
-        }
+        self.name.as_str()
     }
 
     pub fn huge_size(&self) -> PageSize {
@@ -228,38 +315,52 @@ impl PagePolicy {
     }
 
     pub fn granule(&self) -> PageSize {
-        match &self.kind {
-            PolicyKind::Fixed(p) => p.granule(),
-            PolicyKind::ThpEager(p) => p.granule(),
-            PolicyKind::ThpReserve(p) => p.granule(),
-        }
+        each_policy!(&self.kind, p => p.granule())
     }
 
     pub fn fault<P: PageTable>(&mut self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
-        match &mut self.kind {
-            PolicyKind::Fixed(p) => p.fault(mm, f),
-            PolicyKind::ThpEager(p) => p.fault(mm, f),
-            PolicyKind::ThpReserve(p) => p.fault(mm, f),
-        }
+        each_policy!(&mut self.kind, p => p.fault(mm, f))
     }
 
     /// Whether the engine must report last-level TLB misses.
     pub fn wants_tlb_misses(&self) -> bool {
-        self.bookkeeping_cycles > 0
-            || match &self.kind {
-                PolicyKind::Fixed(p) => p.wants_tlb_misses(),
-                PolicyKind::ThpEager(p) => p.wants_tlb_misses(),
-                PolicyKind::ThpReserve(p) => p.wants_tlb_misses(),
-            }
+        self.bookkeeping_cycles > 0 || each_policy!(&self.kind, p => p.wants_tlb_misses())
     }
 
-    pub fn tlb_miss<P: PageTable>(&mut self, mm: &mut Mm<P>, m: &TlbMiss) -> Result<()> {
-        mm.pc.bookkeeping_cycles += self.bookkeeping_cycles;
-        match &mut self.kind {
-            PolicyKind::Fixed(p) => p.tlb_miss(mm, m),
-            PolicyKind::ThpEager(p) => p.tlb_miss(mm, m),
-            PolicyKind::ThpReserve(p) => p.tlb_miss(mm, m),
+    /// The sizes of the watched TLBs (data, instruction), once the MMU is built.
+    pub fn watch_entries(&mut self, entries: [usize; 2]) {
+        if let PolicyKind::Online(p) = &mut self.kind {
+            p.watch_entries(entries);
         }
+    }
+
+    pub fn tlb_changes(&mut self, changes: &[TlbChange]) {
+        each_policy!(&mut self.kind, p => p.tlb_changes(changes))
+    }
+
+    pub fn tlb_miss<P: PageTable>(&mut self, mm: &mut Mm<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
+        if each_policy!(&mut self.kind, p => p.tlb_miss(mm, m, fill))? {
+            mm.pc.bookkeeping_cycles += self.bookkeeping_cycles;
+        }
+        Ok(())
+    }
+
+    pub fn space_gone(&mut self, asid: Asid) {
+        each_policy!(&mut self.kind, p => p.space_gone(asid))
+    }
+
+    /// OFFLINE: after the first pass, the superpages to build (None for other policies).
+    pub fn offline_plan(&self, cfg: &Config) -> Option<OfflinePlan> {
+        match &self.kind {
+            PolicyKind::Online(p) if self.name == PolicyName::Offline => Some(p.offline_plan(&cfg.os.policy.romer, cfg.os.policy.copy_cycles_per_kb)),
+            _ => None,
+        }
+    }
+
+    /// OFFLINE: run the second pass with `plan`.
+    pub fn set_offline_plan(&mut self, plan: OfflinePlan) {
+        self.kind = PolicyKind::Offline(Offline::new(plan));
+        self.bookkeeping_cycles = 0;
     }
 
     /// (every, counts instructions) of the background work, if any.
@@ -275,11 +376,7 @@ impl PagePolicy {
     }
 
     pub fn details(&self) -> serde_json::Value {
-        let mut d = match &self.kind {
-            PolicyKind::Fixed(p) => p.details(),
-            PolicyKind::ThpEager(p) => p.details(),
-            PolicyKind::ThpReserve(p) => p.details(),
-        };
+        let mut d = each_policy!(&self.kind, p => p.details());
         if let Some(k) = &self.khugepaged {
             if !d.is_object() {
                 d = serde_json::json!({});
@@ -288,6 +385,22 @@ impl PagePolicy {
         }
         d
     }
+}
+
+/// Every size from 8K to `max` must be mappable (Romer's policies build them all).
+fn superpages_supported<P: PageTable>(pt: &P, max: PageSize) -> Result<()> {
+    let missing: Vec<String> = (13..=max.shift()).map(PageSize::from_valid_shift).filter(|s| !pt.page_sizes().contains(s)).map(|s| s.to_string()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::config(
+        "os.policy.romer.max_size",
+        format!(
+            "superpages up to {max} need every power of two from 8K, but a {} page table cannot map {} (use page_table.radix.tailored = true)",
+            pt.kind(),
+            missing.join(", ")
+        ),
+    ))
 }
 
 /// `size` if the page table maps it, else a config error naming `os.policy.huge_size`.
