@@ -1,0 +1,139 @@
+//! Romer's superpage-promotion policies (thesis ch. 3, §6.5) through the engine: the
+//! invariants every policy keeps, and the directions the thesis reports.
+
+use proptest::prelude::*;
+use serde_json::Value;
+use vmlab::api::{run, RunRequest, SourceSpec};
+use vmlab::config::Config;
+use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
+use vmlab::trace::{MapFlags, Record};
+
+const BASE: u64 = 0x7f00_0000_0000;
+
+fn workload(policy: &str, extra: &[&str], name: &str, params: &[(&str, &str)]) -> Value {
+    let mut overrides = vec![format!("os.policy.kind={policy}")];
+    overrides.extend(extra.iter().map(|s| s.to_string()));
+    run(&RunRequest {
+        config: "romer".into(),
+        overrides,
+        source: SourceSpec::Workload { name: name.into(), params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() },
+        progress: false,
+    })
+    .unwrap_or_else(|e| panic!("{policy}: {e}"))
+}
+
+fn f(v: &Value, p: &str) -> f64 {
+    v.pointer(p).and_then(Value::as_f64).unwrap_or_else(|| panic!("missing {p}"))
+}
+
+/// §3.6: on a dense TLB-bound workload APPROX-ONLINE removes most TLB misses (≥ 10×
+/// fewer than FIXED 4K) at a memory overhead ≤ 5%; it approaches OFFLINE, and both beat
+/// FIXED 4K in TLBMCPI.
+#[test]
+fn approx_online_cuts_misses_tenfold_at_low_memory_overhead() {
+    let params = [("footprint", "16M"), ("accesses", "6000000")];
+    let fixed = workload("fixed", &[], "gups", &params);
+    let approx = workload("approx-online", &[], "gups", &params);
+    let offline = workload("offline", &[], "gups", &params);
+    let misses = |d: &Value| f(d, "/tlb/dtlb/misses");
+    assert!(misses(&fixed) >= 10.0 * misses(&approx), "fixed {} vs approx-online {}", misses(&fixed), misses(&approx));
+    assert!(f(&approx, "/policy/bloat_fraction") <= 0.05);
+    assert!(f(&approx, "/policy/promotions") > 0.0);
+    let cpi = |d: &Value| f(d, "/policy/tlbmcpi");
+    assert!(cpi(&approx) < cpi(&fixed), "approx-online {} vs fixed {}", cpi(&approx), cpi(&fixed));
+    assert!(cpi(&offline) <= cpi(&approx), "offline {} vs approx-online {}", cpi(&offline), cpi(&approx));
+    assert_eq!(f(&offline, "/policy/details/passes"), 2.0);
+    // Bookkeeping is charged per miss at Table 3-3's cost.
+    assert_eq!(f(&approx, "/policy/bookkeeping_cycles"), 100.0 * misses(&approx));
+}
+
+/// §3.6.1: ASAP never promotes a superpage that is not fully populated, so a workload
+/// touching every other page defeats it; APPROX-ONLINE promotes anyway.
+#[test]
+fn asap_fails_on_partly_populated_regions() {
+    let params = [("footprint", "16M"), ("stride", "8192"), ("accesses", "3000000")];
+    let asap = workload("asap", &[], "stride", &params);
+    let approx = workload("approx-online", &[], "stride", &params);
+    assert_eq!(f(&asap, "/policy/promotions"), 0.0);
+    assert!(f(&approx, "/policy/promotions") > 0.0);
+    assert!(f(&approx, "/tlb/dtlb/misses") * 4.0 < f(&asap, "/tlb/dtlb/misses"));
+}
+
+/// §6.5: on a workload promotion cannot help (sparse pages), THROTTLE suspends the
+/// bookkeeping that APPROX-ONLINE keeps paying.
+#[test]
+fn throttle_bounds_bookkeeping_where_promotion_cannot_help() {
+    let params = [("pages", "4096"), ("space", "64G"), ("accesses", "4000000")];
+    let extra = ["os.policy.romer.throttle_window=1000000"];
+    let approx = workload("approx-online", &extra, "sparse", &params);
+    let throttle = workload("throttle", &extra, "sparse", &params);
+    assert_eq!(f(&approx, "/policy/promotions"), 0.0);
+    assert!(f(&throttle, "/policy/details/throttle/activations") >= 1.0);
+    assert!(f(&throttle, "/policy/bookkeeping_cycles") * 10.0 < f(&approx, "/policy/bookkeeping_cycles"));
+    assert!(f(&throttle, "/policy/tlbmcpi") < f(&approx, "/policy/tlbmcpi"));
+}
+
+#[test]
+fn superpages_need_a_table_that_maps_every_size() {
+    let e = Config::load("romer", &["page_table.radix.tailored=false".into()]).and_then(|cfg| {
+        vmlab::sim::Engine::new(&cfg, RadixPageTable::from_config(&cfg.page_table.radix)?, PageWalkCache::none()).map(|_| ())
+    });
+    let msg = e.unwrap_err().to_string();
+    assert!(msg.contains("os.policy.romer.max_size") && msg.contains("tailored"), "{msg}");
+    let e = Config::load("romer", &["tlb.dtlb.ways=4".into()]).unwrap_err().to_string();
+    assert!(e.contains("tlb.dtlb.any_size"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Under every online policy, with promotion made cheap (so it happens often):
+    /// every mapped page lies inside one VMA and is aligned, the page table agrees with
+    /// the OS's record of every page, and frame accounting balances.
+    #[test]
+    fn romer_policies_keep_pages_inside_vmas_and_tables_consistent(
+        vmas in proptest::collection::vec((0u64..16, 1u64..700), 1..5),
+        accesses in proptest::collection::vec((0usize..5, 0u64..(700 << 12)), 1..2000),
+        policy in prop_oneof![Just("online"), Just("approx-online"), Just("throttle"), Just("asap"), Just("asap-4-64")],
+        unmap_one in any::<bool>(),
+    ) {
+        let cfg = Config::load("romer", &[
+            "machine.phys_mem=512M".to_string(),
+            format!("os.policy.kind={policy}"),
+            "os.policy.romer.max_size=1M".to_string(),
+            "os.policy.romer.prefetch_threshold=0.0005".to_string(),
+            "os.policy.romer.capacity_threshold=0.001".to_string(),
+            "os.policy.romer.throttle_window=500".to_string(),
+            "tlb.dtlb.entries=4".to_string(),
+        ]).unwrap();
+        let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
+        let mut e = vmlab::sim::Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (4 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
+        for &(start, len) in &regions {
+            e.record(&Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
+        }
+        for (k, &(i, off)) in accesses.iter().enumerate() {
+            let (start, len) = regions[i % regions.len()];
+            e.record(&Record::read(start + off % len, 8, 1)).unwrap();
+            if unmap_one && k == accesses.len() / 2 {
+                let (s, l) = regions[0];
+                e.record(&Record::Munmap { pid: 1, start: s, len: l / 2 }).unwrap();
+            }
+        }
+        let asid = e.os.mm.asid_of(1).unwrap();
+        let space = e.os.space(1).unwrap();
+        let mut data_frames = 0;
+        for base in space.pages.bases_in(0, u64::MAX) {
+            let (b, m) = space.pages.get(base).unwrap();
+            prop_assert_eq!(b, base);
+            prop_assert!(m.size.is_aligned(base) && m.size.is_aligned(m.pa), "{:#x} not aligned to {}", base, m.size);
+            let vma = space.vmas.find(base);
+            prop_assert!(vma.map_or(false, |v| v.contains_range(base, base + m.size.bytes())), "{} page at {:#x} leaves its VMA", m.size, base);
+            let t = e.os.mm.pt.translate(asid, base).unwrap();
+            prop_assert_eq!((t.pa, t.size, t.perms), (m.pa, m.size, m.perms));
+            data_frames += m.size.base_pages();
+        }
+        let c = e.os.mm.mem.counters();
+        prop_assert_eq!(c.frames_data, data_frames);
+        prop_assert_eq!(c.frames_used, c.frames_data + c.frames_page_table + c.frames_reserved + c.frames_other);
+    }
+}
