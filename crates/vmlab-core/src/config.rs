@@ -15,6 +15,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("itanium2", include_str!("../../../configs/itanium2.toml")),
     ("ecpt-asplos22", include_str!("../../../configs/ecpt-asplos22.toml")),
     ("romer", include_str!("../../../configs/romer.toml")),
+    ("tps", include_str!("../../../configs/tps.toml")),
 ];
 
 /// Page-table organisations `page_table.kind` accepts.

@@ -86,20 +86,23 @@ fn superpages_need_a_table_that_maps_every_size() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
-    /// Under every online policy, with promotion made cheap (so it happens often):
+    /// Under every online policy and TPS, with promotion made cheap (so it happens often):
     /// every mapped page lies inside one VMA and is aligned, the page table agrees with
     /// the OS's record of every page, and frame accounting balances.
     #[test]
     fn romer_policies_keep_pages_inside_vmas_and_tables_consistent(
         vmas in proptest::collection::vec((0u64..16, 1u64..700), 1..5),
         accesses in proptest::collection::vec((0usize..5, 0u64..(700 << 12)), 1..2000),
-        policy in prop_oneof![Just("online"), Just("approx-online"), Just("throttle"), Just("asap"), Just("asap-4-64")],
+        policy in prop_oneof![Just("online"), Just("approx-online"), Just("throttle"), Just("asap"), Just("asap-4-64"), Just("tps")],
+        threshold in prop_oneof![Just("1.0"), Just("0.5")],
         unmap_one in any::<bool>(),
     ) {
         let cfg = Config::load("romer", &[
             "machine.phys_mem=512M".to_string(),
             format!("os.policy.kind={policy}"),
             "os.policy.romer.max_size=1M".to_string(),
+            "os.policy.tps.max_size=1M".to_string(),
+            format!("os.policy.threshold={threshold}"),
             "os.policy.romer.prefetch_threshold=0.0005".to_string(),
             "os.policy.romer.capacity_threshold=0.001".to_string(),
             "os.policy.romer.throttle_window=500".to_string(),

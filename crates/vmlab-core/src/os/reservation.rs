@@ -64,7 +64,12 @@ impl Reservation {
     /// grow pages in place through intermediate sizes, e.g. TPS).
     pub fn populated_in(&self, va: u64, size: PageSize) -> u64 {
         let (first, n) = (self.index(va), size.base_pages() as usize);
-        (first..first + n).filter(|&i| self.populated[i / 64] & (1 << (i % 64)) != 0).count() as u64
+        if n >= 64 {
+            // Aligned blocks of 64 pages or more are whole words.
+            return self.populated[first / 64..(first + n) / 64].iter().map(|w| w.count_ones() as u64).sum();
+        }
+        let mask = ((1u64 << n) - 1) << (first % 64);
+        (self.populated[first / 64] & mask).count_ones() as u64
     }
 
     /// The maximal naturally aligned blocks of unpopulated frames, as (pa, size).
@@ -189,6 +194,28 @@ mod tests {
         assert!(blocks.contains(&(0x4000_1000, PageSize::K4)));
         assert!(blocks.contains(&(0x4010_0000, PageSize::from_valid_shift(20))));
         assert_eq!(r.populated_in(0x20_0000, PageSize::from_valid_shift(14)), 2);
+    }
+
+    #[test]
+    fn populated_in_counts_every_aligned_block() {
+        let mut r = Reservation::new(1, 0x4000_0000, 0, PageSize::from_valid_shift(23));
+        let mut state = 12345u64;
+        let mut pages = Vec::new();
+        for _ in 0..900 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let va = 0x4000_0000 + ((state >> 33) % 2048 << 12);
+            if !r.is_populated(va) {
+                r.populate(va);
+                pages.push(va);
+            }
+        }
+        for shift in 12..=23u8 {
+            let size = PageSize::from_valid_shift(shift);
+            for b in (0x4000_0000u64..0x4080_0000).step_by(size.bytes() as usize) {
+                let naive = pages.iter().filter(|&&v| v >= b && v < b + size.bytes()).count() as u64;
+                assert_eq!(r.populated_in(b, size), naive, "block {b:#x} of {size}");
+            }
+        }
     }
 
     #[test]

@@ -27,7 +27,9 @@ pub mod khugepaged;
 pub mod romer;
 pub mod thp_eager;
 pub mod thp_reserve;
+pub mod tps;
 
+pub use tps::{TailoredPageSizes, TpsConfig};
 pub use asap::{Asap, Asap464};
 pub use fixed::Fixed;
 pub use romer::{Offline, OfflinePlan, OnlinePromotion, OnlineVariant, RomerConfig};
@@ -69,6 +71,8 @@ pub enum PolicyName {
     Offline,
     /// Romer §6.5: APPROX-ONLINE with an overhead throttle.
     Throttle,
+    /// Tailored Page Sizes: reservations that grow in place through every 2^n size.
+    Tps,
 }
 
 impl PolicyName {
@@ -83,6 +87,7 @@ impl PolicyName {
             PolicyName::Asap464 => "asap-4-64",
             PolicyName::Offline => "offline",
             PolicyName::Throttle => "throttle",
+            PolicyName::Tps => "tps",
         }
     }
 
@@ -120,6 +125,9 @@ pub struct PolicyConfig {
     /// The constants of Romer's policies.
     #[serde(default, skip_serializing_if = "RomerConfig::is_default")]
     pub romer: RomerConfig,
+    /// Tailored Page Sizes.
+    #[serde(default, skip_serializing_if = "TpsConfig::is_default")]
+    pub tps: TpsConfig,
 }
 
 fn m2() -> Bytes {
@@ -142,6 +150,7 @@ impl Default for PolicyConfig {
             copy_cycles_per_kb: 3000,
             khugepaged: KhugepagedConfig::default(),
             romer: RomerConfig::default(),
+            tps: TpsConfig::default(),
         }
     }
 }
@@ -169,6 +178,7 @@ impl PolicyConfig {
             ));
         }
         self.romer.validate()?;
+        self.tps.max()?;
         self.khugepaged.validate(huge)
     }
 }
@@ -245,6 +255,7 @@ pub enum PolicyKind {
     Asap464(Asap464),
     /// OFFLINE's second pass.
     Offline(Offline),
+    Tps(TailoredPageSizes),
 }
 
 /// Call `$body` with `$p` bound to the policy inside any variant.
@@ -258,6 +269,7 @@ macro_rules! each_policy {
             PolicyKind::Asap($p) => $body,
             PolicyKind::Asap464($p) => $body,
             PolicyKind::Offline($p) => $body,
+            PolicyKind::Tps($p) => $body,
         }
     };
 }
@@ -279,7 +291,7 @@ impl PagePolicy {
         let huge = PageSize::from_bytes(pc.huge_size.0).map_err(|m| Error::config("os.policy.huge_size", m))?;
         let rc = &pc.romer;
         let online = |v| -> Result<PolicyKind> {
-            superpages_supported(pt, rc.max())?;
+            superpages_supported(pt, rc.max(), "os.policy.romer.max_size")?;
             Ok(PolicyKind::Online(OnlinePromotion::new(v, rc, pc.copy_cycles_per_kb)))
         };
         let kind = match pc.kind {
@@ -291,8 +303,13 @@ impl PagePolicy {
             PolicyName::Throttle => online(OnlineVariant::Throttle)?,
             // The first pass; `set_offline_plan` switches to the second.
             PolicyName::Offline => online(OnlineVariant::OfflineAnalysis)?,
+            PolicyName::Tps => {
+                let max = pc.tps.max()?;
+                superpages_supported(pt, max, "os.policy.tps.max_size")?;
+                PolicyKind::Tps(TailoredPageSizes::new(max, pc.threshold))
+            }
             PolicyName::Asap => {
-                superpages_supported(pt, rc.max())?;
+                superpages_supported(pt, rc.max(), "os.policy.romer.max_size")?;
                 PolicyKind::Asap(Asap::new(rc))
             }
             PolicyName::Asap464 => {
@@ -387,14 +404,15 @@ impl PagePolicy {
     }
 }
 
-/// Every size from 8K to `max` must be mappable (Romer's policies build them all).
-fn superpages_supported<P: PageTable>(pt: &P, max: PageSize) -> Result<()> {
+/// Every size from 8K to `max` must be mappable (Romer's policies and TPS build them
+/// all); `key` names the setting in the error.
+fn superpages_supported<P: PageTable>(pt: &P, max: PageSize, key: &str) -> Result<()> {
     let missing: Vec<String> = (13..=max.shift()).map(PageSize::from_valid_shift).filter(|s| !pt.page_sizes().contains(s)).map(|s| s.to_string()).collect();
     if missing.is_empty() {
         return Ok(());
     }
     Err(Error::config(
-        "os.policy.romer.max_size",
+        key,
         format!(
             "superpages up to {max} need every power of two from 8K, but a {} page table cannot map {} (use page_table.radix.tailored = true)",
             pt.kind(),
