@@ -1,5 +1,7 @@
 //! End-to-end engine behaviour on small hand-made record streams.
 
+mod common;
+
 use proptest::prelude::*;
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -385,25 +387,7 @@ proptest! {
         let mut e = vmlab::sim::Engine::new(&cfg, RadixPageTable::new(4).unwrap(), PageWalkCache::none()).unwrap();
         // VMAs at 4 MiB-spaced slots with odd page offsets and lengths (not 2M-aligned).
         let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + ((slot * 7) % 512 << 12), pages << 12)).collect();
-        for &(start, len) in &regions {
-            e.record(&Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
-        }
-        for (k, &(i, off)) in accesses.iter().enumerate() {
-            let (start, len) = regions[i % regions.len()];
-            e.record(&Record::read(start + off % len, 8, 1)).unwrap();
-            if unmap_one && k == accesses.len() / 2 {
-                let (s, l) = regions[0];
-                e.record(&Record::Munmap { pid: 1, start: s, len: l / 2 }).unwrap();
-            }
-        }
-        let space = e.os.space(1).unwrap();
-        for base in space.pages.bases_in(0, u64::MAX) {
-            let (b, m) = space.pages.get(base).unwrap();
-            prop_assert_eq!(b, base);
-            prop_assert!(m.size.is_aligned(base), "{:#x} not aligned to {}", base, m.size);
-            let vma = space.vmas.find(base);
-            prop_assert!(vma.map_or(false, |v| v.contains_range(base, base + m.size.bytes())),
-                "{} page at {:#x} is not inside one VMA", m.size, base);
-        }
+        common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
+        common::pages_inside_vmas(&e)?;
     }
 }

@@ -1,12 +1,13 @@
 //! Romer's superpage-promotion policies (thesis ch. 3, §6.5) through the engine: the
 //! invariants every policy keeps, and the directions the thesis reports.
 
+mod common;
+
 use proptest::prelude::*;
 use serde_json::Value;
 use vmlab::api::{run, RunRequest, SourceSpec};
 use vmlab::config::Config;
 use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
-use vmlab::trace::{MapFlags, Record};
 
 const BASE: u64 = 0x7f00_0000_0000;
 
@@ -111,26 +112,11 @@ proptest! {
         let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
         let mut e = vmlab::sim::Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
         let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (4 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
-        for &(start, len) in &regions {
-            e.record(&Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
-        }
-        for (k, &(i, off)) in accesses.iter().enumerate() {
-            let (start, len) = regions[i % regions.len()];
-            e.record(&Record::read(start + off % len, 8, 1)).unwrap();
-            if unmap_one && k == accesses.len() / 2 {
-                let (s, l) = regions[0];
-                e.record(&Record::Munmap { pid: 1, start: s, len: l / 2 }).unwrap();
-            }
-        }
+        common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         let asid = e.os.mm.asid_of(1).unwrap();
-        let space = e.os.space(1).unwrap();
         let mut data_frames = 0;
-        for base in space.pages.bases_in(0, u64::MAX) {
-            let (b, m) = space.pages.get(base).unwrap();
-            prop_assert_eq!(b, base);
-            prop_assert!(m.size.is_aligned(base) && m.size.is_aligned(m.pa), "{:#x} not aligned to {}", base, m.size);
-            let vma = space.vmas.find(base);
-            prop_assert!(vma.map_or(false, |v| v.contains_range(base, base + m.size.bytes())), "{} page at {:#x} leaves its VMA", m.size, base);
+        for (base, m) in common::pages_inside_vmas(&e)? {
+            prop_assert!(m.size.is_aligned(m.pa), "frame {:#x} not aligned to {}", m.pa, m.size);
             let t = e.os.mm.pt.translate(asid, base).unwrap();
             prop_assert_eq!((t.pa, t.size, t.perms), (m.pa, m.size, m.perms));
             data_frames += m.size.base_pages();
@@ -138,5 +124,22 @@ proptest! {
         let c = e.os.mm.mem.counters();
         prop_assert_eq!(c.frames_data, data_frames);
         prop_assert_eq!(c.frames_used, c.frames_data + c.frames_page_table + c.frames_reserved + c.frames_other);
+    }
+}
+
+#[test]
+fn bad_policy_settings_name_their_key() {
+    for (set, key) in [
+        ("os.policy.romer.prefetch_threshold=-1", "os.policy.romer.prefetch_threshold"),
+        ("os.policy.romer.max_size=4K", "os.policy.romer.max_size"),
+        ("os.policy.romer.max_size=3M", "os.policy.romer.max_size"),
+        ("os.policy.romer.asap_4_64_fraction=1.5", "os.policy.romer.asap_4_64_fraction"),
+        ("os.policy.romer.throttle_window=0", "os.policy.romer.throttle_window"),
+        ("os.policy.romer.no_such_key=1", "no_such_key"),
+        ("os.policy.tps.max_size=4K", "os.policy.tps.max_size"),
+        ("os.policy.kind=approx", "os.policy.kind"),
+    ] {
+        let e = Config::load("romer", &[set.to_string()]).unwrap_err().to_string();
+        assert!(e.contains(key), "{set}: {e}");
     }
 }

@@ -380,6 +380,12 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// The mapped pages of `pid` overlapping [start, end), as (base, mapping).
+    /// The translation `pid`'s page covering `va` holds, if mapped.
+    pub fn translation_at(&self, pid: Pid, va: u64) -> Option<Translation> {
+        let (_, m) = self.space(pid)?.mapping_at(va)?;
+        Some(Translation { pa: m.pa, size: m.size, perms: m.perms })
+    }
+
     pub fn pages_in(&self, pid: Pid, start: u64, end: u64) -> Vec<(u64, Mapping)> {
         let Some(space) = self.spaces.get(&pid) else { return Vec::new() };
         let mut v = Vec::new();

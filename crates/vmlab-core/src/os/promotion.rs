@@ -79,11 +79,16 @@ impl<P: PageTable> Mm<P> {
             self.free_data(m.pa, m.size);
         }
         self.map_page(pid, asid, base, pa, size, perms, None)?;
+        self.count_copied_promotion(size);
+        Ok(true)
+    }
+
+    /// Count a promotion that wrote a whole page of `size`, at `copy_cycles_per_kb`.
+    pub fn count_copied_promotion(&mut self, size: PageSize) {
         self.pc.promotions += 1;
         self.pc.promotions_copied += 1;
         self.pc.bytes_copied += size.bytes();
         self.pc.copy_cycles += (size.bytes() / 1024) * self.copy_cycles_per_kb;
-        Ok(true)
     }
 
     /// Demote the page at `base` into pages of `to` on the same frames (no copy; Romer

@@ -33,8 +33,7 @@ fn mapped_bytes<P: PageTable>(mm: &Mm<P>, f: &DemandFault, base: u64, size: Page
 
 /// The translation now covering the fault's address (after a promotion).
 fn current<P: PageTable>(mm: &Mm<P>, f: &DemandFault) -> Translation {
-    let (_, m) = mm.space(f.pid).and_then(|s| s.mapping_at(f.va)).expect("the fault's page is mapped");
-    Translation { pa: m.pa, size: m.size, perms: m.perms }
+    mm.translation_at(f.pid, f.va).expect("the fault's page is mapped")
 }
 
 impl PageSizePolicy for Asap {

@@ -452,10 +452,7 @@ impl PageSizePolicy for Offline {
                 if let Some(t) = map_fresh(mm, f, base, size)? {
                     // Romer §3.4.1: built at time 0, at the promotion (copy) cost.
                     self.built += 1;
-                    mm.pc.promotions += 1;
-                    mm.pc.promotions_copied += 1;
-                    mm.pc.bytes_copied += size.bytes();
-                    mm.pc.copy_cycles += size.bytes() / 1024 * mm.copy_cycles_per_kb;
+                    mm.count_copied_promotion(size);
                     return Ok(t);
                 }
             }

@@ -35,8 +35,7 @@ impl ThpReserve {
         let Some((pa, key, populated)) = mm.populate_reserved(f.pid, f.va) else { return Ok(None) };
         let t = mm.map_page(f.pid, f.asid, PageSize::K4.align_down(f.va), pa, PageSize::K4, f.perms, None)?;
         if populated >= self.needed && mm.promote_reservation(key)? {
-            let (_, m) = mm.space(f.pid).and_then(|s| s.mapping_at(f.va)).expect("promoted page");
-            return Ok(Some(Translation { pa: m.pa, size: m.size, perms: m.perms }));
+            return Ok(Some(mm.translation_at(f.pid, f.va).expect("promoted page")));
         }
         Ok(Some(t))
     }

@@ -96,8 +96,7 @@ impl TailoredPageSizes {
                 mm.promote_in_place(f.pid, base, size, pa)?;
             }
         }
-        let (_, m) = mm.space(f.pid).and_then(|s| s.mapping_at(f.va)).expect("the fault's page is mapped");
-        Ok(Some(Translation { pa: m.pa, size: m.size, perms: m.perms }))
+        Ok(Some(mm.translation_at(f.pid, f.va).expect("the fault's page is mapped")))
     }
 }
 
