@@ -16,6 +16,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("ecpt-asplos22", include_str!("../../../configs/ecpt-asplos22.toml")),
     ("romer", include_str!("../../../configs/romer.toml")),
     ("tps", include_str!("../../../configs/tps.toml")),
+    ("romer-cache", include_str!("../../../configs/romer-cache.toml")),
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
@@ -244,6 +245,66 @@ pub struct CacheConfig {
     pub replacement: Replacement,
     /// Load-to-use cycles of an access that hits at this level.
     pub latency: u32,
+    /// "write-back" (dirty lines written when evicted) or "write-through" (every write
+    /// also goes to the level below, through the write buffer if there is one).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub write_policy: WritePolicy,
+    /// Allocate a line on a write miss (false: read-allocate only, Romer Table 4-2's L1).
+    #[serde(default = "yes", skip_serializing_if = "crate::config::is_true")]
+    pub write_allocate: bool,
+    /// "physical" or "virtual": which address selects the set (tags are always
+    /// physical; a virtually indexed cache larger than a page per way can alias).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub indexing: Indexing,
+    /// "set-associative" or "column-associative" (Agarwal & Pudar 1993: a direct-mapped
+    /// array probed a second time at the index with its top bit flipped; needs ways = 1).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub organisation: Organisation,
+    /// Column-associative: cycles of a hit on the second probe (default latency + 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_latency: Option<u32>,
+    /// A victim cache behind this level (Jouppi 1990): a small fully associative LRU
+    /// buffer of the lines this level evicts, probed on a miss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim: Option<VictimConfig>,
+    /// Entries of a write buffer between a write-through level and the level below:
+    /// writes retire from it in the background, the core stalls only when it is full.
+    /// 0 = none (the core waits for the level below).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub write_buffer: usize,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritePolicy {
+    #[default]
+    WriteBack,
+    WriteThrough,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Indexing {
+    #[default]
+    Physical,
+    Virtual,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Organisation {
+    #[default]
+    SetAssociative,
+    ColumnAssociative,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VictimConfig {
+    /// Lines held (Romer §5.5.3: 8).
+    pub entries: usize,
+    /// Extra cycles of a hit in the victim cache after the miss at its level (Romer: 5).
+    pub latency: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -390,6 +451,20 @@ impl Config {
             if c.level == 0 {
                 return Err(Error::config(format!("{key}.level"), "levels start at 1"));
             }
+            if c.organisation == Organisation::ColumnAssociative {
+                let lines = c.size.0 / line;
+                if c.ways != 1 || lines < 2 {
+                    return Err(Error::config(format!("{key}.organisation"), format!("a column-associative cache is a direct-mapped array of at least 2 lines (ways = 1), not {}-way with {lines} lines", c.ways)));
+                }
+            } else if c.slow_latency.is_some() {
+                return Err(Error::config(format!("{key}.slow_latency"), "only a column-associative cache has a second probe"));
+            }
+            if c.victim.as_ref().is_some_and(|v| v.entries == 0) {
+                return Err(Error::config(format!("{key}.victim.entries"), "must be at least 1"));
+            }
+            if c.write_buffer > 0 && c.write_policy != WritePolicy::WriteThrough {
+                return Err(Error::config(format!("{key}.write_buffer"), "a write buffer sits behind a write-through cache (write_policy = \"write-through\")"));
+            }
         }
         if self.machine.phys_mem.0 < 4096 {
             return Err(Error::config("machine.phys_mem", "must be at least 4K"));
@@ -524,6 +599,11 @@ mod tests {
 
 /// For `skip_serializing_if`: keys left at their default stay out of resolved configs,
 /// so adding a key does not change the documents and hashes of runs that do not use it.
-fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
+}
+
+/// For `skip_serializing_if` on keys that default to true.
+pub(crate) fn is_true(v: &bool) -> bool {
+    *v
 }

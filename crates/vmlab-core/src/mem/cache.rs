@@ -1,14 +1,19 @@
-//! One physically indexed, set-associative cache level (write-back, write-allocate).
+//! One cache level: a tag store (set-associative, or column-associative), an optional
+//! victim cache behind it and an optional write buffer below it.
 //!
-//! The tag store is specialised rather than an [`AssocCache`](crate::mmu::assoc::AssocCache):
-//! caches are the largest structures the engine models (a 2 MiB LLC has 32K lines),
-//! they carry no ASIDs and a one-bit payload, and page walks touch them at random. So a
-//! set's tags sit contiguously with the dirty bit folded in (a 16-way set is two host
-//! cache lines, nothing else is touched), and with LRU replacement the set is kept in
-//! recency order — a hit moves its tag to the front, the victim is the last way — so no
-//! separate recency state exists (docs/performance.md).
+//! The set-associative tag store is specialised rather than an
+//! [`AssocCache`](crate::mmu::assoc::AssocCache): caches are the largest structures the
+//! engine models (a 2 MiB LLC has 32K lines), they carry no ASIDs and a one-bit payload,
+//! and page walks touch them at random. So a set's tags sit contiguously with the dirty
+//! bit folded in (a 16-way set is two host cache lines, nothing else is touched), and
+//! with LRU replacement the set is kept in recency order — a hit moves its tag to the
+//! front, the victim is the last way — so no separate recency state exists
+//! (docs/performance.md).
 
-use crate::config::{CacheConfig, Serves};
+use super::column::ColumnStore;
+use super::victim::VictimCache;
+use super::write_buffer::WriteBuffer;
+use crate::config::{CacheConfig, Indexing, Organisation, Serves, WritePolicy};
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{check_geometry, plru_touch, plru_victim, Replacement};
 use rand::{Rng, SeedableRng};
@@ -17,21 +22,63 @@ use serde::Serialize;
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct CacheCounters {
-    /// All accesses that reached this level (data and walk).
+    /// All accesses that reached this level (program, walk and copy references).
     pub accesses: u64,
     pub hits: u64,
     pub misses: u64,
     /// The subset of accesses made by page walks.
     pub walk_accesses: u64,
     pub walk_misses: u64,
-    /// Dirty lines evicted.
+    /// The subset made by OS page copies (recolouring).
+    pub copy_accesses: u64,
+    pub copy_misses: u64,
+    /// Dirty lines evicted (from the level or its victim cache).
     pub writebacks: u64,
+    /// Column-associative: hits on the second probe (counted in `hits`).
+    pub slow_hits: u64,
+    /// Misses of the level that hit in its victim cache (counted in `misses`).
+    pub victim_hits: u64,
+    /// Program references that missed here: the cycles they spent beyond this level's
+    /// latency, up to the next level's (or all of it, past the last level).
+    pub miss_cycles: u64,
+}
+
+/// Who made a reference (for the per-source counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefSource {
+    Program,
+    /// A program write retiring from a write buffer (the core did not wait for it).
+    BufferedWrite,
+    Walk,
+    /// The OS copying a page (recolouring).
+    Copy,
 }
 
 /// An empty way. Real tags are `line << 1 | dirty`; line numbers stay below 2^58, so no
 /// real tag matches it.
-const INVALID: u64 = u64::MAX;
-const DIRTY: u64 = 1;
+pub(crate) const INVALID: u64 = u64::MAX;
+pub(crate) const DIRTY: u64 = 1;
+
+/// The outcome of one tag-store lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    pub hit: bool,
+    /// Column-associative second-probe hit.
+    pub slow: bool,
+    /// The tag (`line << 1 | dirty`) the allocation pushed out, or INVALID.
+    pub evicted: u64,
+}
+
+impl Probe {
+    #[inline]
+    pub(crate) fn hit() -> Probe {
+        Probe { hit: true, slow: false, evicted: INVALID }
+    }
+    #[inline]
+    pub(crate) fn miss(evicted: u64) -> Probe {
+        Probe { hit: false, slow: false, evicted }
+    }
+}
 
 #[derive(Clone, Debug)]
 enum Order {
@@ -66,13 +113,18 @@ impl LineStore {
         Ok(LineStore { tags: vec![INVALID; lines], ways, set_mask: sets.is_power_of_two().then(|| sets - 1), sets, order })
     }
 
-    /// Look up `line`; on a miss allocate it. Returns (hit, evicted a dirty line).
     #[inline]
-    fn access(&mut self, line: u64, write: bool) -> (bool, bool) {
-        let set = match self.set_mask {
-            Some(m) => (line as usize) & m,
-            None => (line % self.sets as u64) as usize,
-        };
+    fn set_of(&self, idx_line: u64) -> usize {
+        match self.set_mask {
+            Some(m) => (idx_line as usize) & m,
+            None => (idx_line % self.sets as u64) as usize,
+        }
+    }
+
+    /// Look up `line` in the set of `idx_line`; on a miss allocate it if `allocate`.
+    #[inline]
+    fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
+        let set = self.set_of(idx_line);
         let ways = self.ways;
         let tags = &mut self.tags[set * ways..set * ways + ways];
         let want = line << 1;
@@ -83,6 +135,9 @@ impl LineStore {
                 hit_way = w;
             }
         }
+        if hit_way == usize::MAX && !allocate {
+            return Probe::miss(INVALID);
+        }
         let dirty = if write { DIRTY } else { 0 };
         match &mut self.order {
             Order::Lru => {
@@ -90,12 +145,12 @@ impl LineStore {
                     let t = tags[hit_way] | dirty;
                     tags.copy_within(0..hit_way, 1);
                     tags[0] = t;
-                    (true, false)
+                    Probe::hit()
                 } else {
                     let victim = tags[ways - 1];
                     tags.copy_within(0..ways - 1, 1);
                     tags[0] = want | dirty;
-                    (false, victim != INVALID && victim & DIRTY != 0)
+                    Probe::miss(victim)
                 }
             }
             Order::Plru { bits } => {
@@ -122,15 +177,39 @@ impl LineStore {
 
     /// For the position-keeping policies: on a miss, put `tag` in way `w`.
     #[inline]
-    fn fill_at(&mut self, set: usize, w: usize, hit_way: usize, tag: u64) -> (bool, bool) {
+    fn fill_at(&mut self, set: usize, w: usize, hit_way: usize, tag: u64) -> Probe {
         if hit_way != usize::MAX {
-            return (true, false);
+            return Probe::hit();
         }
         let slot = &mut self.tags[set * self.ways + w];
         let victim = *slot;
         *slot = tag;
-        (false, victim != INVALID && victim & DIRTY != 0)
+        Probe::miss(victim)
     }
+}
+
+#[derive(Clone, Debug)]
+enum TagStore {
+    SetAssociative(LineStore),
+    ColumnAssociative(ColumnStore),
+}
+
+impl TagStore {
+    #[inline]
+    fn access(&mut self, idx: u64, line: u64, dirty: bool, allocate: bool) -> Probe {
+        match self {
+            TagStore::SetAssociative(s) => s.access(idx, line, dirty, allocate),
+            TagStore::ColumnAssociative(s) => s.access(idx, line, dirty, allocate),
+        }
+    }
+}
+
+/// What one access at a level did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Served {
+    /// Hit at the level (or its victim cache) after this many cycles.
+    Hit(u32),
+    Miss,
 }
 
 pub struct Cache {
@@ -138,40 +217,115 @@ pub struct Cache {
     pub level: u8,
     pub serves: Serves,
     pub latency: u32,
+    /// Column-associative second-probe latency.
+    pub slow_latency: u32,
+    pub write_through: bool,
+    pub write_allocate: bool,
+    pub virtually_indexed: bool,
     line_shift: u32,
-    store: LineStore,
+    store: TagStore,
+    pub victim: Option<VictimCache>,
+    pub write_buffer: Option<WriteBuffer>,
     pub counters: CacheCounters,
 }
 
 impl Cache {
     pub fn new(name: &str, c: &CacheConfig, seed: u64) -> Result<Cache> {
         let lines = (c.size.0 / c.line.0) as usize;
+        let key = format!("cache.{name}");
+        let store = match c.organisation {
+            Organisation::SetAssociative => TagStore::SetAssociative(LineStore::new(lines, c.ways, c.replacement, seed, &key)?),
+            Organisation::ColumnAssociative => {
+                if lines < 2 || c.ways != 1 {
+                    return Err(Error::config(format!("{key}.organisation"), "a column-associative cache needs ways = 1 and at least 2 lines"));
+                }
+                TagStore::ColumnAssociative(ColumnStore::new(lines))
+            }
+        };
         Ok(Cache {
             name: name.to_string(),
             level: c.level,
             serves: c.serves,
             latency: c.latency,
+            slow_latency: c.slow_latency.unwrap_or(c.latency + 1),
+            write_through: c.write_policy == WritePolicy::WriteThrough,
+            write_allocate: c.write_allocate,
+            virtually_indexed: c.indexing == Indexing::Virtual,
             line_shift: c.line.0.trailing_zeros(),
-            store: LineStore::new(lines, c.ways, c.replacement, seed, &format!("cache.{name}"))?,
+            store,
+            victim: c.victim.as_ref().map(|v| VictimCache::new(v.entries, v.latency)),
+            write_buffer: (c.write_buffer > 0).then(|| WriteBuffer::new(c.write_buffer)),
             counters: CacheCounters::default(),
         })
     }
 
-    /// Look up the line of `pa`; on a miss the line is allocated (write-allocate).
-    /// Returns whether it hit.
+    pub fn line_bytes(&self) -> u64 {
+        1 << self.line_shift
+    }
+
+    /// Look up the line of `pa` (set chosen by `va` if virtually indexed). Misses
+    /// allocate, except writes to a read-allocate level; a write-through level keeps
+    /// its lines clean. Returns where the reference was served.
     #[inline]
-    pub fn access(&mut self, pa: u64, write: bool, walk: bool) -> bool {
-        let (hit, writeback) = self.store.access(pa >> self.line_shift, write);
-        self.counters.accesses += 1;
-        self.counters.walk_accesses += walk as u64;
-        self.counters.writebacks += writeback as u64;
-        if hit {
-            self.counters.hits += 1;
-        } else {
-            self.counters.misses += 1;
-            self.counters.walk_misses += walk as u64;
+    pub fn access(&mut self, va: u64, pa: u64, write: bool, src: RefSource) -> Served {
+        let line = pa >> self.line_shift;
+        let idx = if self.virtually_indexed { va >> self.line_shift } else { line };
+        let allocate = !write || self.write_allocate;
+        let dirty = write && !self.write_through;
+        let mut victim_hit = false;
+        let p = match &mut self.victim {
+            None => self.store.access(idx, line, dirty, allocate),
+            Some(v) => {
+                // Probe without allocating; a miss then consults the victim cache.
+                let first = self.store.access(idx, line, dirty, false);
+                if first.hit || !allocate {
+                    first
+                } else {
+                    let recovered_dirty = match v.take(line) {
+                        Some(d) => {
+                            victim_hit = true;
+                            d
+                        }
+                        None => false,
+                    };
+                    self.store.access(idx, line, dirty || recovered_dirty, true)
+                }
+            }
+        };
+        let c = &mut self.counters;
+        c.accesses += 1;
+        match src {
+            RefSource::Program | RefSource::BufferedWrite => {}
+            RefSource::Walk => c.walk_accesses += 1,
+            RefSource::Copy => c.copy_accesses += 1,
         }
-        hit
+        if p.evicted != INVALID {
+            let out = match &mut self.victim {
+                Some(v) => v.insert(p.evicted),
+                None => Some(p.evicted),
+            };
+            c.writebacks += out.is_some_and(|t| t & DIRTY != 0) as u64;
+        }
+        if p.hit {
+            c.hits += 1;
+            c.slow_hits += p.slow as u64;
+            return Served::Hit(if p.slow { self.slow_latency } else { self.latency });
+        }
+        c.misses += 1;
+        match src {
+            RefSource::Program | RefSource::BufferedWrite => {}
+            RefSource::Walk => c.walk_misses += 1,
+            RefSource::Copy => c.copy_misses += 1,
+        }
+        if victim_hit {
+            c.victim_hits += 1;
+            let v = self.victim.as_ref().expect("victim cache").latency;
+            if src == RefSource::Program {
+                c.miss_cycles += v as u64;
+            }
+            return Served::Hit(self.latency + v);
+        }
+        Served::Miss
     }
 }
 
@@ -206,7 +360,8 @@ mod tests {
                         }
                         None => (false, reference.fill_absent(set, line, 0, write).map_or(false, |e| e.val)),
                     };
-                    assert_eq!(fast.access(line, write), expect, "{repl:?} {lines}/{ways} access {i}");
+                    let p = fast.access(line, line, write, true);
+                    assert_eq!((p.hit, p.evicted != INVALID && p.evicted & DIRTY != 0), expect, "{repl:?} {lines}/{ways} access {i}");
                 }
             }
         }

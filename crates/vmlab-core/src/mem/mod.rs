@@ -1,9 +1,16 @@
-//! The memory model: a physically indexed cache hierarchy with latencies. Page-walk
-//! references always go through it; data references do when `memory.data_refs` is set.
+//! The memory model: a cache hierarchy with latencies (docs/config.md `[cache.*]`).
+//! Page-walk references always go through it; program references do when
+//! `memory.data_refs` is set; OS page copies (recolouring) always do. A CML buffer
+//! (Romer ch. 5) can snoop the references that reach memory.
 
 pub mod cache;
+pub mod cml_buffer;
+pub mod column;
+pub mod victim;
+pub mod write_buffer;
 
-pub use cache::{Cache, CacheCounters};
+pub use cache::{Cache, CacheCounters, RefSource, Served};
+pub use cml_buffer::{CmlBuffer, CmlTuple};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -19,6 +26,13 @@ pub struct MemoryHierarchy {
     pub memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
+    /// The CML buffer on the memory bus, if a recolouring policy installed one.
+    pub cml: Option<CmlBuffer>,
+    /// Raise `interrupt` when `memory_accesses` reaches this (a cache-miss counter
+    /// interrupt, Romer §4.2.1); u64::MAX = off.
+    pub miss_alarm: u64,
+    /// An interrupt for the OS is pending (CML threshold or miss alarm).
+    pub interrupt: bool,
 }
 
 impl MemoryHierarchy {
@@ -68,32 +82,194 @@ impl MemoryHierarchy {
             walker_entry,
             memory_latency: cfg.memory.latency,
             memory_accesses: 0,
+            cml: None,
+            miss_alarm: u64::MAX,
+            interrupt: false,
         })
     }
 
-    /// Send one reference down the path from `from`; returns its latency in cycles.
-    /// Every level that missed allocates the line (inclusive fill).
+    /// Send one reference down the path from position `from`; returns its latency in
+    /// cycles (including write-buffer stalls). Every level that misses allocates the line
+    /// (unless read-allocate and writing). A write at a write-through level continues to
+    /// the levels below: through its write buffer (the core waits only if it is full), or
+    /// directly (the core waits for the level below). `now` is the core's cycle, for the
+    /// write buffers.
     #[inline]
-    fn access_path(&mut self, instr: bool, from: usize, pa: u64, write: bool, walk: bool) -> u32 {
-        let path = if instr { &self.instr_path } else { &self.data_path };
-        for &id in &path[from.min(path.len())..] {
-            if self.caches[id].access(pa, write, walk) {
-                return self.caches[id].latency;
+    fn access_path(&mut self, instr: bool, from: usize, va: u64, pa: u64, write: bool, src: RefSource, now: u64) -> u32 {
+        let len = if instr { self.instr_path.len() } else { self.data_path.len() };
+        let mut missed: Option<usize> = None;
+        for pos in from..len {
+            let id = if instr { self.instr_path[pos] } else { self.data_path[pos] };
+            if let (Some(k), RefSource::Program) = (missed, src) {
+                // The level above missed: its share is the climb to this level.
+                let up = self.caches[k].latency;
+                self.caches[k].counters.miss_cycles += self.caches[id].latency.saturating_sub(up) as u64;
             }
+            let c = &mut self.caches[id];
+            let served = c.access(va, pa, write, src);
+            if write && c.write_through {
+                let lat = match served {
+                    Served::Hit(l) => l,
+                    Served::Miss => c.latency,
+                };
+                if self.caches[id].write_buffer.is_some() {
+                    // The core does not wait for the buffered write: not its miss cycles.
+                    let below_src = if src == RefSource::Program { RefSource::BufferedWrite } else { src };
+                    let below = self.access_path(instr, pos + 1, va, pa, true, below_src, now) as u64;
+                    let stall = self.caches[id].write_buffer.as_mut().expect("write buffer").push(now, below);
+                    return lat + stall as u32;
+                }
+                missed = if matches!(served, Served::Miss) { Some(id) } else { None };
+                continue;
+            }
+            if let Served::Hit(l) = served {
+                return l;
+            }
+            missed = Some(id);
         }
         self.memory_accesses += 1;
+        if let (Some(k), RefSource::Program) = (missed, src) {
+            let up = self.caches[k].latency;
+            self.caches[k].counters.miss_cycles += self.memory_latency.saturating_sub(up) as u64;
+        }
+        if let Some(cml) = &mut self.cml {
+            cml.observe(pa);
+            self.interrupt |= cml.interrupt;
+        }
+        if self.memory_accesses >= self.miss_alarm {
+            self.interrupt = true;
+        }
         self.memory_latency
     }
 
-    /// A page-walk reference (a read of a page-table entry).
+    /// A page-walk reference (a read of a page-table entry, by physical address).
     #[inline]
     pub fn walk_ref(&mut self, pa: u64) -> u32 {
-        self.access_path(false, self.walker_entry, pa, false, true)
+        self.access_path(false, self.walker_entry, pa, pa, false, RefSource::Walk, 0)
     }
 
-    /// A program's data or instruction reference.
+    /// A program's data or instruction reference at cycle `now`.
     #[inline]
-    pub fn data_ref(&mut self, pa: u64, write: bool, instr: bool) -> u32 {
-        self.access_path(instr, 0, pa, write, false)
+    pub fn data_ref(&mut self, va: u64, pa: u64, write: bool, instr: bool, now: u64) -> u32 {
+        self.access_path(instr, 0, va, pa, write, RefSource::Program, now)
+    }
+
+    /// The OS copies `bytes` from frame `from` to frame `to` at cycle `now`: a read of
+    /// every source line and a write of every destination line, through the data path
+    /// (kernel addresses are physical). Returns the cycles the references took.
+    pub fn copy(&mut self, from: u64, to: u64, bytes: u64, now: u64) -> u64 {
+        let line = self.data_path.first().map_or(64, |&i| self.caches[i].line_bytes());
+        let mut cycles = 0u64;
+        for off in (0..bytes).step_by(line as usize) {
+            cycles += self.access_path(false, 0, from + off, from + off, false, RefSource::Copy, now + cycles) as u64;
+            cycles += self.access_path(false, 0, to + off, to + off, true, RefSource::Copy, now + cycles) as u64;
+        }
+        cycles
+    }
+
+    /// The level the page colours are taken from: the largest cache on the data path.
+    pub fn colour_cache(&self) -> Option<&Cache> {
+        self.data_path.last().map(|&i| &self.caches[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn romer(overrides: &[&str]) -> MemoryHierarchy {
+        let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        MemoryHierarchy::new(&Config::load("romer-cache", &o).unwrap()).unwrap()
+    }
+
+    /// Two lines 512 KiB apart share a line of the direct-mapped L2 (and of the 8K L1).
+    fn ping_pong(m: &mut MemoryHierarchy, rounds: u64) -> u64 {
+        let (a, b) = (0x10_0000u64, 0x10_0000 + (512 << 10));
+        let mut cycles = 0;
+        for _ in 0..rounds {
+            cycles += m.data_ref(a, a, false, false, cycles) as u64;
+            cycles += m.data_ref(b, b, false, false, cycles) as u64;
+        }
+        cycles
+    }
+
+    #[test]
+    fn a_victim_cache_removes_ping_pong_conflict_misses() {
+        let mut dm = romer(&[]);
+        ping_pong(&mut dm, 1000);
+        assert_eq!(dm.memory_accesses, 2000, "direct-mapped: every reference misses");
+        let mut vc = romer(&["cache.l2.victim.entries=8", "cache.l2.victim.latency=5"]);
+        let cycles = ping_pong(&mut vc, 1000);
+        assert_eq!(vc.memory_accesses, 2, "only the two cold misses reach memory");
+        let l2 = &vc.caches.iter().find(|c| c.name == "l2").unwrap().counters;
+        assert_eq!(l2.victim_hits, 1998);
+        // Each reference: L1 miss (5) + victim hit (5); the cold ones: 30.
+        assert_eq!(cycles, 1998 * 10 + 2 * 30);
+        assert_eq!(l2.miss_cycles, 1998 * 5 + 2 * 25);
+    }
+
+    #[test]
+    fn two_way_and_column_associative_l2s_also_remove_them() {
+        let mut a2 = romer(&["cache.l2.ways=2"]);
+        ping_pong(&mut a2, 100);
+        assert_eq!(a2.memory_accesses, 2);
+        let mut col = romer(&["cache.l2.organisation=\"column-associative\"", "cache.l2.slow_latency=8"]);
+        let cycles = ping_pong(&mut col, 100);
+        // 512 KiB apart: same home slot in the 16K-line array, so the pair shares b, f(b).
+        assert_eq!(col.memory_accesses, 2);
+        assert_eq!(cycles, 2 * 30 + 198 * 8, "every later reference is a second-probe hit");
+    }
+
+    #[test]
+    fn write_through_read_allocate_l1_with_a_write_buffer() {
+        let mut m = romer(&[]);
+        let l1 = m.data_path[0];
+        // A write miss does not allocate in the L1; the write goes to the L2 through the
+        // buffer, so the core does not wait for it.
+        assert_eq!(m.data_ref(0x2000, 0x2000, true, false, 0), 0);
+        assert_eq!(m.caches[l1].counters.misses, 1);
+        assert_eq!(m.data_ref(0x2000, 0x2000, false, false, 1), 5, "not allocated: the read misses the L1, hits the L2");
+        assert_eq!(m.data_ref(0x2000, 0x2000, true, false, 100), 0, "a write hit");
+        // Back-to-back writes that each miss the L2 (30 cycles each) fill the 4 entries.
+        let mut stall = 0;
+        for i in 0..6u64 {
+            stall += m.data_ref(0x100_0000 + i * 4096, 0x100_0000 + i * 4096, true, false, 200) as u64;
+        }
+        let wb = m.caches[l1].write_buffer.as_ref().unwrap();
+        assert!(stall > 0 && wb.full_stalls == 2, "stall {stall}, full {}", wb.full_stalls);
+        assert_eq!(m.caches[l1].counters.writebacks, 0, "write-through lines are never dirty");
+    }
+
+    #[test]
+    fn virtual_indexing_picks_the_set_from_the_virtual_address() {
+        // Two physical lines in different L1 sets, mapped at virtual addresses that share
+        // a set: a virtually indexed L1 makes them conflict.
+        let mut m = romer(&["cache.l1d.write_buffer=0", "cache.l1d.write_policy=\"write-back\""]);
+        let l1 = m.data_path[0];
+        for _ in 0..10 {
+            m.data_ref(0x0000, 0x5000, false, false, 0);
+            m.data_ref(0x2000, 0x6040, false, false, 0);
+        }
+        assert_eq!(m.caches[l1].counters.misses, 20);
+        let mut p = romer(&["cache.l1d.indexing=\"physical\"", "cache.l1d.write_buffer=0", "cache.l1d.write_policy=\"write-back\""]);
+        for _ in 0..10 {
+            p.data_ref(0x0000, 0x5000, false, false, 0);
+            p.data_ref(0x2000, 0x6040, false, false, 0);
+        }
+        assert_eq!(p.caches[l1].counters.misses, 2);
+    }
+
+    #[test]
+    fn a_page_copy_goes_through_the_caches() {
+        let mut m = romer(&[]);
+        let cycles = m.copy(0x10_0000, 0x20_0000, 4096, 0);
+        let l2 = m.caches.iter().find(|c| c.name == "l2").unwrap();
+        // 128 line reads (L1 and L2 misses) and 128 line writes (buffered).
+        assert_eq!(l2.counters.copy_accesses, 256);
+        assert_eq!(l2.counters.copy_misses, 256);
+        assert_eq!(l2.counters.miss_cycles, 0, "copies are not program misses");
+        assert!(cycles >= 128 * 30);
+        // Now the destination is cached: a program read hits the L2.
+        assert_eq!(m.data_ref(0x20_0000, 0x20_0000, false, false, cycles), 5);
     }
 }

@@ -256,10 +256,19 @@ impl<P: PageTable> Engine<P> {
             self.translate_slow(kind, va)?
         };
         if self.data_refs {
-            let lat = self.mem.data_ref(pa, kind == AccessKind::Write, kind.is_instr());
+            let now = self.now();
+            let lat = self.mem.data_ref(va, pa, kind == AccessKind::Write, kind.is_instr(), now);
             self.cycles.data += lat as u64;
         }
         Ok(())
+    }
+
+    /// The core's cycle: one per instruction plus every stall so far (Romer's single-issue
+    /// model, §4.3.2), for the write buffers and the recolouring policies' clocks.
+    #[inline(always)]
+    fn now(&self) -> u64 {
+        let c = &self.cycles;
+        self.run.instructions + c.tlb + c.walk + c.fault + c.data
     }
 
     #[inline(never)]

@@ -214,7 +214,11 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
             json!({"level": c.level, "serves": c.serves.name(), "accesses": k.accesses, "hits": k.hits,
                    "misses": k.misses, "miss_rate": ratio(k.misses, k.accesses),
                    "walk_accesses": k.walk_accesses, "walk_misses": k.walk_misses,
-                   "writebacks": k.writebacks}),
+                   "copy_accesses": k.copy_accesses, "copy_misses": k.copy_misses,
+                   "writebacks": k.writebacks, "slow_hits": k.slow_hits, "victim_hits": k.victim_hits,
+                   "miss_cycles": k.miss_cycles,
+                   "write_buffer_writes": c.write_buffer.as_ref().map_or(0, |w| w.writes),
+                   "write_buffer_stall_cycles": c.write_buffer.as_ref().map_or(0, |w| w.stall_cycles)}),
         );
     }
     let fp = e.os.mm.pt.footprint();
