@@ -17,6 +17,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("romer", include_str!("../../../configs/romer.toml")),
     ("tps", include_str!("../../../configs/tps.toml")),
     ("romer-cache", include_str!("../../../configs/romer-cache.toml")),
+    ("combined", include_str!("../../../configs/combined.toml")),
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
@@ -102,6 +103,13 @@ pub struct OsConfig {
     /// The page-size policy (os/policy/); FIXED(page_size) by default.
     #[serde(default, skip_serializing_if = "crate::os::policy::PolicyConfig::is_default")]
     pub policy: crate::os::policy::PolicyConfig,
+    /// Physical placement of base pages (os/placement.rs): buddy, page-coloring,
+    /// bin-hopping or random.
+    #[serde(default, skip_serializing_if = "crate::os::placement::PlacementConfig::is_default")]
+    pub placement: crate::os::placement::PlacementConfig,
+    /// Dynamic recolouring (os/recolor/): none, Romer's ch. 4 software policies, or CML.
+    #[serde(default, skip_serializing_if = "crate::os::recolor::RecolorConfig::is_default")]
+    pub recolor: crate::os::recolor::RecolorConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -410,6 +418,8 @@ impl Config {
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         self.os.policy.validate(self)?;
+        self.os.recolor.validate(self)?;
+        self.os.placement.validate(self)?;
         self.machine.fragmentation.validate()?;
         if self.tlb.is_empty() {
             return Err(Error::config("tlb", "at least one TLB structure is required"));

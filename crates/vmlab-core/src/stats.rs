@@ -146,6 +146,11 @@ pub struct CycleCounters {
     pub fault: u64,
     /// Latency of data/instruction references through the caches (memory.data_refs).
     pub data: u64,
+    /// Recolouring: the memory cycles of the page copies (through the caches).
+    pub recolor_copy: u64,
+    /// Recolouring: the policy's fixed costs (interrupts, TLB-miss checks, analyses,
+    /// copy loop, PTE updates), rounded down.
+    pub recolor_policy: u64,
 }
 
 #[cfg(test)]

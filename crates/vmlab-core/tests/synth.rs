@@ -42,7 +42,7 @@ fn every_workload_is_deterministic_exact_and_inside_its_regions() {
         assert_eq!(a, b, "{} is not deterministic", w.name);
         let mut other = small.clone();
         other.push(("seed", "2"));
-        if !matches!(w.name, "stream" | "stride" | "shared") {
+        if !matches!(w.name, "stream" | "stride" | "shared" | "strawman") {
             assert_ne!(a, drain(w.name, &other), "{}: the seed changes nothing", w.name);
         }
         let acc = data_accesses(&a);

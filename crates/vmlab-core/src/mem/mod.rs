@@ -33,6 +33,9 @@ pub struct MemoryHierarchy {
     pub miss_alarm: u64,
     /// An interrupt for the OS is pending (CML threshold or miss alarm).
     pub interrupt: bool,
+    /// Program references per cache page (colour), if a recolouring policy's
+    /// coldest-ref target selection needs them: (colours, counts).
+    pub colour_refs: Option<(u64, Vec<u64>)>,
 }
 
 impl MemoryHierarchy {
@@ -85,6 +88,7 @@ impl MemoryHierarchy {
             cml: None,
             miss_alarm: u64::MAX,
             interrupt: false,
+            colour_refs: None,
         })
     }
 
@@ -151,6 +155,9 @@ impl MemoryHierarchy {
     /// A program's data or instruction reference at cycle `now`.
     #[inline]
     pub fn data_ref(&mut self, va: u64, pa: u64, write: bool, instr: bool, now: u64) -> u32 {
+        if let Some((n, refs)) = &mut self.colour_refs {
+            refs[((pa >> 12) % *n) as usize] += 1;
+        }
         self.access_path(instr, 0, va, pa, write, RefSource::Program, now)
     }
 

@@ -9,9 +9,12 @@ pub mod address_space;
 pub mod buddy;
 pub mod fragmentation;
 pub mod page_index;
+pub mod placement;
 pub mod policy;
 pub mod promotion;
+pub mod recolor;
 pub mod reservation;
+pub mod rmap;
 pub mod touched;
 pub mod vma;
 
@@ -22,7 +25,10 @@ use crate::pt::{PageTable, Translation};
 use crate::trace::{MapFlags, Record};
 use address_space::{AddressSpace, Mapping};
 use buddy::{BuddyAllocator, FrameUse};
+use placement::Placement;
 use policy::{PagePolicy, PolicyCounters, TlbMiss};
+use recolor::{Recolorer, RecolorCounters};
+use rmap::ReverseMap;
 use reservation::{ReleaseReason, Reservation, Reservations};
 use touched::TouchedFrames;
 use serde::Serialize;
@@ -36,6 +42,18 @@ pub enum Shootdown {
     Page { asid: Asid, va: u64 },
     /// The address space is gone.
     Space { asid: Asid },
+    /// Drop the TLB entry of `va` only (a recolouring policy provoking a TLB miss).
+    TlbEntry { asid: Asid, va: u64 },
+    /// Flush every TLB entry (a recolouring policy taking a snapshot).
+    TlbFlush,
+}
+
+/// A page copy the engine sends through the cache hierarchy (recolouring).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageCopy {
+    pub from: u64,
+    pub to: u64,
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -81,6 +99,8 @@ pub struct DemandFault {
 pub struct Os<P: PageTable> {
     pub mm: Mm<P>,
     pub policy: PagePolicy,
+    /// The dynamic recolouring policy (os/recolor/), if any.
+    pub recolor: Option<Recolorer>,
 }
 
 /// Memory-management state and the primitives policies build on: map and unmap pages,
@@ -112,6 +132,15 @@ pub struct Mm<P: PageTable> {
     pub pc: PolicyCounters,
     /// Cycles charged per KiB copied by a promotion that copies.
     pub copy_cycles_per_kb: u64,
+    /// Where new base pages go in physical memory (page colours).
+    pub placement: Placement,
+    /// Frame -> virtual page, kept only for recolouring policies that start from
+    /// physical pages (CML).
+    pub rmap: Option<ReverseMap>,
+    /// Recolouring copies for the engine to run through the caches.
+    pub copies: Vec<PageCopy>,
+    /// Recolouring counters (the `recolor` section).
+    pub rc: RecolorCounters,
 }
 
 impl<P: PageTable> Os<P> {
@@ -138,8 +167,21 @@ impl<P: PageTable> Os<P> {
             touched: TouchedFrames::default(),
             pc: PolicyCounters::default(),
             copy_cycles_per_kb: cfg.os.policy.copy_cycles_per_kb,
+            placement: Placement::new(cfg)?,
+            rmap: None,
+            copies: Vec::new(),
+            rc: RecolorCounters::default(),
         };
-        Ok(Os { mm, policy })
+        let mut os = Os { mm, policy, recolor: None };
+        if cfg.os.recolor.kind != recolor::RecolorKind::None {
+            let r = Recolorer::new(cfg, &os.mm.placement)?;
+            if r.needs_rmap() {
+                os.mm.rmap = Some(ReverseMap::default());
+            }
+            os.mm.rc.track_copiers = true;
+            os.recolor = Some(r);
+        }
+        Ok(os)
     }
 
     /// The ASID of `pid`, creating the process if it is new.
@@ -214,6 +256,11 @@ impl<P: PageTable> Mm<P> {
         self.spaces.get(&pid)
     }
 
+    /// The process that owns `asid`, if live.
+    pub fn pid_of(&self, asid: Asid) -> Option<Pid> {
+        self.spaces.values().find(|s| s.asid == asid).map(|s| s.pid)
+    }
+
     pub fn spaces(&self) -> impl Iterator<Item = &AddressSpace> {
         self.spaces.values()
     }
@@ -273,7 +320,7 @@ impl<P: PageTable> Mm<P> {
     fn map_shared(&mut self, f: &DemandFault) -> Result<Translation> {
         let obj = f.vma.object.expect("shared VMA");
         let base = PageSize::K4.align_down(f.va);
-        let pa = self.object_frame(obj, base - f.vma.start).ok_or_else(|| self.oom(f.pid, f.va))?;
+        let pa = self.object_frame(obj, base - f.vma.start, base).ok_or_else(|| self.oom(f.pid, f.va))?;
         self.map_page(f.pid, f.asid, base, pa, PageSize::K4, f.perms, Some(obj))
     }
 
@@ -310,6 +357,19 @@ impl<P: PageTable> Mm<P> {
         }
     }
 
+    /// A data frame for a new base page at `va`, placed by `os.placement` (a colour
+    /// with no free frame falls back to any frame; memory pressure breaks reservations).
+    pub fn alloc_base_frame(&mut self, va: u64) -> Option<u64> {
+        if let Some(c) = self.placement.initial_colour(va) {
+            if let Some(pa) = self.placement.alloc(&mut self.mem, PageSize::K4, c, FrameUse::Data) {
+                self.placement.counters.placed += 1;
+                return Some(pa);
+            }
+            self.placement.counters.fallbacks += 1;
+        }
+        self.alloc_frames(PageSize::K4, FrameUse::Data)
+    }
+
     /// The error of a fault that found no free frame.
     pub fn oom(&self, pid: Pid, va: u64) -> Error {
         Error::OutOfMemory(format!(
@@ -339,6 +399,9 @@ impl<P: PageTable> Mm<P> {
         }
         let m = Mapping { pa, size, perms, object };
         self.spaces.get_mut(&pid).unwrap().pages.insert(base, m);
+        if let (Some(r), None) = (&mut self.rmap, object) {
+            r.insert(pa, pid, base, size);
+        }
         *self.mapped_by_size.entry(size).or_default() += 1;
         *self.pc.mapped_total.entry(size).or_default() += 1;
         self.mapped_now += 1;
@@ -357,6 +420,9 @@ impl<P: PageTable> Mm<P> {
         let asid = space.asid;
         let m = space.pages.remove(base)?;
         self.pt.unmap(&mut self.mem, asid, base);
+        if let (Some(r), None) = (&mut self.rmap, m.object) {
+            r.remove(m.pa);
+        }
         *self.mapped_by_size.get_mut(&m.size).unwrap() -= 1;
         self.mapped_now -= 1;
         self.shootdowns.push(Shootdown::Page { asid, va: base });
@@ -464,12 +530,12 @@ impl<P: PageTable> Mm<P> {
         Ok(true)
     }
 
-    fn object_frame(&mut self, obj: u32, offset: u64) -> Option<u64> {
+    fn object_frame(&mut self, obj: u32, offset: u64, va: u64) -> Option<u64> {
         let page = offset >> 12;
         if let Some(&pa) = self.objects[obj as usize].as_ref().expect("live object").frames.get(&page) {
             return Some(pa);
         }
-        let pa = self.alloc_frames(PageSize::K4, FrameUse::Data)?;
+        let pa = self.alloc_base_frame(va)?;
         self.objects[obj as usize].as_mut().unwrap().frames.insert(page, pa);
         Some(pa)
     }

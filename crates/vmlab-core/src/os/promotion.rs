@@ -69,6 +69,9 @@ impl<P: PageTable> Mm<P> {
         let asid = self.space(pid).unwrap().asid;
         self.touched.ensure(pa, size);
         for (b, m) in pages {
+            for off in (0..m.size.bytes()).step_by(4096) {
+                self.rc.note_copy(pid, b + off, super::recolor::COPIED_BY_PROMOTION);
+            }
             // The copy keeps what was touched touched.
             for off in (0..m.size.bytes()).step_by(4096) {
                 if self.touched.is_touched(m.pa + off) {

@@ -57,6 +57,12 @@ pub struct Engine<P: PageTable> {
     max_accesses: u64,
     /// The page-size policy watches last-level TLB misses.
     policy_misses: bool,
+    /// The recolouring policy watches TLB misses and contents.
+    recolor_tlb: bool,
+    /// A recolouring policy runs (timer and interrupt checks per access).
+    recolor_on: bool,
+    /// Someone watches the TLBs (policy_misses || recolor_tlb).
+    watching: bool,
     /// Background policy work (khugepaged): next due time, period, and whether the
     /// clock counts instructions (else accesses). `u64::MAX`: never.
     background_at: u64,
@@ -112,6 +118,9 @@ impl<P: PageTable> Engine<P> {
             cur_asid: 0,
             max_accesses: cfg.sim.max_accesses,
             policy_misses,
+            recolor_tlb: false,
+            recolor_on: false,
+            watching: false,
             background_at: if background_every == 0 { u64::MAX } else { background_every },
             background_every,
             background_by_instr,
@@ -126,6 +135,10 @@ impl<P: PageTable> Engine<P> {
             tlb_changes: Vec::new(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
         };
+        if let Some(r) = &e.os.recolor {
+            r.install(&mut e.mem, e.os.mm.placement.colours);
+            e.recolor_on = true;
+        }
         e.refresh_policy_hooks();
         Ok(e)
     }
@@ -223,6 +236,12 @@ impl<P: PageTable> Engine<P> {
         if self.background_at != u64::MAX {
             self.maybe_background()?;
         }
+        if self.recolor_on {
+            let now = self.now();
+            if self.mem.interrupt || now >= self.os.recolor.as_ref().map_or(u64::MAX, |r| r.next_timer) {
+                self.recolor_events()?;
+            }
+        }
         let size = a.size.max(1) as u64;
         let first = a.vaddr >> 12;
         let last = a.vaddr.wrapping_add(size - 1) >> 12;
@@ -268,7 +287,7 @@ impl<P: PageTable> Engine<P> {
     #[inline(always)]
     fn now(&self) -> u64 {
         let c = &self.cycles;
-        self.run.instructions + c.tlb + c.walk + c.fault + c.data
+        self.run.instructions + c.tlb + c.walk + c.fault + c.data + c.recolor_copy + c.recolor_policy
     }
 
     #[inline(never)]
@@ -316,7 +335,7 @@ impl<P: PageTable> Engine<P> {
                         self.fault(va, kind)?
                     }
                 };
-                if self.policy_misses {
+                if self.watching {
                     self.deliver_tlb_changes();
                 }
                 self.tlbs.fill(instr, va, asid, &t, levels);
@@ -329,36 +348,94 @@ impl<P: PageTable> Engine<P> {
             self.os.mm.touched.touch(t.phys(va));
         }
         self.note_same_page(side, va, &t);
-        if missed && self.policy_misses {
-            self.policy_tlb_miss(instr, va, t)?;
+        if missed && self.watching {
+            if let Some(nt) = self.policy_tlb_miss(instr, va, t)? {
+                // The policy moved the page (recolour, promotion): the access uses the
+                // new frame, and the TLBs get the new translation.
+                self.tlbs.fill(instr, va, asid, &nt, levels);
+                if self.watching {
+                    self.deliver_tlb_changes();
+                }
+                self.note_same_page(side, va, &nt);
+                return Ok(nt.phys(va));
+            }
         }
         Ok(t.phys(va))
     }
 
-    /// Hand the policy the watched TLBs' changes since its last look (invalidations,
+    /// Hand the watchers the TLBs' changes since their last look (invalidations,
     /// flushes, fills that were not last-level misses), before a miss's own fill.
     #[inline(never)]
     fn deliver_tlb_changes(&mut self) {
         self.tlbs.drain_changes(&mut self.tlb_changes);
         if !self.tlb_changes.is_empty() {
-            self.os.policy.tlb_changes(&self.tlb_changes);
+            if self.policy_misses {
+                self.os.policy.tlb_changes(&self.tlb_changes);
+            }
+            if let (true, Some(r)) = (self.recolor_tlb, &mut self.os.recolor) {
+                r.tlb_changes(&self.os.mm, &self.tlb_changes);
+            }
             self.tlb_changes.clear();
         }
     }
 
     /// Report a last-level miss (its fill's changes are the only ones logged since
-    /// `deliver_tlb_changes`), then apply what the policy changed.
+    /// `deliver_tlb_changes`) to the page-size and recolouring policies, then apply what
+    /// they changed. Returns the page's new translation if they moved it.
     #[inline(never)]
-    fn policy_tlb_miss(&mut self, instr: bool, va: u64, t: Translation) -> Result<()> {
+    fn policy_tlb_miss(&mut self, instr: bool, va: u64, t: Translation) -> Result<Option<Translation>> {
         let pid = self.cur_pid.expect("access sets the current pid");
         let m = TlbMiss { pid, asid: self.cur_asid, va, translation: t, slot: self.tlbs.watched_slot(instr), instructions: self.run.instructions };
         self.tlbs.drain_changes(&mut self.tlb_changes);
         let fill = std::mem::take(&mut self.tlb_changes);
-        let r = self.os.tlb_miss(&m, &fill);
+        let mut r = Ok(());
+        if self.policy_misses {
+            r = self.os.tlb_miss(&m, &fill);
+        }
+        if let (true, Ok(()), Some(rc)) = (self.recolor_tlb, &r, &mut self.os.recolor) {
+            let now = self.run.instructions + self.cycles.tlb + self.cycles.walk + self.cycles.fault + self.cycles.data + self.cycles.recolor_copy + self.cycles.recolor_policy;
+            let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut self.mem, now };
+            r = rc.tlb_miss(&mut cx, &m, &fill);
+        }
         self.tlb_changes = fill;
         self.tlb_changes.clear();
         r?;
+        let moved = !self.os.mm.shootdowns.is_empty();
+        self.after_os_work();
+        if !moved {
+            return Ok(None);
+        }
+        Ok(self.os.mm.pt.translate(self.cur_asid, va).filter(|nt| nt.pa != t.pa || nt.size != t.size))
+    }
+
+    /// Apply what the OS changed: TLB shootdowns, and the recolouring copies through the
+    /// caches.
+    fn after_os_work(&mut self) {
         self.apply_shootdowns();
+        if !self.os.mm.copies.is_empty() {
+            for c in std::mem::take(&mut self.os.mm.copies) {
+                let now = self.now();
+                self.cycles.recolor_copy += self.mem.copy(c.from, c.to, c.bytes, now);
+            }
+        }
+        if let Some(r) = &self.os.recolor {
+            self.cycles.recolor_policy = r.stats.overhead_cycles as u64;
+        }
+    }
+
+    /// The recolouring policy's timer and the memory system's interrupts.
+    #[inline(never)]
+    fn recolor_events(&mut self) -> Result<()> {
+        let now = self.now();
+        let Some(r) = &mut self.os.recolor else { return Ok(()) };
+        let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut self.mem, now };
+        if cx.mem.interrupt {
+            r.interrupt(&mut cx)?;
+        }
+        if now >= r.next_timer {
+            r.timer(&mut cx)?;
+        }
+        self.after_os_work();
         Ok(())
     }
 
@@ -366,7 +443,9 @@ impl<P: PageTable> Engine<P> {
     /// OFFLINE's second pass).
     pub fn refresh_policy_hooks(&mut self) {
         self.policy_misses = self.os.policy.wants_tlb_misses();
-        self.tlbs.watch(self.policy_misses);
+        self.recolor_tlb = self.os.recolor.as_ref().is_some_and(|r| r.wants_tlb());
+        self.watching = self.policy_misses || self.recolor_tlb;
+        self.tlbs.watch(self.watching);
         if self.policy_misses {
             let entries = self.tlbs.watched_entries();
             self.os.policy.watch_entries(entries);
@@ -525,7 +604,12 @@ impl<P: PageTable> Engine<P> {
                         self.os.policy.space_gone(asid);
                     }
                 }
+                Shootdown::TlbEntry { asid, va } => self.tlbs.invalidate(va, asid),
+                Shootdown::TlbFlush => self.tlbs.flush_all(),
             }
+        }
+        if self.watching {
+            self.deliver_tlb_changes();
         }
     }
 

@@ -284,6 +284,58 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
         },
         "page_sizes": page_sizes,
         "policy": policy_section(e),
+        "recolor": recolor_section(e),
+        "mcpi": mcpi_section(e),
+    })
+}
+
+/// The `recolor` section: placement and recolouring (docs/metrics.md).
+fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
+    let mm = &e.os.mm;
+    let rc = &mm.rc;
+    let h = rc.histogram();
+    let [promotion, recolor, both] = rc.copiers_split();
+    json!({
+        "placement": mm.placement.kind,
+        "colours": mm.placement.colours,
+        "pages_placed": mm.placement.counters.placed,
+        "placement_fallbacks": mm.placement.counters.fallbacks,
+        "kind": e.os.recolor.as_ref().map_or("none", |r| r.kind.as_str()),
+        "pages_recolored": rc.pages_recolored,
+        "distinct_pages_recolored": rc.per_page.len(),
+        "pages_recolored_5_or_more": h.pages[4],
+        "pages_by_times_recolored": h.pages,
+        "operations_by_times_recolored": h.operations,
+        "bytes_copied": rc.bytes_copied,
+        "demotions": rc.demotions,
+        "failed": rc.failed,
+        "copy_cycles": e.cycles.recolor_copy,
+        "policy_cycles": e.cycles.recolor_policy,
+        "pages_copied_by": {"promotion_only": promotion, "recolor_only": recolor, "both": both},
+        "details": e.os.recolor.as_ref().map_or(Value::Null, |r| r.details()),
+    })
+}
+
+/// The `mcpi` section: Romer's memory cycles per instruction, split (docs/metrics.md).
+fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
+    let instr = e.run.instructions;
+    let pc = &e.os.mm.pc;
+    let last = e.mem.colour_cache().map(|c| c.name.clone());
+    let l2_miss: u64 = e.mem.caches.iter().filter(|c| Some(&c.name) == last.as_ref()).map(|c| c.counters.miss_cycles).sum();
+    let upper_miss: u64 = e.mem.caches.iter().filter(|c| Some(&c.name) != last.as_ref()).map(|c| c.counters.miss_cycles).sum();
+    let wb: u64 = e.mem.caches.iter().filter_map(|c| c.write_buffer.as_ref()).map(|w| w.stall_cycles).sum();
+    let recolor = e.cycles.recolor_copy + e.cycles.recolor_policy;
+    let tlbm = e.cycles.tlb + e.cycles.walk + pc.bookkeeping_cycles + pc.copy_cycles;
+    let total = e.cycles.data + e.cycles.fault + recolor + tlbm;
+    json!({
+        "instructions": instr,
+        "l1_miss_cpi": ratio(upper_miss, instr),
+        "l2_miss_cpi": ratio(l2_miss, instr),
+        "write_buffer_cpi": ratio(wb, instr),
+        "recolor_cpi": ratio(recolor, instr),
+        "tlbmcpi": ratio(tlbm, instr),
+        "l2_mcpi": ratio(l2_miss + recolor + tlbm, instr),
+        "mcpi": ratio(total, instr),
     })
 }
 

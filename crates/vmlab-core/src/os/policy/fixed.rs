@@ -44,7 +44,7 @@ impl PageSizePolicy for Fixed {
     fn fault<P: PageTable>(&mut self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
         for &s in &self.try_sizes {
             let Some(base) = mm.region_free(f.pid, f.va, s, &f.vma) else { continue };
-            let pa = if s == PageSize::K4 { mm.alloc_frames(s, FrameUse::Data) } else { mm.mem.try_alloc(s, FrameUse::Data) };
+            let pa = if s == PageSize::K4 { mm.alloc_base_frame(base) } else { mm.mem.try_alloc(s, FrameUse::Data) };
             let Some(pa) = pa else { continue };
             if s < self.page_size {
                 mm.counters.fallbacks += 1;

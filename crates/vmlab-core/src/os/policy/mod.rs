@@ -441,7 +441,7 @@ fn supported<P: PageTable>(pt: &P, size: PageSize) -> Result<PageSize> {
 /// is short); the fallback of every policy.
 pub(crate) fn map_base_page<P: PageTable>(mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
     let base = PageSize::K4.align_down(f.va);
-    let pa = mm.alloc_frames(PageSize::K4, FrameUse::Data).ok_or_else(|| mm.oom(f.pid, f.va))?;
+    let pa = mm.alloc_base_frame(base).ok_or_else(|| mm.oom(f.pid, f.va))?;
     mm.map_page(f.pid, f.asid, base, pa, PageSize::K4, f.perms, None).inspect_err(|_| mm.free_data(pa, PageSize::K4))
 }
 

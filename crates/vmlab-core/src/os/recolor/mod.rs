@@ -1,0 +1,531 @@
+//! Dynamic recolouring policies (`[os.recolor]`): the OS moves pages whose lines
+//! conflict in a physically indexed cache to frames of other colours (Romer ch. 4-5).
+//!
+//! - Software policies (Romer §4.2, Table 4-1), which learn the working set from a
+//!   software-filled TLB: `active-naive`, `active-delay`, `active-throttle`
+//!   (active.rs), `periodic-random`, `periodic-color` (periodic.rs), `snapshot`,
+//!   `snapshot-delay`, `snapshot-miss` (snapshot.rs);
+//! - `cml`: the CML buffer counts misses per frame in hardware (Romer ch. 5, cml.rs).
+//!
+//! A policy only decides; `Mm::recolor_page` (remap.rs) moves a page, and the engine
+//! runs the copy through the caches. Hooks (all off the per-access path): last-level TLB
+//! misses and the watched TLBs' changes (software policies), a cycle timer, and the
+//! memory system's interrupt (a cache-miss counter alarm or the CML buffer). Fixed costs
+//! come from Romer Tables 4-7 and 5-1 (`[os.recolor.costs]`); the copy's memory
+//! references are simulated, so the measured 29,000-cycle remap of Table 4-7 is not
+//! charged as a constant.
+
+mod active;
+mod cml;
+mod periodic;
+pub mod remap;
+mod snapshot;
+
+pub use remap::{RecolorCounters, RecolorHistogram, COPIED_BY_PROMOTION, COPIED_BY_RECOLOR};
+
+use super::placement::Placement;
+use super::policy::TlbMiss;
+use super::{Mm, Shootdown};
+use crate::addr::{Asid, PageSize, Pid};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::mem::{CmlTuple, MemoryHierarchy};
+use crate::mmu::TlbChange;
+use crate::pt::PageTable;
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `os.recolor.kind`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecolorKind {
+    #[default]
+    None,
+    ActiveNaive,
+    ActiveDelay,
+    ActiveThrottle,
+    PeriodicRandom,
+    PeriodicColor,
+    Snapshot,
+    SnapshotDelay,
+    SnapshotMiss,
+    Cml,
+}
+
+impl RecolorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecolorKind::None => "none",
+            RecolorKind::ActiveNaive => "active-naive",
+            RecolorKind::ActiveDelay => "active-delay",
+            RecolorKind::ActiveThrottle => "active-throttle",
+            RecolorKind::PeriodicRandom => "periodic-random",
+            RecolorKind::PeriodicColor => "periodic-color",
+            RecolorKind::Snapshot => "snapshot",
+            RecolorKind::SnapshotDelay => "snapshot-delay",
+            RecolorKind::SnapshotMiss => "snapshot-miss",
+            RecolorKind::Cml => "cml",
+        }
+    }
+
+    /// Romer Table 4-5: (period, delay). Period: cycles between activations (the cap on
+    /// the recolouring rate), or L2 misses for snapshot-miss; 0 = none. Delay: TLB
+    /// misses (active), cycles (snapshot-delay) or L2 misses (snapshot-miss).
+    fn table_4_5(self) -> (u64, u64) {
+        match self {
+            RecolorKind::ActiveDelay => (0, 100),
+            RecolorKind::ActiveThrottle => (1_000_000, 100),
+            RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor | RecolorKind::Snapshot => (2_000_000, 0),
+            RecolorKind::SnapshotDelay => (2_000_000, 200_000),
+            RecolorKind::SnapshotMiss => (10_000, 1_000),
+            _ => (0, 0),
+        }
+    }
+}
+
+/// `os.recolor.target`: the colour a recoloured page moves to (Romer §5.6.3). None of
+/// them picks the page's own colour or another conflicting one.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetKind {
+    /// Colours in turn.
+    #[default]
+    Sequential,
+    /// The colour of the least referenced cache page (needs a counter per cache page).
+    ColdestRef,
+    /// The colour of the least missing page in the CML buffer.
+    ColdestMiss,
+    Random,
+}
+
+/// `[os.recolor.costs]`: cycles (Romer Tables 4-7 and 5-1).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RecolorCosts {
+    /// Deliver a cache-miss-counter, CML or timer interrupt.
+    #[serde(default = "c70")]
+    pub interrupt: f64,
+    /// Per TLB miss: decide whether to record it (software policies).
+    #[serde(default = "c6_5")]
+    pub check: f64,
+    /// Record a TLB miss.
+    #[serde(default = "c10")]
+    pub record: f64,
+    /// Analyse the recorded TLB misses (software policies).
+    #[serde(default = "c11000")]
+    pub analyze: f64,
+    /// Scan the CML buffer (16 + 16 tuples).
+    #[serde(default = "c600")]
+    pub cml_scan: f64,
+    /// Analyse the CML buffer's contents.
+    #[serde(default = "c300")]
+    pub cml_analyze: f64,
+    /// The copy loop's instructions, per 4 KiB page (Table 5-1: 4800 per 8 KiB page is
+    /// the same per-byte rate; the copy's memory references are simulated).
+    #[serde(default = "c2400")]
+    pub copy: f64,
+    /// Update the page table entry.
+    #[serde(default = "c200")]
+    pub pte: f64,
+}
+
+fn c70() -> f64 {
+    70.0
+}
+fn c6_5() -> f64 {
+    6.5
+}
+fn c10() -> f64 {
+    10.0
+}
+fn c11000() -> f64 {
+    11_000.0
+}
+fn c600() -> f64 {
+    600.0
+}
+fn c300() -> f64 {
+    300.0
+}
+fn c2400() -> f64 {
+    2400.0
+}
+fn c200() -> f64 {
+    200.0
+}
+
+impl Default for RecolorCosts {
+    fn default() -> Self {
+        toml::from_str("").expect("defaults")
+    }
+}
+
+/// `[os.recolor]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RecolorConfig {
+    #[serde(default)]
+    pub kind: RecolorKind,
+    /// Table 4-5's period (unset: the kind's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period: Option<u64>,
+    /// Table 4-5's delay (unset: the kind's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<u64>,
+    /// Pages a snapshot records after its TLB flush (Romer §4.5.1: 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_pages: Option<usize>,
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub target: TargetKind,
+    /// CML buffer segments (Romer §5.2.1: 16 + 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cml_lru: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cml_hot: Option<usize>,
+    /// CML: a page conflicts with this many misses (default: lines per page + 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recolor_threshold: Option<u32>,
+    /// CML: interrupt when a counter reaches this (default: recolour threshold + 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupt_threshold: Option<u32>,
+    /// CML: clear the buffer's counters every this many cycles (Romer §5.3.1: 5M).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear_every: Option<u64>,
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub costs: RecolorCosts,
+    /// Seed of the random choices (periodic-random, random target).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub seed: u64,
+}
+
+impl RecolorConfig {
+    pub fn is_default(&self) -> bool {
+        *self == RecolorConfig::default()
+    }
+
+    pub fn validate(&self, cfg: &Config) -> Result<()> {
+        if self.snapshot_pages == Some(0) {
+            return Err(Error::config("os.recolor.snapshot_pages", "must be at least 1"));
+        }
+        if self.kind == RecolorKind::None {
+            return Ok(());
+        }
+        if cfg.cache.values().all(|c| !c.serves.serves_data()) {
+            return Err(Error::config("os.recolor.kind", "recolouring needs a data-side cache (no [cache.*] serves data)"));
+        }
+        if self.kind == RecolorKind::Cml && self.cml_lru.unwrap_or(16) + self.cml_hot.unwrap_or(16) == 0 {
+            return Err(Error::config("os.recolor.cml_lru", "the CML buffer needs at least one tuple"));
+        }
+        if self.kind != RecolorKind::Cml && self.target == TargetKind::ColdestMiss {
+            return Err(Error::config("os.recolor.target", "coldest-miss reads the CML buffer: only with kind = \"cml\""));
+        }
+        if matches!(self.kind, RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor | RecolorKind::Snapshot | RecolorKind::SnapshotDelay | RecolorKind::SnapshotMiss)
+            && self.period == Some(0)
+        {
+            return Err(Error::config("os.recolor.period", format!("{} needs a period > 0", self.kind.as_str())));
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the policy itself (the page moves are in `Mm::rc`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RecolorerStats {
+    /// Timer, miss-counter and CML interrupts taken.
+    pub interrupts: u64,
+    pub tlb_misses_recorded: u64,
+    pub snapshots: u64,
+    /// Analyses of TLB snapshots or CML scans.
+    pub analyses: u64,
+    /// Groups of two or more same-coloured pages found.
+    pub conflicts: u64,
+    /// TLB entries the policy invalidated to provoke misses (active-delay/throttle).
+    pub tlb_invalidations: u64,
+    /// Fixed policy cycles (Tables 4-7, 5-1); the copies' memory cycles are separate.
+    pub overhead_cycles: f64,
+    /// CML buffer clears.
+    pub cml_clears: u64,
+}
+
+/// The 4 KiB pages in the watched TLBs, with their colours (software policies learn
+/// the working set from it, Romer §4.2.1).
+#[derive(Clone, Debug, Default)]
+pub struct TlbMirror {
+    pages: BTreeMap<(Asid, u64), (Pid, u64)>,
+    per_colour: Vec<u32>,
+}
+
+impl TlbMirror {
+    fn apply<P: PageTable>(&mut self, mm: &Mm<P>, c: &TlbChange) {
+        match *c {
+            TlbChange::Filled { page, .. } if page.size == PageSize::K4 => {
+                let Some(pid) = mm.pid_of(page.asid) else { return };
+                let Some(t) = mm.translation_at(pid, page.va) else { return };
+                let colour = mm.placement.colour_of(t.phys(page.va));
+                if let Some((_, old)) = self.pages.insert((page.asid, page.va), (pid, colour)) {
+                    self.per_colour[old as usize] -= 1;
+                }
+                self.per_colour[colour as usize] += 1;
+            }
+            TlbChange::Evicted { page, .. } | TlbChange::Invalidated { page, .. } => {
+                if let Some((_, colour)) = self.pages.remove(&(page.asid, page.va)) {
+                    self.per_colour[colour as usize] -= 1;
+                }
+            }
+            TlbChange::Filled { .. } => {}
+        }
+    }
+
+    /// Pages held, as (asid, va, pid, colour).
+    fn pages(&self) -> impl Iterator<Item = (Asid, u64, Pid, u64)> + '_ {
+        self.pages.iter().map(|(&(a, v), &(p, c))| (a, v, p, c))
+    }
+
+    fn count(&self, colour: u64) -> u32 {
+        self.per_colour[colour as usize]
+    }
+
+    fn colours_present(&self) -> Vec<u64> {
+        (0..self.per_colour.len() as u64).filter(|&c| self.per_colour[c as usize] > 0).collect()
+    }
+}
+
+/// Picks target colours (Romer §5.3.2, §5.6.3).
+struct Targets {
+    kind: TargetKind,
+    colours: u64,
+    next: u64,
+    rng: Xoshiro256PlusPlus,
+}
+
+impl Targets {
+    /// A colour not in `avoid` (if every colour is to be avoided, the next in turn).
+    fn pick(&mut self, avoid: &[u64], mem: &MemoryHierarchy, cml: &[CmlTuple], colour_of_page: impl Fn(u64) -> u64) -> u64 {
+        let ok = |c: u64| !avoid.contains(&c);
+        match self.kind {
+            TargetKind::ColdestRef => {
+                if let Some((_, refs)) = &mem.colour_refs {
+                    if let Some(c) = (0..self.colours).filter(|&c| ok(c)).min_by_key(|&c| refs[c as usize]) {
+                        return c;
+                    }
+                }
+            }
+            TargetKind::ColdestMiss => {
+                if let Some(t) = cml.iter().filter(|t| ok(colour_of_page(t.page))).min_by_key(|t| t.count) {
+                    return colour_of_page(t.page);
+                }
+            }
+            TargetKind::Random => {
+                for _ in 0..4 * self.colours {
+                    let c = self.rng.next_u64() % self.colours;
+                    if ok(c) {
+                        return c;
+                    }
+                }
+            }
+            TargetKind::Sequential => {}
+        }
+        for _ in 0..self.colours {
+            let c = self.next;
+            self.next = (self.next + 1) % self.colours;
+            if ok(c) {
+                return c;
+            }
+        }
+        let c = self.next;
+        self.next = (self.next + 1) % self.colours;
+        c
+    }
+}
+
+/// Resolved parameters every policy reads.
+#[derive(Clone, Debug)]
+struct Params {
+    period: u64,
+    delay: u64,
+    snapshot_pages: usize,
+    costs: RecolorCosts,
+}
+
+enum Policy {
+    Active(active::Active),
+    Periodic(periodic::Periodic),
+    Snapshot(snapshot::Snapshot),
+    Cml(cml::Cml),
+}
+
+/// What a policy may act on in one hook.
+pub struct Ctx<'a, P: PageTable> {
+    pub mm: &'a mut Mm<P>,
+    pub mem: &'a mut MemoryHierarchy,
+    /// The core's cycle.
+    pub now: u64,
+}
+
+/// The recolouring policy of a run.
+pub struct Recolorer {
+    pub kind: RecolorKind,
+    params: Params,
+    policy: Policy,
+    tlb: TlbMirror,
+    targets: Targets,
+    pub stats: RecolorerStats,
+    /// Cycle of the next timer event (u64::MAX: none).
+    pub next_timer: u64,
+}
+
+impl Recolorer {
+    pub fn new(cfg: &Config, placement: &Placement) -> Result<Recolorer> {
+        let rc = &cfg.os.recolor;
+        let (period, delay) = rc.kind.table_4_5();
+        let params = Params {
+            period: rc.period.unwrap_or(period),
+            delay: rc.delay.unwrap_or(delay),
+            snapshot_pages: rc.snapshot_pages.unwrap_or(16),
+            costs: rc.costs.clone(),
+        };
+        let policy = match rc.kind {
+            RecolorKind::ActiveNaive | RecolorKind::ActiveDelay | RecolorKind::ActiveThrottle => {
+                Policy::Active(active::Active::new(placement.colours, params.delay, params.period))
+            }
+            RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor => Policy::Periodic(periodic::Periodic::new(rc.kind == RecolorKind::PeriodicRandom, rc.seed)),
+            RecolorKind::Snapshot | RecolorKind::SnapshotDelay | RecolorKind::SnapshotMiss => Policy::Snapshot(snapshot::Snapshot::new(rc.kind)),
+            RecolorKind::Cml => Policy::Cml(cml::Cml::new(cfg, rc)?),
+            RecolorKind::None => return Err(Error::config("os.recolor.kind", "none has no policy")),
+        };
+        let next_timer = match rc.kind {
+            RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor | RecolorKind::Snapshot | RecolorKind::SnapshotDelay => params.period,
+            RecolorKind::Cml => rc.clear_every.unwrap_or(5_000_000).max(1),
+            _ => u64::MAX,
+        };
+        Ok(Recolorer {
+            kind: rc.kind,
+            params,
+            policy,
+            tlb: TlbMirror { pages: BTreeMap::new(), per_colour: vec![0; placement.colours as usize] },
+            targets: Targets { kind: rc.target, colours: placement.colours, next: 0, rng: Xoshiro256PlusPlus::seed_from_u64(rc.seed ^ 0x5ca1ab1e) },
+            stats: RecolorerStats::default(),
+            next_timer,
+        })
+    }
+
+    /// Whether the policy starts from physical pages (needs the reverse map).
+    pub fn needs_rmap(&self) -> bool {
+        matches!(self.policy, Policy::Cml(_))
+    }
+
+    /// Whether the policy watches TLB misses and contents.
+    pub fn wants_tlb(&self) -> bool {
+        !matches!(self.policy, Policy::Cml(_))
+    }
+
+    /// Install the hardware the policy reads: the CML buffer, the miss-counter alarm,
+    /// per-colour reference counters.
+    pub fn install(&self, mem: &mut MemoryHierarchy, colours: u64) {
+        if let Policy::Cml(c) = &self.policy {
+            mem.cml = Some(c.buffer());
+        }
+        if self.kind == RecolorKind::SnapshotMiss {
+            mem.miss_alarm = self.params.period;
+        }
+        if self.targets.kind == TargetKind::ColdestRef {
+            mem.colour_refs = Some((colours, vec![0; colours as usize]));
+        }
+    }
+
+    /// Changes to the watched TLBs (every fill, eviction, invalidation, flush).
+    pub fn tlb_changes<P: PageTable>(&mut self, mm: &Mm<P>, changes: &[TlbChange]) {
+        for c in changes {
+            self.tlb.apply(mm, c);
+        }
+    }
+
+    /// A last-level TLB miss, after its fill (`fill`: the changes the fill made).
+    pub fn tlb_miss<P: PageTable>(&mut self, cx: &mut Ctx<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
+        self.tlb_changes(cx.mm, fill);
+        self.stats.overhead_cycles += self.params.costs.check;
+        match &mut self.policy {
+            Policy::Active(a) => a.tlb_miss(&mut Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats }, cx, m),
+            Policy::Snapshot(s) => s.tlb_miss(&mut Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats }, cx, m),
+            Policy::Periodic(_) | Policy::Cml(_) => Ok(()),
+        }
+    }
+
+    /// The timer expired (`now >= next_timer`).
+    pub fn timer<P: PageTable>(&mut self, cx: &mut Ctx<P>) -> Result<()> {
+        let mut sh = Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats };
+        self.next_timer = match &mut self.policy {
+            Policy::Periodic(p) => p.timer(&mut sh, cx)?,
+            Policy::Snapshot(s) => s.timer(&mut sh, cx)?,
+            Policy::Cml(c) => c.timer(&mut sh, cx),
+            Policy::Active(_) => u64::MAX,
+        };
+        Ok(())
+    }
+
+    /// The memory system interrupted (`mem.interrupt`).
+    pub fn interrupt<P: PageTable>(&mut self, cx: &mut Ctx<P>) -> Result<()> {
+        cx.mem.interrupt = false;
+        let mut sh = Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats };
+        match &mut self.policy {
+            Policy::Cml(c) => c.interrupt(&mut sh, cx),
+            Policy::Snapshot(s) => s.miss_alarm(&mut sh, cx),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn details(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(&self.stats).unwrap_or_default();
+        v["period"] = self.params.period.into();
+        v["delay"] = self.params.delay.into();
+        if let Policy::Cml(c) = &self.policy {
+            v["recolor_threshold"] = c.recolor_threshold.into();
+            v["interrupt_threshold"] = c.interrupt_threshold.into();
+        }
+        v
+    }
+}
+
+/// The state every policy shares, borrowed for one hook.
+struct Shared<'a> {
+    params: &'a Params,
+    tlb: &'a TlbMirror,
+    targets: &'a mut Targets,
+    stats: &'a mut RecolorerStats,
+}
+
+impl Shared<'_> {
+    /// Recolour `pid`'s page at `va` away from the colours in `avoid`, charging the
+    /// copy instructions and the PTE update. Returns whether the page moved.
+    fn recolor<P: PageTable>(&mut self, cx: &mut Ctx<P>, pid: Pid, va: u64, avoid: &[u64]) -> Result<bool> {
+        let cml: Vec<CmlTuple> = match (&self.targets.kind, &cx.mem.cml) {
+            (TargetKind::ColdestMiss, Some(b)) => b.scan(),
+            _ => Vec::new(),
+        };
+        let shift = cx.mem.cml.as_ref().map_or(12, |b| b.page_shift());
+        let placement = &cx.mm.placement;
+        let colour = self.targets.pick(avoid, cx.mem, &cml, |page| placement.colour_of(page << shift));
+        let moved = cx.mm.recolor_page(pid, va, colour)?.is_some();
+        if moved {
+            self.stats.overhead_cycles += self.params.costs.copy + self.params.costs.pte;
+        }
+        Ok(moved)
+    }
+
+    /// Groups of two or more pages of one colour among `pages` (pid, va, colour), by
+    /// colour, each in the given order.
+    fn conflicts(pages: &[(Pid, u64, u64)]) -> BTreeMap<u64, Vec<(Pid, u64)>> {
+        let mut by: BTreeMap<u64, Vec<(Pid, u64)>> = BTreeMap::new();
+        for &(pid, va, c) in pages {
+            by.entry(c).or_default().push((pid, va));
+        }
+        by.retain(|_, v| v.len() >= 2);
+        by
+    }
+
+    fn shootdown<P: PageTable>(cx: &mut Ctx<P>, s: Shootdown) {
+        cx.mm.shootdowns.push(s);
+    }
+}
