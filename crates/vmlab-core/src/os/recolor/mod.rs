@@ -107,7 +107,7 @@ pub struct RecolorCosts {
     /// Deliver a cache-miss-counter, CML or timer interrupt.
     #[serde(default = "c70")]
     pub interrupt: f64,
-    /// Per TLB miss: decide whether to record it (software policies).
+    /// Per TLB miss: decide whether to record it (active and snapshot policies).
     #[serde(default = "c6_5")]
     pub check: f64,
     /// Record a TLB miss.
@@ -445,7 +445,10 @@ impl Recolorer {
     /// A last-level TLB miss, after its fill (`fill`: the changes the fill made).
     pub fn tlb_miss<P: PageTable>(&mut self, cx: &mut Ctx<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
         self.tlb_changes(cx.mm, fill);
-        self.stats.overhead_cycles += self.params.costs.check;
+        if matches!(self.policy, Policy::Active(_) | Policy::Snapshot(_)) {
+            // Table 4-7: the miss handler decides whether to record this miss.
+            self.stats.overhead_cycles += self.params.costs.check;
+        }
         match &mut self.policy {
             Policy::Active(a) => a.tlb_miss(&mut Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats }, cx, m),
             Policy::Snapshot(s) => s.tlb_miss(&mut Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats }, cx, m),
