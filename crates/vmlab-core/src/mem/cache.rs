@@ -122,7 +122,7 @@ impl LineStore {
     }
 
     /// Look up `line` in the set of `idx_line`; on a miss allocate it if `allocate`.
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
         let set = self.set_of(idx_line);
         let ways = self.ways;
@@ -195,7 +195,7 @@ enum TagStore {
 }
 
 impl TagStore {
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, idx: u64, line: u64, dirty: bool, allocate: bool) -> Probe {
         match self {
             TagStore::SetAssociative(s) => s.access(idx, line, dirty, allocate),
