@@ -104,10 +104,6 @@ impl CmlBuffer {
     pub fn page_shift(&self) -> u32 {
         self.page_shift
     }
-
-    pub fn entries(&self) -> usize {
-        self.lru.len() + self.hot.len()
-    }
 }
 
 #[cfg(test)]

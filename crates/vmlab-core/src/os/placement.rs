@@ -16,7 +16,7 @@
 
 use super::buddy::{BuddyAllocator, FrameUse};
 use crate::addr::{PageSize, MIN_PAGE_SHIFT};
-use crate::config::Config;
+use crate::config::{CacheConfig, Config};
 use crate::error::{Error, Result};
 use rand::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -62,13 +62,14 @@ impl PlacementConfig {
     }
 }
 
-/// Colours of the largest cache serving data: size / (ways x 4 KiB), at least 1.
+/// The cache page colours come from: the largest (highest-level) cache serving data.
+pub fn colour_cache(cfg: &Config) -> Option<&CacheConfig> {
+    cfg.cache.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
+}
+
+/// Colours of the colour cache: size / (ways x 4 KiB), at least 1.
 pub fn derived_colours(cfg: &Config) -> u64 {
-    cfg.cache
-        .values()
-        .filter(|c| c.serves.serves_data())
-        .max_by_key(|c| c.level)
-        .map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
+    colour_cache(cfg).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]

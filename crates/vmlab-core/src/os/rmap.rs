@@ -28,14 +28,6 @@ impl ReverseMap {
         let off = (frame - first) << MIN_PAGE_SHIFT;
         (off < size.bytes()).then_some((pid, base + off))
     }
-
-    pub fn len(&self) -> usize {
-        self.pages.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,16 @@ pub fn run_benchmarks(quick: bool) -> Result<Vec<BenchRow>> {
     let (acc, secs) =
         simulate(&sky_data, &workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]))?;
     rows.push(row("gups 4G, skylake + data refs through caches", acc, "accesses", secs));
+
+    // 4. Romer's cache study: conflict misses, recolouring, COMBINED (data refs on).
+    let strawman = workload("strawman", &[("accesses", (5_000_000 * scale).to_string())]);
+    let (acc, secs) = simulate(&Config::load("romer-cache", &[])?, &strawman)?;
+    rows.push(row("strawman, romer-cache", acc, "accesses", secs));
+    let (acc, secs) = simulate(&Config::load("romer-cache", &["os.recolor.kind=\"cml\"".into()])?, &strawman)?;
+    rows.push(row("strawman, romer-cache + CML", acc, "accesses", secs));
+    let (acc, secs) =
+        simulate(&Config::load("combined", &[])?, &workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]))?;
+    rows.push(row("gups 64M, combined", acc, "accesses", secs));
     Ok(rows)
 }
 

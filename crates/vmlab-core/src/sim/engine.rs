@@ -353,9 +353,7 @@ impl<P: PageTable> Engine<P> {
                 // The policy moved the page (recolour, promotion): the access uses the
                 // new frame, and the TLBs get the new translation.
                 self.tlbs.fill(instr, va, asid, &nt, levels);
-                if self.watching {
-                    self.deliver_tlb_changes();
-                }
+                self.deliver_tlb_changes();
                 self.note_same_page(side, va, &nt);
                 return Ok(nt.phys(va));
             }
@@ -388,12 +386,12 @@ impl<P: PageTable> Engine<P> {
         let m = TlbMiss { pid, asid: self.cur_asid, va, translation: t, slot: self.tlbs.watched_slot(instr), instructions: self.run.instructions };
         self.tlbs.drain_changes(&mut self.tlb_changes);
         let fill = std::mem::take(&mut self.tlb_changes);
+        let now = self.now();
         let mut r = Ok(());
         if self.policy_misses {
             r = self.os.tlb_miss(&m, &fill);
         }
         if let (true, Ok(()), Some(rc)) = (self.recolor_tlb, &r, &mut self.os.recolor) {
-            let now = self.run.instructions + self.cycles.tlb + self.cycles.walk + self.cycles.fault + self.cycles.data + self.cycles.recolor_copy + self.cycles.recolor_policy;
             let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut self.mem, now };
             r = rc.tlb_miss(&mut cx, &m, &fill);
         }

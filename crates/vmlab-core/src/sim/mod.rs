@@ -278,6 +278,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
         },
         "cycles": {
             "tlb": e.cycles.tlb, "walk": e.cycles.walk, "fault": e.cycles.fault, "data": e.cycles.data,
+            "recolor_copy": e.cycles.recolor_copy, "recolor_policy": e.cycles.recolor_policy,
             "translation": translation_cycles,
             "translation_per_kilo_instruction": 1000.0 * ratio(translation_cycles, instr),
             "translation_per_access": ratio(translation_cycles, e.run.accesses),

@@ -45,7 +45,7 @@ impl Active {
             // Provoke misses on the other pages of this colour.
             let others: Vec<_> = sh.tlb.pages().filter(|&(a, v, _, c)| c == colour && !(a == m.asid && v == page)).collect();
             for (asid, va, _, _) in others {
-                Shared::shootdown(cx, Shootdown::TlbEntry { asid, va });
+                cx.mm.shootdowns.push(Shootdown::TlbEntry { asid, va });
                 sh.stats.tlb_invalidations += 1;
             }
             self.counters[colour as usize] += 1;

@@ -23,11 +23,7 @@ pub struct Cml {
 
 impl Cml {
     pub fn new(cfg: &Config, rc: &RecolorConfig) -> Result<Cml> {
-        let line = cfg
-            .cache
-            .values()
-            .filter(|c| c.serves.serves_data())
-            .max_by_key(|c| c.level)
+        let line = crate::os::placement::colour_cache(cfg)
             .map(|c| c.line.0)
             .ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
         let recolor_threshold = rc.recolor_threshold.unwrap_or((4096 / line) as u32 + 4);

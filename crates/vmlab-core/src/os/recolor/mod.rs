@@ -25,7 +25,7 @@ pub use remap::{RecolorCounters, RecolorHistogram, COPIED_BY_PROMOTION, COPIED_B
 
 use super::placement::Placement;
 use super::policy::TlbMiss;
-use super::{Mm, Shootdown};
+use super::Mm;
 use crate::addr::{Asid, PageSize, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -102,63 +102,30 @@ pub enum TargetKind {
 
 /// `[os.recolor.costs]`: cycles (Romer Tables 4-7 and 5-1).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct RecolorCosts {
     /// Deliver a cache-miss-counter, CML or timer interrupt.
-    #[serde(default = "c70")]
     pub interrupt: f64,
     /// Per TLB miss: decide whether to record it (active and snapshot policies).
-    #[serde(default = "c6_5")]
     pub check: f64,
     /// Record a TLB miss.
-    #[serde(default = "c10")]
     pub record: f64,
     /// Analyse the recorded TLB misses (software policies).
-    #[serde(default = "c11000")]
     pub analyze: f64,
     /// Scan the CML buffer (16 + 16 tuples).
-    #[serde(default = "c600")]
     pub cml_scan: f64,
     /// Analyse the CML buffer's contents.
-    #[serde(default = "c300")]
     pub cml_analyze: f64,
     /// The copy loop's instructions, per 4 KiB page (Table 5-1: 4800 per 8 KiB page is
     /// the same per-byte rate; the copy's memory references are simulated).
-    #[serde(default = "c2400")]
     pub copy: f64,
     /// Update the page table entry.
-    #[serde(default = "c200")]
     pub pte: f64,
-}
-
-fn c70() -> f64 {
-    70.0
-}
-fn c6_5() -> f64 {
-    6.5
-}
-fn c10() -> f64 {
-    10.0
-}
-fn c11000() -> f64 {
-    11_000.0
-}
-fn c600() -> f64 {
-    600.0
-}
-fn c300() -> f64 {
-    300.0
-}
-fn c2400() -> f64 {
-    2400.0
-}
-fn c200() -> f64 {
-    200.0
 }
 
 impl Default for RecolorCosts {
     fn default() -> Self {
-        toml::from_str("").expect("defaults")
+        RecolorCosts { interrupt: 70.0, check: 6.5, record: 10.0, analyze: 11_000.0, cml_scan: 600.0, cml_analyze: 300.0, copy: 2400.0, pte: 200.0 }
     }
 }
 
@@ -212,7 +179,7 @@ impl RecolorConfig {
         if self.kind == RecolorKind::None {
             return Ok(());
         }
-        if cfg.cache.values().all(|c| !c.serves.serves_data()) {
+        if crate::os::placement::colour_cache(cfg).is_none() {
             return Err(Error::config("os.recolor.kind", "recolouring needs a data-side cache (no [cache.*] serves data)"));
         }
         if self.kind == RecolorKind::Cml && self.cml_lru.unwrap_or(16) + self.cml_hot.unwrap_or(16) == 0 {
@@ -449,9 +416,10 @@ impl Recolorer {
             // Table 4-7: the miss handler decides whether to record this miss.
             self.stats.overhead_cycles += self.params.costs.check;
         }
+        let mut sh = Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats };
         match &mut self.policy {
-            Policy::Active(a) => a.tlb_miss(&mut Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats }, cx, m),
-            Policy::Snapshot(s) => s.tlb_miss(&mut Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats }, cx, m),
+            Policy::Active(a) => a.tlb_miss(&mut sh, cx, m),
+            Policy::Snapshot(s) => s.tlb_miss(&mut sh, cx, m),
             Policy::Periodic(_) | Policy::Cml(_) => Ok(()),
         }
     }
@@ -528,7 +496,4 @@ impl Shared<'_> {
         by
     }
 
-    fn shootdown<P: PageTable>(cx: &mut Ctx<P>, s: Shootdown) {
-        cx.mm.shootdowns.push(s);
-    }
 }

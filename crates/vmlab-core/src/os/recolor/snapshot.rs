@@ -48,7 +48,7 @@ impl Snapshot {
         sh.stats.snapshots += 1;
         self.current.clear();
         self.phase = Phase::Collecting(which);
-        Shared::shootdown(cx, Shootdown::TlbFlush);
+        cx.mm.shootdowns.push(Shootdown::TlbFlush);
     }
 
     pub fn tlb_miss<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>, m: &TlbMiss) -> Result<()> {
