@@ -168,19 +168,65 @@ def run(
     ``params`` are workload parameters (``accesses="1M"``, ``footprint="4G"``).
     Raises :class:`vmlab.VmlabError` with a one-line message on bad input.
     """
+    text = _core.run(str(config), _override_list(overrides), progress=progress, **_source_kwargs(trace, workload, params))
+    return Result(json.loads(text))
+
+
+def _source_kwargs(trace, workload, params: dict) -> dict:
+    """The source arguments of the _core calls, checked."""
     if (trace is None) == (workload is None):
         raise _core.VmlabError("give exactly one of trace= or workload=")
     if trace is not None and params:
         raise _core.VmlabError("workload parameters given with trace=")
-    text = _core.run(
-        str(config),
-        _override_list(overrides),
-        trace=os.fspath(trace) if trace is not None else None,
-        workload=workload,
-        params={k: str(v) for k, v in params.items()},
-        progress=progress,
-    )
-    return Result(json.loads(text))
+    return {"trace": os.fspath(trace) if trace is not None else None, "workload": workload,
+            "params": {k: str(v) for k, v in params.items()}}
+
+
+def run_many(
+    configs: Sequence[Union[str, tuple[str, Overrides]]],
+    trace: Union[str, os.PathLike, None] = None,
+    workload: str | None = None,
+    threads: int = 1,
+    progress: bool = False,
+    **params: Any,
+) -> list[Union[Result, _core.VmlabError]]:
+    """One pass, many configurations: decode the input once and simulate it under every
+    config, on up to ``threads`` threads. Each config is a preset/TOML path or a
+    ``(config, overrides)`` pair. Returns, in order, a :class:`Result` per config (the
+    same document :func:`run` gives) or the :class:`vmlab.VmlabError` that config
+    failed with; an input that cannot be read raises."""
+    pairs = [(str(c), []) if isinstance(c, (str, os.PathLike)) else (str(c[0]), _override_list(c[1])) for c in configs]
+    out = _core.run_many(pairs, threads=threads, progress=progress, **_source_kwargs(trace, workload, params))
+    return [Result(json.loads(text)) if text is not None else _core.VmlabError(err) for text, err in out]
+
+
+def mrc(
+    trace: Union[str, os.PathLike, None] = None,
+    workload: str | None = None,
+    page_size: str = "4K",
+    side: str = "data",
+    sets: Sequence[int] = (),
+    max_ways: int = 16,
+    max_entries: int = 65536,
+    **params: Any,
+):
+    """TLB miss-ratio curves in one pass, by stack distance (exact for LRU).
+
+    Returns a DataFrame with one row per TLB geometry: ``sets`` (1 and ``ways ==
+    entries`` for the fully associative curve, at every power-of-two size up to
+    ``max_entries``), ``ways``, ``entries``, ``misses``, ``miss_rate``, and
+    ``geometry`` ("fully-associative" or "N sets"). ``df.attrs`` holds the reference
+    count, the distinct pages, the page size and the side. Pages are tagged by
+    process; invalidations and page-size policies are not modelled."""
+    import pandas as pd
+
+    doc = json.loads(_core.mrc(page_size=str(page_size), side=side, sets=list(sets), max_ways=max_ways,
+                               max_entries=max_entries, **_source_kwargs(trace, workload, params)))
+    rows = [{**p, "geometry": "fully-associative"} for p in doc["fully_associative"]]
+    rows += [{**p, "geometry": f"{p['sets']} sets"} for p in doc["set_associative"]]
+    df = pd.DataFrame(rows, columns=["geometry", "sets", "ways", "entries", "misses", "miss_rate"])
+    df.attrs.update({k: doc[k] for k in ("references", "distinct_pages", "page_size", "side")})
+    return df
 
 
 def presets() -> dict[str, str]:

@@ -25,7 +25,9 @@ from . import _core
 from .store import Store
 
 _TOP_KEYS = {"sweep", "config", "axes", "workload", "trace"}
-_SWEEP_KEYS = {"name", "store", "seeds", "combine", "jobs"}
+_SWEEP_KEYS = {"name", "store", "seeds", "combine", "jobs", "one_pass"}
+# Most runs one one-pass task carries: bounds what a crash loses.
+_MAX_ONE_PASS = 16
 _CONFIG_KEYS = {"name", "preset", "file", "set"}
 _WORKLOAD_KEYS = {"name", "params"}
 _TRACE_KEYS = {"path"}
@@ -50,6 +52,7 @@ class Spec:
     configs: list[dict]
     axes: dict[str, list]
     inputs: list[dict]
+    one_pass: bool = True
     runs: list[dict] = field(default_factory=list)
 
 
@@ -114,6 +117,9 @@ def load_spec(path: str | os.PathLike) -> Spec:
     jobs = sw.get("jobs", 0)
     if not isinstance(jobs, int) or jobs < 0:
         raise _err(path, "sweep.jobs", "must be a non-negative integer (0 = every core)")
+    one_pass = sw.get("one_pass", True)
+    if not isinstance(one_pass, bool):
+        raise _err(path, "sweep.one_pass", "must be true or false")
     store = Path(sw.get("store", path.with_suffix(".sqlite").name))
     if not store.is_absolute():
         store = path.parent / store
@@ -155,7 +161,7 @@ def load_spec(path: str | os.PathLike) -> Spec:
     if not inputs:
         raise _err(path, "workload", "the spec names no input: add [[workload]] or [[trace]] entries")
 
-    spec = Spec(name, path, store, seeds, combine, jobs, configs, axes, inputs)
+    spec = Spec(name, path, store, seeds, combine, jobs, configs, axes, inputs, one_pass)
     spec.runs = _expand(spec)
     return spec
 
@@ -194,50 +200,69 @@ def _expand(spec: Spec) -> list[dict]:
     return unique
 
 
-def _execute(run: dict, trace_bytes: bytes | None = None) -> tuple[str, str, dict | None, str | None, float]:
-    """One run, in a worker (process or Ray task): (key, status, stats, error, seconds).
+def _one_pass_tasks(todo: list[dict], workers: int, one_pass: bool) -> list[list[dict]]:
+    """Group runs that read the same input into one-pass tasks (the input is decoded
+    once for the whole group; runs differ only in config). Groups are cut to keep every
+    worker busy and to bound what a crash loses (the runs of the tasks in flight)."""
+    if not one_pass:
+        return [[r] for r in todo]
+    by_source: dict[str, list[dict]] = {}
+    for r in todo:
+        by_source.setdefault(json.dumps(r["source"], sort_keys=True), []).append(r)
+    size = max(1, min(_MAX_ONE_PASS, -(-len(todo) // max(1, workers))))
+    return [g[i:i + size] for g in by_source.values() for i in range(0, len(g), size)]
+
+
+def _execute(runs: list[dict], trace_bytes: bytes | None = None) -> list[tuple[str, str, dict | None, str | None, float]]:
+    """One task, in a worker (process or Ray task): runs that share one input, simulated
+    in one pass. Returns (key, status, stats, error, seconds) per run; a run's seconds
+    are the pass's wall time divided among its runs.
 
     ``trace_bytes``: the trace's content, for a worker that cannot see the driver's
     files; it is written to a private temporary file and simulated from there."""
-    from .api import run as vmlab_run
+    import tempfile
+
+    from .api import run_many
 
     t0 = time.perf_counter()
-    src = run["source"]
+    src = runs[0]["source"]
+    configs = [(r["config"], r["overrides"]) for r in runs]
     try:
         if "trace" in src and trace_bytes is not None:
-            import tempfile
-
             with tempfile.TemporaryDirectory(prefix="vmlab-run-") as d:
                 local = Path(d) / Path(src["trace"]).name
                 local.write_bytes(trace_bytes)
-                stats = vmlab_run(run["config"], trace=local, overrides=run["overrides"]).to_dict()
-            # Name the driver's file, not the temporary copy: the same document a run by path gives.
-            stats["source"]["name"] = src["trace"]
-            return run["key"], "ok", stats, None, time.perf_counter() - t0
-        if "trace" in src:
-            r = vmlab_run(run["config"], trace=src["trace"], overrides=run["overrides"])
+                results = run_many(configs, trace=local)
+            for res in results:
+                # Name the driver's file, not the temporary copy: the same document a run by path gives.
+                if not isinstance(res, Exception):
+                    res.to_dict()["source"]["name"] = src["trace"]
+        elif "trace" in src:
+            results = run_many(configs, trace=src["trace"])
         else:
-            r = vmlab_run(run["config"], workload=src["workload"], overrides=run["overrides"], **src["params"])
-        return run["key"], "ok", r.to_dict(), None, time.perf_counter() - t0
-    except Exception as e:  # noqa: BLE001 - a failing run is recorded, the sweep goes on
-        return run["key"], "error", None, f"{type(e).__name__}: {e}", time.perf_counter() - t0
+            results = run_many(configs, workload=src["workload"], **src["params"])
+    except Exception as e:  # noqa: BLE001 - the input failed: every run of the task fails, the sweep goes on
+        results = [e] * len(runs)
+    secs = (time.perf_counter() - t0) / len(runs)
+    return [(r["key"], "error", None, f"{type(res).__name__}: {res}", secs) if isinstance(res, Exception)
+            else (r["key"], "ok", res.to_dict(), None, secs) for r, res in zip(runs, results)]
 
 
-def _ray_execute(run: dict, trace_bytes: bytes | None, driver_version: str):
+def _ray_execute(runs: list[dict], trace_bytes: bytes | None, driver_version: str):
     """The Ray task body: refuse to simulate with a different engine than the driver's,
     since the run key (computed by the driver) names the driver's version."""
     worker_version = _core.version()
     if worker_version != driver_version:
-        return run["key"], "error", None, f"worker has vmlab {worker_version}, the driver {driver_version}", 0.0
-    return _execute(run, trace_bytes)
+        return [(r["key"], "error", None, f"worker has vmlab {worker_version}, the driver {driver_version}", 0.0) for r in runs]
+    return _execute(runs, trace_bytes)
 
 
-def _local_results(todo: list[dict], workers: int) -> Iterator[tuple]:
-    """Run in a local process pool; yield results as they finish."""
-    with cf.ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-        futures = [pool.submit(_execute, r) for r in todo]
+def _local_results(tasks: list[list[dict]], workers: int) -> Iterator[tuple]:
+    """Run in a local process pool; yield results as their tasks finish."""
+    with cf.ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        futures = [pool.submit(_execute, t) for t in tasks]
         for fut in cf.as_completed(futures):
-            yield fut.result()
+            yield from fut.result()
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -251,7 +276,7 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         raise SweepError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
 
 
-def _ray_results(todo: list[dict], workers: int, address: str | None) -> Iterator[tuple]:
+def _ray_results(tasks: list[list[dict]], workers: int, address: str | None) -> Iterator[tuple]:
     """Run as Ray tasks; yield results as they finish (ray.wait).
 
     Without ``address`` a local Ray instance is started (or the one this process already
@@ -278,10 +303,10 @@ def _ray_results(todo: list[dict], workers: int, address: str | None) -> Iterato
         version = _core.version()
         shipped: dict[str, Any] = {}  # trace path -> object ref, or the error reading it
         refs = []
-        for r in todo:
+        for t in tasks:
             data = None
-            if address and "trace" in r["source"]:
-                path = r["source"]["trace"]
+            if address and "trace" in t[0]["source"]:
+                path = t[0]["source"]["trace"]
                 if path not in shipped:
                     try:
                         shipped[path] = ray.put(Path(path).read_bytes())
@@ -290,14 +315,14 @@ def _ray_results(todo: list[dict], workers: int, address: str | None) -> Iterato
                 data = shipped[path]
                 if isinstance(data, str):
                     # Not sent on: a worker elsewhere might find another file at that path.
-                    yield r["key"], "error", None, data, 0.0
+                    yield from ((r["key"], "error", None, data, 0.0) for r in t)
                     continue
-            refs.append(task.remote(r, data, version))
+            refs.append(task.remote(t, data, version))
         pending = refs
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                yield ray.get(ref)
+                yield from ray.get(ref)
     finally:
         if started:
             ray.shutdown()
@@ -346,7 +371,8 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
         by_key = {r["key"]: r for r in todo}
         workers = jobs or spec.jobs or os.cpu_count() or 1
         progress = None if quiet else _Progress(len(todo))
-        results = _ray_results(todo, workers, address) if backend == "ray" else _local_results(todo, workers)
+        tasks = _one_pass_tasks(todo, workers, spec.one_pass)
+        results = _ray_results(tasks, workers, address) if backend == "ray" else _local_results(tasks, workers)
         # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
         for key, status, stats, error, secs in results:
             st.record(by_key[key], status, stats, error, secs, version)

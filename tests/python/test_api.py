@@ -135,3 +135,33 @@ def test_pt_compare_table():
     assert df.loc["guarded2", "refs_per_walk"] > df.loc["hashed", "refs_per_walk"]
     with pytest.raises(vmlab.VmlabError, match="nosuch"):
         vmlab.pt_compare(workload="gups", designs=["nosuch"])
+
+
+def test_run_many_equals_separate_runs_and_fails_per_config():
+    configs = ["tiny", ("tiny", {"tlb.l1d.entries": 4}), ("skylake", ["page_table.kind=hashed"]),
+               ("tiny", {"tlb.l1d.entriez": 4})]
+    got = vmlab.run_many(configs, workload="gups", footprint="8M", accesses="20k", threads=2)
+    assert len(got) == 4
+    assert got[0].to_dict() == vmlab.run("tiny", workload="gups", footprint="8M", accesses="20k").to_dict()
+    assert got[1].to_dict() == vmlab.run("tiny", workload="gups", footprint="8M", accesses="20k",
+                                         overrides={"tlb.l1d.entries": 4}).to_dict()
+    assert got[2]["page_table"]["kind"] == "hashed"
+    assert isinstance(got[3], vmlab.VmlabError) and "tlb.l1d.entriez" in str(got[3])
+    with pytest.raises(vmlab.VmlabError, match="no_such.vmt"):
+        vmlab.run_many(["tiny"], trace="no_such.vmt")
+
+
+def test_mrc_table_matches_a_direct_run():
+    df = vmlab.mrc(workload="kv", keys="100k", accesses="20k", sets=[8], max_ways=4, max_entries=256)
+    fa = df[df["geometry"] == "fully-associative"]
+    assert list(fa["entries"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert fa["misses"].is_monotonic_decreasing and df.attrs["references"] > 0
+    assert list(df[df["geometry"] == "8 sets"]["ways"]) == [1, 2, 3, 4]
+    # The 8-set, 2-way point is what tiny's L1 DTLB (8 entries x 2 ways = 4 sets) is not;
+    # check the 16-entry 2-way (8 sets) one against the engine with only 4K pages mapped.
+    row = df[(df["sets"] == 8) & (df["ways"] == 2)].iloc[0]
+    r = vmlab.run("tiny", workload="kv", keys="100k", accesses="20k",
+                  overrides={"tlb.l1d.entries": 16, "tlb.l1d.ways": 2, "tlb.l1d.page_sizes": ["4K"]})
+    assert r["tlb"]["l1d"]["misses"] == row["misses"]
+    with pytest.raises(vmlab.VmlabError, match="--sets"):
+        vmlab.mrc(workload="kv", accesses="10", sets=[3])

@@ -146,3 +146,17 @@ def test_cli_sweep_prints_counts(tmp_path):
     p = subprocess.run([*VMLAB, "sweep", str(spec), "--quiet"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert "8 runs: 0 already in" in p.stdout and "8 ran, 0 failed" in p.stdout
+
+
+def test_one_pass_sweep_gives_the_run_by_run_stats_per_key(tmp_path):
+    spec = write_spec(tmp_path)
+    # The same spec run by run, into its own store.
+    text = spec.read_text().replace('[sweep]\n', '[sweep]\none_pass = false\n', 1)
+    separate = tmp_path / "separate.toml"
+    separate.write_text(text)
+    vmlab.sweep(spec, quiet=True, jobs=2)
+    vmlab.sweep(separate, quiet=True, jobs=2)
+    a = {k: json.loads(s) for k, s in sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT key, stats FROM runs")}
+    b = {k: json.loads(s) for k, s in sqlite3.connect(tmp_path / "separate.sqlite").execute("SELECT key, stats FROM runs")}
+    assert a.keys() == b.keys() and len(a) == 8
+    assert all(a[k] == b[k] for k in a)

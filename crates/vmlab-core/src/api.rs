@@ -91,6 +91,52 @@ pub fn run(req: &RunRequest) -> Result<serde_json::Value> {
     doc
 }
 
+/// One pass, many configurations: decode `source` once and simulate it under every
+/// `(config, overrides)` pair, on up to `threads` threads. One result per pair, in
+/// order; a pair that fails (bad key, out of memory) fails alone. Each document is the
+/// one [`run`] gives for that pair. OFFLINE pairs read the trace twice, so they run
+/// on their own after the shared pass.
+pub fn run_many(configs: &[(String, Vec<String>)], source: &SourceSpec, threads: usize, progress: bool) -> Result<Vec<Result<serde_json::Value>>> {
+    let mut results: Vec<Option<Result<serde_json::Value>>> = (0..configs.len()).map(|_| None).collect();
+    let mut shared = Vec::new();
+    let mut shared_at = Vec::new();
+    for (i, (config, overrides)) in configs.iter().enumerate() {
+        match Config::load(config, overrides) {
+            Ok(cfg) if cfg.os.policy.kind == crate::os::policy::PolicyName::Offline => {
+                let req = RunRequest { config: config.clone(), overrides: overrides.clone(), source: source.clone(), progress: false };
+                results[i] = Some(run(&req));
+            }
+            Ok(cfg) => {
+                shared.push(cfg);
+                shared_at.push(i);
+            }
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    if !shared.is_empty() {
+        let (mut src, info) = open_source(source)?;
+        let bar = progress_bar(progress, src.len_hint());
+        let docs = sim::run_many(&shared, src.as_mut(), &info, threads, |n| {
+            if let Some(b) = &bar {
+                b.set_position(n)
+            }
+        });
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        for (i, doc) in shared_at.into_iter().zip(docs?) {
+            results[i] = Some(doc);
+        }
+    }
+    Ok(results.into_iter().map(|r| r.expect("every config has a result")).collect())
+}
+
+/// TLB miss-ratio curves of a source in one pass (sim/mrc.rs).
+pub fn miss_ratio_curves(source: &SourceSpec, opts: &sim::mrc::MrcOptions) -> Result<sim::mrc::MissRatioCurves> {
+    let (mut src, _) = open_source(source)?;
+    sim::mrc::miss_ratio_curves(src.as_mut(), opts)
+}
+
 /// A progress bar on stderr (never stdout: the JSON stays clean), if asked for.
 pub fn progress_bar(enabled: bool, len: Option<u64>) -> Option<indicatif::ProgressBar> {
     if !enabled {

@@ -25,15 +25,8 @@ enum Cmd {
         /// Override a config key: --set tlb.l1d_4k.entries=32 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// A .vmt trace file.
-        #[arg(long, short, conflicts_with = "workload")]
-        trace: Option<PathBuf>,
-        /// A built-in workload (see `vmlab workloads`), followed by key=value parameters.
-        #[arg(long, short)]
-        workload: Option<String>,
-        /// Workload parameters, key=value.
-        #[arg(value_name = "PARAM")]
-        params: Vec<String>,
+        #[command(flatten)]
+        input: SimInput,
         /// Print the full stats document as JSON (schema in docs/metrics.md).
         #[arg(long)]
         json: bool,
@@ -88,6 +81,31 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PtCmd,
     },
+    /// TLB miss-ratio curves in one pass (stack distances): the misses of a fully
+    /// associative LRU TLB of every power-of-two size, and of every associativity for
+    /// the given set counts. Exact for LRU on the trace's page references; no
+    /// invalidations, no page-size policy (docs/metrics.md).
+    Mrc {
+        #[command(flatten)]
+        input: SimInput,
+        /// Page size of the TLB entries.
+        #[arg(long, default_value = "4K")]
+        page_size: String,
+        /// Which accesses reach the TLB: data, instr or unified.
+        #[arg(long, default_value = "data")]
+        side: String,
+        /// Set counts for set-associative curves (powers of two), e.g. --sets 16,64.
+        #[arg(long, value_delimiter = ',')]
+        sets: Vec<usize>,
+        /// Largest associativity per set count.
+        #[arg(long, default_value_t = 16)]
+        max_ways: usize,
+        /// Largest fully associative size (powers of two up to it).
+        #[arg(long, default_value_t = 65536)]
+        max_entries: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// End-to-end throughput benchmark (records/s, accesses/s, peak memory).
     Bench {
         /// Smaller inputs (seconds instead of a minute).
@@ -96,6 +114,35 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A trace or a synthetic workload.
+#[derive(clap::Args, Debug)]
+struct SimInput {
+    /// A .vmt trace file.
+    #[arg(long, short, conflicts_with = "workload")]
+    trace: Option<PathBuf>,
+    /// A built-in workload (see `vmlab workloads`), followed by key=value parameters.
+    #[arg(long, short)]
+    workload: Option<String>,
+    /// Workload parameters, key=value.
+    #[arg(value_name = "PARAM")]
+    params: Vec<String>,
+}
+
+impl SimInput {
+    fn source(self) -> Result<SourceSpec> {
+        match (self.trace, self.workload) {
+            (Some(t), None) => {
+                if !self.params.is_empty() {
+                    return Err(Error::config("PARAM", "workload parameters given with --trace"));
+                }
+                Ok(SourceSpec::Trace(t))
+            }
+            (None, Some(w)) => Ok(SourceSpec::Workload { name: w, params: api::parse_params(&self.params)? }),
+            _ => Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -212,17 +259,33 @@ pub fn main(args: Vec<String>) -> i32 {
 
 fn dispatch(cmd: Cmd) -> Result<i32> {
     match cmd {
-        Cmd::Run { config, set, trace, workload, params, json, output, progress, no_progress } => {
-            let source = match (trace, workload) {
-                (Some(t), None) => {
-                    if !params.is_empty() {
-                        return Err(Error::config("PARAM", "workload parameters given with --trace"));
-                    }
-                    SourceSpec::Trace(t)
-                }
-                (None, Some(w)) => SourceSpec::Workload { name: w, params: api::parse_params(&params)? },
-                _ => return Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
+        Cmd::Mrc { input, page_size, side, sets, max_ways, max_entries, json } => {
+            let bytes = crate::addr::parse_bytes(&page_size).map_err(|m| Error::config("--page-size", m))?;
+            let opts = crate::sim::mrc::MrcOptions {
+                page_size: crate::addr::PageSize::from_bytes(bytes).map_err(|m| Error::config("--page-size", m))?,
+                side: side.parse()?,
+                sets,
+                max_ways,
+                max_entries,
             };
+            let curves = api::miss_ratio_curves(&input.source()?, &opts)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&curves).expect("json"));
+            } else {
+                println!(
+                    "{} references to {} distinct {} pages ({} side), LRU:",
+                    curves.references, curves.distinct_pages, curves.page_size, serde_json::to_value(curves.side).expect("json").as_str().unwrap_or("")
+                );
+                println!("{:>8} {:>6} {:>8} {:>12} {:>10}", "sets", "ways", "entries", "misses", "miss rate");
+                for p in curves.fully_associative.iter().chain(&curves.set_associative) {
+                    let sets = if p.sets == 1 && p.ways == p.entries { "full".to_string() } else { p.sets.to_string() };
+                    println!("{:>8} {:>6} {:>8} {:>12} {:>10.5}", sets, p.ways, p.entries, p.misses, p.miss_rate);
+                }
+            }
+            Ok(0)
+        }
+        Cmd::Run { config, set, input, json, output, progress, no_progress } => {
+            let source = input.source()?;
             let show = progress || (!no_progress && std::io::stderr().is_terminal());
             let started = std::time::Instant::now();
             let doc = api::run(&RunRequest { config, overrides: set, source, progress: show })?;

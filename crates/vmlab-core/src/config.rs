@@ -397,9 +397,10 @@ impl Config {
         let cfg: Config = serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner().to_string();
-            // serde_path_to_error's path already ends in an unknown field's name.
+            // At the top level serde_path_to_error's path is "."; name the field instead.
             let key = match inner.split('`').nth(1) {
-                Some(f) if path == "." && inner.starts_with("unknown field") => f.to_string(),
+                Some(f) if path == "." && (inner.starts_with("unknown field") || inner.starts_with("missing field")) => f.to_string(),
+                Some(f) if inner.starts_with("missing field") => format!("{path}.{f}"),
                 _ => path,
             };
             Error::config(key, first_sentence(&inner))

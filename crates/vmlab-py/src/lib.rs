@@ -42,14 +42,71 @@ fn run(
     params: Option<&Bound<'_, PyDict>>,
     progress: bool,
 ) -> PyResult<String> {
-    let source = match (trace, workload) {
-        (Some(t), None) => SourceSpec::Trace(t.into()),
-        (None, Some(w)) => SourceSpec::Workload { name: w, params: params_of(params)? },
-        _ => return Err(VmlabError::new_err("give exactly one of trace= or workload=")),
-    };
+    let source = source_of(trace, workload, params)?;
     let req = RunRequest { config, overrides, source, progress };
     let doc = py.allow_threads(|| api::run(&req)).map_err(to_py)?;
     Ok(serde_json::to_string(&doc).expect("json"))
+}
+
+fn source_of(trace: Option<String>, workload: Option<String>, params: Option<&Bound<'_, PyDict>>) -> PyResult<SourceSpec> {
+    match (trace, workload) {
+        (Some(t), None) => Ok(SourceSpec::Trace(t.into())),
+        (None, Some(w)) => Ok(SourceSpec::Workload { name: w, params: params_of(params)? }),
+        _ => Err(VmlabError::new_err("give exactly one of trace= or workload=")),
+    }
+}
+
+/// One pass, many configurations: `configs` is a list of (config, overrides). Returns
+/// one (stats JSON, None) or (None, error message) per config, in order. An error
+/// reading the source raises.
+#[pyfunction]
+#[pyo3(signature = (configs, trace=None, workload=None, params=None, threads=1, progress=false))]
+fn run_many(
+    py: Python<'_>,
+    configs: Vec<(String, Vec<String>)>,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<&Bound<'_, PyDict>>,
+    threads: usize,
+    progress: bool,
+) -> PyResult<Vec<(Option<String>, Option<String>)>> {
+    let source = source_of(trace, workload, params)?;
+    let docs = py.allow_threads(|| api::run_many(&configs, &source, threads, progress)).map_err(to_py)?;
+    Ok(docs
+        .into_iter()
+        .map(|d| match d {
+            Ok(doc) => (Some(serde_json::to_string(&doc).expect("json")), None),
+            Err(e) => (None, Some(e.to_string())),
+        })
+        .collect())
+}
+
+/// TLB miss-ratio curves in one pass (stack distances), as JSON text.
+#[pyfunction]
+#[pyo3(signature = (trace=None, workload=None, params=None, page_size="4K".to_string(), side="data".to_string(), sets=Vec::new(), max_ways=16, max_entries=65536))]
+#[allow(clippy::too_many_arguments)]
+fn mrc(
+    py: Python<'_>,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<&Bound<'_, PyDict>>,
+    page_size: String,
+    side: String,
+    sets: Vec<usize>,
+    max_ways: usize,
+    max_entries: usize,
+) -> PyResult<String> {
+    let source = source_of(trace, workload, params)?;
+    let bytes = vmlab::addr::parse_bytes(&page_size).map_err(|m| to_py(vmlab::Error::config("page_size", m)))?;
+    let opts = vmlab::sim::mrc::MrcOptions {
+        page_size: vmlab::addr::PageSize::from_bytes(bytes).map_err(|m| to_py(vmlab::Error::config("page_size", m)))?,
+        side: side.parse().map_err(to_py)?,
+        sets,
+        max_ways,
+        max_entries,
+    };
+    let curves = py.allow_threads(|| api::miss_ratio_curves(&source, &opts)).map_err(to_py)?;
+    Ok(serde_json::to_string(&curves).expect("json"))
 }
 
 /// The `vmlab` command line; returns the exit status.
@@ -90,11 +147,7 @@ fn pt_compare(
     workload: Option<String>,
     params: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let source = match (trace, workload) {
-        (Some(t), None) => SourceSpec::Trace(t.into()),
-        (None, Some(w)) => SourceSpec::Workload { name: w, params: params_of(params)? },
-        _ => return Err(VmlabError::new_err("give exactly one of trace= or workload=")),
-    };
+    let source = source_of(trace, workload, params)?;
     let rows = py.allow_threads(|| api::pt_compare(&config, &overrides, &source, &designs)).map_err(to_py)?;
     Ok(serde_json::to_string(&rows).expect("json"))
 }
@@ -132,11 +185,7 @@ impl TraceReader {
     #[new]
     #[pyo3(signature = (trace=None, workload=None, params=None))]
     fn new(trace: Option<String>, workload: Option<String>, params: Option<&Bound<'_, PyDict>>) -> PyResult<TraceReader> {
-        let spec = match (trace, workload) {
-            (Some(t), None) => SourceSpec::Trace(t.into()),
-            (None, Some(w)) => SourceSpec::Workload { name: w, params: params_of(params)? },
-            _ => return Err(VmlabError::new_err("give exactly one of trace= or workload=")),
-        };
+        let spec = source_of(trace, workload, params)?;
         let (src, _) = api::open_source(&spec).map_err(to_py)?;
         Ok(TraceReader { src, buf: Vec::new() })
     }
@@ -168,6 +217,8 @@ fn record_to_py(py: Python<'_>, r: &Record) -> PyObject {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VmlabError", m.py().get_type_bound::<VmlabError>())?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(run_many, m)?)?;
+    m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;

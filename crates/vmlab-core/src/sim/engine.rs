@@ -77,6 +77,8 @@ pub struct Engine<P: PageTable> {
     tlb_changes: Vec<crate::mmu::TlbChange>,
     /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
     fixed_miss_cycles: Option<u64>,
+    /// Prefetch page-table entries for the next batch (walks were frequent).
+    prefetch: bool,
 }
 
 impl<P: PageTable> Engine<P> {
@@ -134,6 +136,7 @@ impl<P: PageTable> Engine<P> {
             cycles: CycleCounters::default(),
             tlb_changes: Vec::new(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
+            prefetch: false,
         };
         if let Some(r) = &e.os.recolor {
             r.install(&mut e.mem, e.os.mm.placement.colours);
@@ -147,34 +150,41 @@ impl<P: PageTable> Engine<P> {
     /// records consumed so far (progress reporting).
     pub fn run(&mut self, src: &mut dyn TraceSource, mut on_batch: impl FnMut(u64)) -> Result<()> {
         let mut buf = Vec::with_capacity(crate::trace::BATCH);
-        let mut prefetch = false;
         while src.next_batch(&mut buf)? {
-            let walks_before = self.walks.count;
-            for (i, r) in buf.iter().enumerate() {
-                if prefetch {
-                    // Look ahead: the walk of a later access then finds its entries in
-                    // the host cache. A hint only; no simulated state changes.
-                    if let Some(Record::Access(a)) = buf.get(i + PREFETCH_DISTANCE) {
-                        if Some(a.pid) == self.cur_pid {
-                            self.os.mm.pt.prefetch(self.cur_asid, a.vaddr);
-                        }
-                    }
-                }
-                self.record(r).map_err(|e| self.with_position(e))?;
-                if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
-                    self.run.records += 1;
-                    self.finish();
-                    return Ok(());
-                }
-                self.run.records += 1;
-            }
-            // Prefetch while walks are frequent (> 1 in 8 records); otherwise it
-            // would only cost time.
-            prefetch = (self.walks.count - walks_before) * 8 > buf.len() as u64;
+            let done = self.feed(&buf)?;
             on_batch(self.run.records);
+            if done {
+                break;
+            }
         }
         self.finish();
         Ok(())
+    }
+
+    /// Simulate one batch of records. Returns `true` once `sim.max_accesses` is reached
+    /// (the rest of the stream is then ignored). Call [`Engine::finish`] at the end.
+    pub fn feed(&mut self, buf: &[Record]) -> Result<bool> {
+        let walks_before = self.walks.count;
+        for (i, r) in buf.iter().enumerate() {
+            if self.prefetch {
+                // Look ahead: the walk of a later access then finds its entries in
+                // the host cache. A hint only; no simulated state changes.
+                if let Some(Record::Access(a)) = buf.get(i + PREFETCH_DISTANCE) {
+                    if Some(a.pid) == self.cur_pid {
+                        self.os.mm.pt.prefetch(self.cur_asid, a.vaddr);
+                    }
+                }
+            }
+            self.record(r).map_err(|e| self.with_position(e))?;
+            self.run.records += 1;
+            if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
+                return Ok(true);
+            }
+        }
+        // Prefetch while walks are frequent (> 1 in 8 records); otherwise it would
+        // only cost time.
+        self.prefetch = (self.walks.count - walks_before) * 8 > buf.len() as u64;
+        Ok(false)
     }
 
     fn with_position(&self, e: Error) -> Error {
@@ -611,8 +621,8 @@ impl<P: PageTable> Engine<P> {
         }
     }
 
-    /// Fold the same-page hits into the per-structure counters.
-    fn finish(&mut self) {
+    /// Fold the same-page hits into the per-structure counters; once, at the end of a run.
+    pub fn finish(&mut self) {
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();
             if total == 0 {

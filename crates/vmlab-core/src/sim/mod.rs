@@ -12,7 +12,7 @@ use crate::pt::cwc::EcptWalkCaches;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
 use crate::pt::{radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
 use crate::stats::SCHEMA;
-use crate::trace::TraceSource;
+use crate::trace::{Record, TraceMeta, TraceSource};
 use serde_json::{json, Map, Value};
 
 /// How the run's source is described in the stats document.
@@ -61,28 +61,31 @@ pub fn run_source(
     Ok(doc)
 }
 
-fn run_pass(cfg: &Config, src: &mut Pass, info: &SourceInfo, on_batch: impl FnMut(u64)) -> Result<Value> {
+/// Build the engine for the configured page-table kind, ready to be fed records. The
+/// kind is chosen here, once, so each engine's per-access path stays monomorphised.
+pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Result<Box<dyn Simulation>> {
+    let info = info.clone();
     match cfg.page_table.kind.as_str() {
         "radix" => {
             let pt = RadixPageTable::from_config(&cfg.page_table.radix)?;
             let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
-            run_kind(cfg, pt, pwc, src, info, on_batch)
+            with_stlb(cfg, pt, pwc, plan, info)
         }
-        "hashed" => run_kind(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, src, info, on_batch),
+        "hashed" => with_stlb(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, plan, info),
         "linear" => {
             let pt = LinearPageTable::new(&cfg.page_table.linear)?;
             let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
-            run_kind(cfg, pt, pwc, src, info, on_batch)
+            with_stlb(cfg, pt, pwc, plan, info)
         }
-        "guarded" => run_kind(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, src, info, on_batch),
+        "guarded" => with_stlb(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, plan, info),
         "ecpt" => {
             let e = &cfg.page_table.ecpt;
             let cwc = EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;
-            run_kind(cfg, ElasticCuckooPageTable::new(e)?, cwc, src, info, on_batch)
+            with_stlb(cfg, ElasticCuckooPageTable::new(e)?, cwc, plan, info)
         }
         "inverted" => {
             let pt = InvertedPageTable::new(&cfg.page_table.inverted, cfg.machine.phys_mem.0)?;
-            run_kind(cfg, pt, NoWalkCaches, src, info, on_batch)
+            with_stlb(cfg, pt, NoWalkCaches, plan, info)
         }
         "nested-radix" | "nested-ecpt" | "hybrid" => {
             let n = &cfg.page_table.nested;
@@ -108,17 +111,17 @@ fn run_pass(cfg: &Config, src: &mut Pass, info: &SourceInfo, on_batch: impl FnMu
                 "nested-radix" => {
                     let ((g, gc), (h, hc)) = (radix()?, host_radix()?);
                     let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
-                    run_kind(cfg, NestedPageTable::new("nested-radix", g, h, n)?, caches, src, info, on_batch)
+                    with_stlb(cfg, NestedPageTable::new("nested-radix", g, h, n)?, caches, plan, info)
                 }
                 "nested-ecpt" => {
                     let ((g, gc), (h, hc)) = (guest_ecpt()?, host_ecpt()?);
                     let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
-                    run_kind(cfg, NestedPageTable::new("nested-ecpt", g, h, n)?, caches, src, info, on_batch)
+                    with_stlb(cfg, NestedPageTable::new("nested-ecpt", g, h, n)?, caches, plan, info)
                 }
                 _ => {
                     let ((g, gc), (h, hc)) = (radix()?, host_ecpt()?);
                     let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
-                    run_kind(cfg, NestedPageTable::new("hybrid", g, h, n)?, caches, src, info, on_batch)
+                    with_stlb(cfg, NestedPageTable::new("hybrid", g, h, n)?, caches, plan, info)
                 }
             }
         }
@@ -126,38 +129,210 @@ fn run_pass(cfg: &Config, src: &mut Pass, info: &SourceInfo, on_batch: impl FnMu
     }
 }
 
-/// Run a kind, behind a software TLB if one is configured.
-fn run_kind<P: PageTable>(
+/// A kind's simulation, behind a software TLB if one is configured.
+fn with_stlb<P: PageTable + Send + 'static>(
     cfg: &Config,
     pt: P,
     caches: P::Caches,
-    src: &mut Pass,
-    info: &SourceInfo,
-    on_batch: impl FnMut(u64),
-) -> Result<Value> {
+    plan: Option<OfflinePlan>,
+    info: SourceInfo,
+) -> Result<Box<dyn Simulation>>
+where
+    P::Caches: Send,
+{
     if cfg.page_table.stlb.entries > 0 {
-        run_with(cfg, SoftwareTlb::new(pt, &cfg.page_table.stlb)?, caches, src, info, on_batch)
+        boxed(cfg, SoftwareTlb::new(pt, &cfg.page_table.stlb)?, caches, plan, info)
     } else {
-        run_with(cfg, pt, caches, src, info, on_batch)
+        boxed(cfg, pt, caches, plan, info)
     }
 }
 
-fn run_with<P: PageTable>(
+fn boxed<P: PageTable + Send + 'static>(
     cfg: &Config,
     pt: P,
     caches: P::Caches,
-    pass: &mut Pass,
-    info: &SourceInfo,
-    on_batch: impl FnMut(u64),
-) -> Result<Value> {
-    let mut e = Engine::new(cfg, pt, caches)?;
-    if let Some(plan) = pass.plan.take() {
-        e.os.policy.set_offline_plan(plan);
-        e.refresh_policy_hooks();
+    plan: Option<OfflinePlan>,
+    info: SourceInfo,
+) -> Result<Box<dyn Simulation>>
+where
+    P::Caches: Send,
+{
+    let mut engine = Engine::new(cfg, pt, caches)?;
+    if let Some(plan) = plan {
+        engine.os.policy.set_offline_plan(plan);
+        engine.refresh_policy_hooks();
     }
-    e.run(pass.src, on_batch)?;
-    pass.plan_out = e.os.policy.offline_plan(cfg);
-    Ok(document(cfg, &e, pass.src, info))
+    Ok(Box::new(Run { cfg: cfg.clone(), engine, info, done: false }))
+}
+
+/// An engine of some page-table kind, fed batch by batch: what a pass (or a one-pass
+/// multi-configuration run) drives. Dynamic dispatch happens once per batch, never per
+/// access.
+pub trait Simulation: Send {
+    /// Simulate one batch. Returns `true` once the run wants no more records
+    /// (`sim.max_accesses` reached); later batches are ignored.
+    fn feed(&mut self, batch: &[Record]) -> Result<bool>;
+    /// End the run: its stats document, and the OFFLINE plan a first pass made.
+    fn finish(self: Box<Self>, meta: &TraceMeta) -> (Value, Option<OfflinePlan>);
+}
+
+struct Run<P: PageTable> {
+    cfg: Config,
+    engine: Engine<P>,
+    info: SourceInfo,
+    done: bool,
+}
+
+impl<P: PageTable + Send> Simulation for Run<P>
+where
+    P::Caches: Send,
+{
+    fn feed(&mut self, batch: &[Record]) -> Result<bool> {
+        if !self.done {
+            self.done = self.engine.feed(batch)?;
+        }
+        Ok(self.done)
+    }
+
+    fn finish(mut self: Box<Self>, meta: &TraceMeta) -> (Value, Option<OfflinePlan>) {
+        self.engine.finish();
+        let plan = self.engine.os.policy.offline_plan(&self.cfg);
+        (document(&self.cfg, &self.engine, meta, &self.info), plan)
+    }
+}
+
+/// Drain a pass's source through a fresh simulation of `cfg`.
+fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl FnMut(u64)) -> Result<Value> {
+    let mut sim = build(cfg, info, pass.plan.take())?;
+    let mut buf = Vec::with_capacity(crate::trace::BATCH);
+    let mut records = 0u64;
+    while pass.src.next_batch(&mut buf)? {
+        records += buf.len() as u64;
+        let done = sim.feed(&buf)?;
+        on_batch(records);
+        if done {
+            break;
+        }
+    }
+    let (doc, plan) = sim.finish(pass.src.meta());
+    pass.plan_out = plan;
+    Ok(doc)
+}
+
+/// One pass, many configurations: decode `src` once and feed every batch to a
+/// simulation of each config, spread over `threads` worker threads. Returns one result
+/// per config, in order: a config that fails to build or to simulate fails alone. An
+/// error reading the source fails them all (the outer error). OFFLINE configs need two
+/// passes and are refused here (the caller runs them with [`run_source`]).
+pub fn run_many(
+    cfgs: &[Config],
+    src: &mut dyn TraceSource,
+    info: &SourceInfo,
+    threads: usize,
+    mut on_batch: impl FnMut(u64),
+) -> Result<Vec<Result<Value>>> {
+    let mut results: Vec<Option<Result<Value>>> = (0..cfgs.len()).map(|_| None).collect();
+    let mut sims: Vec<(usize, Box<dyn Simulation>)> = Vec::new();
+    for (i, cfg) in cfgs.iter().enumerate() {
+        if cfg.os.policy.kind == PolicyName::Offline {
+            results[i] = Some(Err(crate::Error::config("os.policy.kind", "\"offline\" reads the trace twice; it cannot share a one-pass run")));
+            continue;
+        }
+        match build(cfg, info, None) {
+            Ok(sim) => sims.push((i, sim)),
+            Err(e) => results[i] = Some(Err(e)),
+        }
+    }
+    let threads = threads.clamp(1, sims.len().max(1));
+    // Round-robin groups, one per worker thread.
+    let mut groups: Vec<Vec<(usize, Box<dyn Simulation>)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (n, s) in sims.into_iter().enumerate() {
+        groups[n % threads].push(s);
+    }
+    let meta = src.meta().clone();
+    let finished: Vec<(usize, Result<Value>)> = if threads == 1 {
+        let mut group = groups.pop().unwrap_or_default();
+        let mut out = Vec::new();
+        let mut buf = Vec::with_capacity(crate::trace::BATCH);
+        let mut records = 0u64;
+        while src.next_batch(&mut buf)? {
+            records += buf.len() as u64;
+            if feed_group(&mut group, &buf, &meta, &mut out) {
+                break;
+            }
+            on_batch(records);
+        }
+        out.extend(group.into_iter().map(|(i, s)| (i, Ok(s.finish(&meta).0))));
+        out
+    } else {
+        std::thread::scope(|scope| -> Result<Vec<(usize, Result<Value>)>> {
+            let mut senders = Vec::new();
+            let mut handles = Vec::new();
+            for mut group in groups {
+                // Two batches in flight per worker bound the memory whatever the trace length.
+                let (tx, rx) = std::sync::mpsc::sync_channel::<std::sync::Arc<Vec<Record>>>(2);
+                senders.push(tx);
+                let meta = &meta;
+                handles.push(scope.spawn(move || {
+                    let mut out = Vec::new();
+                    for batch in rx {
+                        if feed_group(&mut group, &batch, meta, &mut out) {
+                            break;
+                        }
+                    }
+                    out.extend(group.into_iter().map(|(i, s)| (i, Ok(s.finish(meta).0))));
+                    out
+                }));
+            }
+            let mut records = 0u64;
+            let mut buf = Vec::with_capacity(crate::trace::BATCH);
+            let read = loop {
+                match src.next_batch(&mut buf) {
+                    Ok(true) => {}
+                    Ok(false) => break Ok(()),
+                    Err(e) => break Err(e),
+                }
+                records += buf.len() as u64;
+                let batch = std::sync::Arc::new(std::mem::replace(&mut buf, Vec::with_capacity(crate::trace::BATCH)));
+                // A worker whose simulations all finished has hung up: skip it.
+                senders.retain(|tx| tx.send(batch.clone()).is_ok());
+                if senders.is_empty() {
+                    break Ok(());
+                }
+                on_batch(records);
+            };
+            drop(senders);
+            let mut out = Vec::new();
+            for h in handles {
+                out.extend(h.join().map_err(|_| crate::Error::Sim("a one-pass worker thread panicked".into()))?);
+            }
+            read.map(|_| out)
+        })?
+    };
+    for (i, r) in finished {
+        results[i] = Some(r);
+    }
+    Ok(results.into_iter().map(|r| r.expect("every config has a result")).collect())
+}
+
+/// Feed one batch to every simulation of a group; finished or failed ones move to
+/// `out`. Returns `true` when the group is empty (nothing more to feed).
+fn feed_group(group: &mut Vec<(usize, Box<dyn Simulation>)>, batch: &[Record], meta: &TraceMeta, out: &mut Vec<(usize, Result<Value>)>) -> bool {
+    let mut k = 0;
+    while k < group.len() {
+        match group[k].1.feed(batch) {
+            Ok(false) => k += 1,
+            Ok(true) => {
+                let (i, s) = group.swap_remove(k);
+                out.push((i, Ok(s.finish(meta).0)));
+            }
+            Err(e) => {
+                let (i, _) = group.swap_remove(k);
+                out.push((i, Err(e)));
+            }
+        }
+    }
+    group.is_empty()
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -169,7 +344,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// Assemble the stats document of a finished engine.
-pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource, info: &SourceInfo) -> Value {
+pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
     let mut tlb = Map::new();
     for t in &e.tlbs.tlbs {
         let c = &t.counters;
@@ -230,7 +405,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, src: &dyn TraceSource
         e.os.mm.mapped_by_size.iter().map(|(s, &n)| (s.to_string(), n.into())).collect();
     let mut source = json!({
         "kind": info.kind, "name": info.name, "params": info.params,
-        "meta": serde_json::to_value(src.meta()).unwrap_or(Value::Null),
+        "meta": serde_json::to_value(meta).unwrap_or(Value::Null),
     });
     if let Some(h) = &info.content_hash {
         source["content_hash"] = h.clone().into();
@@ -380,3 +555,4 @@ fn policy_section<P: PageTable>(e: &Engine<P>) -> Value {
     })
 }
 pub mod bench;
+pub mod mrc;
