@@ -12,6 +12,7 @@ PYTHON_COMMANDS = {
     "demo": "Run built-in workloads under a few designs and print a comparison table (--quick: seconds)",
     "sweep": "Run a sweep spec (designs x swept keys x inputs x seeds) into a results store, resuming",
     "report": "Plots (PNG, SVG) and an HTML page from a results store: vmlab report STORE -o DIR",
+    "reproduce": "Run a paper's experiments and regenerate its reproduction tables: vmlab reproduce PAPER [--quick]",
 }
 
 
@@ -20,6 +21,8 @@ def _python_command(cmd: str, args: list[str]) -> int:
         from .demo import main as command
     elif cmd == "report":
         from .report import main as command
+    elif cmd == "reproduce":
+        from .reproduce import main as command
     else:
         from .sweep import main as command
     return command(args)

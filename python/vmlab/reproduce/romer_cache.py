@@ -1,0 +1,89 @@
+"""Romer's thesis, chapters 4-6: cache-conflict avoidance (docs/reproductions/romer-cache.md).
+
+The `romer-cache` preset (Alpha 21064 memory system, Table 4-2) and `combined` (Table
+6-2) over conflict-prone workloads, in the shape of Table 4-6 (L2 MCPI: page coloring /
+bin hopping × direct-mapped / Snapshot-Miss / two-way), Figure 4-1 (the software
+policies' L2 MCPI, split), Table 5-3 (MCPI: DM, 8-entry victim cache, CML) and Table 6-3
+(pages copied by THROTTLE, CML, both; L2 MCPI + TLBMCPI of DM, CML, THROTTLE, COMBINED).
+"""
+
+from __future__ import annotations
+
+from ._common import Batch, md_table
+
+DOC = "docs/reproductions/romer-cache.md"
+NOT_BUILT = ["Table 5-2 (the CML break-even analysis) and Figures 5-4/5-6 (CML parameter sweeps) are not scripted."]
+
+WORKLOADS = {
+    "strawman": ("strawman", {}),
+    "stab": ("strawman", {"fetch": "1"}),
+    "strawman-8": ("strawman", {"pages": "8", "spacing": "256K"}),
+    "kv-64K": ("kv", {"keys": "64K"}),
+    "graph-32K": ("graph", {"vertices": "32K", "degree": "8"}),
+}
+
+SOFTWARE = ["active-naive", "active-delay", "active-throttle", "periodic-random", "periodic-color", "snapshot",
+            "snapshot-delay", "snapshot-miss"]
+
+COMBINED = {
+    "DM": {"os.policy.kind": "fixed", "os.recolor.kind": "none"},
+    "CML": {"os.policy.kind": "fixed"},
+    "THROTTLE": {"os.recolor.kind": "none"},
+    "COMBINED": {},
+}
+
+
+def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
+    acc = "1M" if quick else "5M"
+    sources = {n: {"workload": w, "accesses": acc, **p} for n, (w, p) in WORKLOADS.items()}
+    sources.update({label: {"trace": path} for label, path in traces})
+    b = Batch()
+    for n, src in sources.items():
+        for place in ["page-coloring", "bin-hopping"]:
+            base = {"os.placement.kind": place}
+            b.add((n, place, "dm"), "romer-cache", base, src)
+            b.add((n, place, "snapshot-miss"), "romer-cache", {**base, "os.recolor.kind": "snapshot-miss"}, src)
+            b.add((n, place, "two-way"), "romer-cache", {**base, "cache.l2.ways": "2"}, src)
+        for p in SOFTWARE + ["cml"]:
+            b.add((n, "recolor", p), "romer-cache", {"os.recolor.kind": p}, src)
+        b.add((n, "victim"), "romer-cache", {"cache.l2.victim.entries": "8", "cache.l2.victim.latency": "5"}, src)
+        for label, o in COMBINED.items():
+            b.add((n, "combined", label), "combined", o, src)
+    b.run()
+    parts = [f"Synthetic runs: {acc} accesses each.\n"]
+
+    def l2(d: dict) -> str:
+        return f"{d['mcpi']['l2_mcpi']:.3f}"
+
+    rows = [[n] + [l2(b[(n, place, v)]) for place in ["page-coloring", "bin-hopping"] for v in ["dm", "snapshot-miss", "two-way"]]
+            for n in sources]
+    parts.append(md_table(["workload", "PC: DM", "PC: Snapshot-Miss", "PC: two-way", "BH: DM", "BH: Snapshot-Miss", "BH: two-way"],
+                          rows, "L2 MCPI (Table 4-6 shape)"))
+    rows = []
+    for n in sources:
+        cells = []
+        for d in [b[(n, "page-coloring", "dm")]] + [b[(n, "recolor", p)] for p in SOFTWARE]:
+            m = d["mcpi"]
+            cells.append(f"{m['l2_mcpi']:.3f} ({m['l2_miss_cpi']:.3f}+{m['recolor_cpi']:.3f}+{m['tlbmcpi']:.3f})")
+        rows.append([n] + cells)
+    parts.append(md_table(["workload", "DM"] + SOFTWARE, rows,
+                          "Software policies, page coloring: L2 MCPI = L2 miss CPI + recolor CPI + TLBMCPI (Figure 4-1 shape)"))
+    rows = []
+    for n in sources:
+        dm, vc, cml = b[(n, "page-coloring", "dm")], b[(n, "victim")], b[(n, "recolor", "cml")]
+        rows.append([n, f"{dm['mcpi']['mcpi']:.3f}", f"{vc['mcpi']['mcpi']:.3f}", f"{cml['mcpi']['mcpi']:.3f}",
+                     cml["recolor"]["pages_recolored"]])
+    parts.append(md_table(["workload", "DM", "victim (8 lines, +5 cycles)", "CML", "recolors (CML)"], rows,
+                          "MCPI (Table 5-3 shape; page coloring)"))
+    rows = []
+    for n in sources:
+        runs = {label: b[(n, "combined", label)] for label in COMBINED}
+        c = runs["COMBINED"]["recolor"]
+        split = c["pages_copied_by"]
+        total = max(1, split["promotion_only"] + split["recolor_only"] + split["both"])
+        pct = [f"{100 * split[k] / total:.0f}" for k in ["promotion_only", "recolor_only", "both"]]
+        rows.append([n] + pct + [l2(d) for d in runs.values()] + [c["pages_recolored_5_or_more"]])
+    parts.append(md_table(["workload", "THROTTLE only %", "CML only %", "both %", "DM", "CML", "THROTTLE", "COMBINED",
+                           "pages recolored n>=5"], rows,
+                          "COMBINED (Table 6-3 shape; page coloring): share of copied pages, and L2 MCPI + TLBMCPI"))
+    return "\n".join(parts)
