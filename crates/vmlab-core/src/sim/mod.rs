@@ -253,9 +253,9 @@ pub fn run_many(
     let finished: Vec<(usize, Result<Value>)> = if threads == 1 {
         let mut group = groups.pop().unwrap_or_default();
         let mut out = Vec::new();
-        let mut buf = Vec::with_capacity(crate::trace::BATCH);
+        let (mut buf, mut scratch) = (Vec::with_capacity(ONE_PASS_CHUNK), Vec::new());
         let mut records = 0u64;
-        while src.next_batch(&mut buf)? {
+        while next_chunk(src, &mut buf, &mut scratch)? {
             records += buf.len() as u64;
             if feed_group(&mut group, &buf, &meta, &mut out) {
                 break;
@@ -285,15 +285,15 @@ pub fn run_many(
                 }));
             }
             let mut records = 0u64;
-            let mut buf = Vec::with_capacity(crate::trace::BATCH);
+            let (mut buf, mut scratch) = (Vec::with_capacity(ONE_PASS_CHUNK), Vec::new());
             let read = loop {
-                match src.next_batch(&mut buf) {
+                match next_chunk(src, &mut buf, &mut scratch) {
                     Ok(true) => {}
                     Ok(false) => break Ok(()),
                     Err(e) => break Err(e),
                 }
                 records += buf.len() as u64;
-                let batch = std::sync::Arc::new(std::mem::replace(&mut buf, Vec::with_capacity(crate::trace::BATCH)));
+                let batch = std::sync::Arc::new(std::mem::replace(&mut buf, Vec::with_capacity(ONE_PASS_CHUNK)));
                 // A worker whose simulations all finished has hung up: skip it.
                 senders.retain(|tx| tx.send(batch.clone()).is_ok());
                 if senders.is_empty() {
@@ -313,6 +313,20 @@ pub fn run_many(
         results[i] = Some(r);
     }
     Ok(results.into_iter().map(|r| r.expect("every config has a result")).collect())
+}
+
+/// Records each simulation of a one-pass group takes in a row: large enough that
+/// switching between engines (whose state then leaves the host caches) is rare, small
+/// enough to bound memory (two chunks in flight per worker).
+const ONE_PASS_CHUNK: usize = 1 << 16;
+
+/// Refill `buf` with up to [`ONE_PASS_CHUNK`] records; `false` once the source is done.
+fn next_chunk(src: &mut dyn TraceSource, buf: &mut Vec<Record>, scratch: &mut Vec<Record>) -> Result<bool> {
+    buf.clear();
+    while buf.len() + crate::trace::BATCH <= ONE_PASS_CHUNK && src.next_batch(scratch)? {
+        buf.extend_from_slice(scratch);
+    }
+    Ok(!buf.is_empty())
 }
 
 /// Feed one batch to every simulation of a group; finished or failed ones move to
