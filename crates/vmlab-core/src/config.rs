@@ -171,6 +171,9 @@ pub struct MmuConfig {
     /// made and counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_miss_cycles: Option<u64>,
+    /// Itanium region IDs and protection-key TLB sharing (mmu/regions.rs).
+    #[serde(default, skip_serializing_if = "crate::mmu::regions::RegionConfig::is_default")]
+    pub regions: crate::mmu::regions::RegionConfig,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -419,6 +422,7 @@ impl Config {
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         self.os.policy.validate(self)?;
+        self.mmu.regions.validate(self.mmu.asid_tags, &self.page_table.kind)?;
         self.os.recolor.validate(self)?;
         self.os.placement.validate(self)?;
         self.machine.fragmentation.validate()?;

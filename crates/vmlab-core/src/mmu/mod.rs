@@ -3,6 +3,7 @@
 //! caches. The translation flow itself lives in [`crate::sim`].
 
 pub mod assoc;
+pub mod regions;
 pub mod stack_distance;
 pub mod tlb;
 

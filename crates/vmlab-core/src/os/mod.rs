@@ -141,6 +141,8 @@ pub struct Mm<P: PageTable> {
     pub copies: Vec<PageCopy>,
     /// Recolouring counters (the `recolor` section).
     pub rc: RecolorCounters,
+    /// Shared objects' translations are tagged with global RIDs (`mmu.regions.share`).
+    share_rids: bool,
 }
 
 impl<P: PageTable> Os<P> {
@@ -171,6 +173,7 @@ impl<P: PageTable> Os<P> {
             rmap: None,
             copies: Vec::new(),
             rc: RecolorCounters::default(),
+            share_rids: cfg.mmu.regions.share,
         };
         let mut os = Os { mm, policy, recolor: None };
         if cfg.os.recolor.kind != recolor::RecolorKind::None {
@@ -243,6 +246,9 @@ impl<P: PageTable> Mm<P> {
                 if self.next_asid == Asid::MAX {
                     return Err(Error::Sim("more than 65535 live processes".into()));
                 }
+                if self.share_rids && self.next_asid == crate::mmu::regions::GLOBAL_RID_BASE {
+                    return Err(Error::Sim("more than 32768 live processes with mmu.regions.share (the upper RIDs are global)".into()));
+                }
                 self.next_asid += 1;
                 self.next_asid - 1
             }
@@ -254,6 +260,11 @@ impl<P: PageTable> Mm<P> {
 
     pub fn space(&self, pid: Pid) -> Option<&AddressSpace> {
         self.spaces.get(&pid)
+    }
+
+    /// The shared-object mappings of a process: (start, end, object).
+    pub fn shared_mappings(&self, pid: Pid) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
+        self.spaces.get(&pid).into_iter().flat_map(|s| s.vmas.iter().filter_map(|v| v.object.map(|o| (v.start, v.end, o))))
     }
 
     /// The process that owns `asid`, if live.
@@ -656,6 +667,12 @@ impl<P: PageTable> Mm<P> {
             obj.refs -= 1;
             if obj.refs == 0 {
                 let obj = self.objects[o as usize].take().unwrap();
+                // Entries tagged with the object's global RID go too.
+                if self.share_rids {
+                    if let Ok(rid) = crate::mmu::regions::RegionIds::global_rid(o) {
+                        self.shootdowns.push(Shootdown::Space { asid: rid });
+                    }
+                }
                 for (_, pa) in obj.frames {
                     self.free_data(pa, PageSize::K4);
                 }

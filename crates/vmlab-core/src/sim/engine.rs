@@ -6,6 +6,7 @@ use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::mem::MemoryHierarchy;
+use crate::mmu::regions::RegionIds;
 use crate::mmu::TlbHierarchy;
 use crate::os::policy::TlbMiss;
 use crate::os::{Os, Shootdown};
@@ -79,6 +80,8 @@ pub struct Engine<P: PageTable> {
     fixed_miss_cycles: Option<u64>,
     /// Prefetch page-table entries for the next batch (walks were frequent).
     prefetch: bool,
+    /// Region IDs with protection-key sharing (`mmu.regions.share`).
+    pub regions: Option<RegionIds>,
 }
 
 impl<P: PageTable> Engine<P> {
@@ -137,6 +140,7 @@ impl<P: PageTable> Engine<P> {
             tlb_changes: Vec::new(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
             prefetch: false,
+            regions: cfg.mmu.regions.share.then(|| RegionIds::new(&cfg.mmu.regions)),
         };
         if let Some(r) = &e.os.recolor {
             r.install(&mut e.mem, e.os.mm.placement.colours);
@@ -210,6 +214,9 @@ impl<P: PageTable> Engine<P> {
                 }
                 self.os.event(other)?;
                 self.apply_shootdowns();
+                if let (Some(r), Some(pid)) = (&mut self.regions, self.cur_pid) {
+                    r.set_mappings(self.os.mm.shared_mappings(pid))?;
+                }
                 Ok(())
             }
         }
@@ -220,6 +227,12 @@ impl<P: PageTable> Engine<P> {
         self.os.event(&Record::ContextSwitch { pid })?;
         self.cur_asid = self.os.asid_of(pid)?;
         self.cur_pid = Some(pid);
+        if let Some(r) = &mut self.regions {
+            if switching {
+                // The new process's region map; its keys are loaded on key-miss faults.
+                r.set_process(self.os.mm.shared_mappings(pid))?;
+            }
+        }
         if switching && !self.asid_tags {
             self.tlbs.flush_all();
             self.walk_caches.flush_all();
@@ -304,7 +317,11 @@ impl<P: PageTable> Engine<P> {
     fn translate_slow(&mut self, kind: AccessKind, va: u64) -> Result<u64> {
         let instr = kind.is_instr();
         let side = instr as usize;
-        let asid = self.cur_asid;
+        // The TLB tag: the process's own, or a shared object's global RID.
+        let asid = match &self.regions {
+            Some(r) => r.tag(va, self.cur_asid),
+            None => self.cur_asid,
+        };
         let need = Perms::needed_for(kind);
         // This lookup changes L1 replacement state of this side (and of the other side
         // if they share a structure).
@@ -357,14 +374,23 @@ impl<P: PageTable> Engine<P> {
             // Base pages are touched when mapped; pages of larger ones when translated.
             self.os.mm.touched.touch(t.phys(va));
         }
-        self.note_same_page(side, va, &t);
+        if asid != self.cur_asid {
+            // A shared translation: its protection key must be in a PKR. The same-page
+            // shortcut is not taken, so every access to it is checked.
+            let stall = self.regions.as_mut().map_or(0, |r| r.check_key(asid));
+            self.cycles.fault += stall;
+        } else {
+            self.note_same_page(side, va, &t);
+        }
         if missed && self.watching {
             if let Some(nt) = self.policy_tlb_miss(instr, va, t)? {
                 // The policy moved the page (recolour, promotion): the access uses the
                 // new frame, and the TLBs get the new translation.
                 self.tlbs.fill(instr, va, asid, &nt, levels);
                 self.deliver_tlb_changes();
-                self.note_same_page(side, va, &nt);
+                if asid == self.cur_asid {
+                    self.note_same_page(side, va, &nt);
+                }
                 return Ok(nt.phys(va));
             }
         }

@@ -476,6 +476,19 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         "policy": policy_section(e),
         "recolor": recolor_section(e),
         "mcpi": mcpi_section(e),
+        "regions": regions_section(cfg, e),
+    })
+}
+
+/// The `regions` section: region IDs and protection-key TLB sharing (docs/metrics.md).
+fn regions_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Value {
+    let c = e.regions.as_ref().map(|r| r.counters).unwrap_or_default();
+    json!({
+        "share": cfg.mmu.regions.share,
+        "shared_translations": c.shared_translations,
+        "key_checks": c.key_checks,
+        "key_misses": c.key_misses,
+        "key_miss_cycles": c.key_miss_cycles,
     })
 }
 

@@ -1,0 +1,210 @@
+//! Itanium region IDs and protection-key TLB sharing (Chapman et al., §2.3, §4).
+//!
+//! Itanium tags TLB entries with the region ID (RID) of the address's region instead of
+//! an ASID. Linux gives each process its own RIDs, so private translations are tagged
+//! per process (in vmlab: by its ASID). With sharing, each shared object gets a region
+//! of its own with a *global* RID: every process that maps the object hits the same TLB
+//! entries, and access is checked by the entry's protection key (PK), which the process
+//! must hold in one of the CPU's protection key registers (PKRs). A key not in the PKRs
+//! raises a key-miss fault; the OS loads the key (LRU replacement) and returns.
+//!
+//! vmlab keeps the trace's virtual addresses, so it cannot move a shared object into a
+//! separate eighth of the address space as the hardware's region registers require;
+//! the region of an address is looked up in the current process's shared mappings
+//! instead (a range check, done on the TLB slow path only). Shared objects are mapped
+//! at the same address in every sharer (they are inherited through fork), as Itanium
+//! sharing requires.
+
+use crate::addr::Asid;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+
+/// Global RIDs are `GLOBAL_RID_BASE + object`; process ASIDs stay below it.
+pub const GLOBAL_RID_BASE: Asid = 0x8000;
+
+/// `[mmu.regions]`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegionConfig {
+    /// Give each shared object a region with a global RID, its TLB entries a protection
+    /// key (the paper's TLB sharing). Off: every translation is tagged per process.
+    #[serde(default)]
+    pub share: bool,
+    /// Protection key registers per CPU (Itanium has at least 16).
+    #[serde(default = "sixteen")]
+    pub pkrs: usize,
+    /// Cycles of a key-miss fault: the OS handler that loads a key into a PKR.
+    #[serde(default = "hundred")]
+    pub key_miss_cycles: u64,
+    /// What a context switch does to the PKRs, which are process context (§2.2.2):
+    /// `reload` the new process's keys (as many as fit; part of the switch, not
+    /// charged here) or `flush` them (each key then costs a key-miss fault).
+    #[serde(default)]
+    pub pkr_switch: PkrSwitch,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PkrSwitch {
+    #[default]
+    Reload,
+    Flush,
+}
+
+fn sixteen() -> usize {
+    16
+}
+fn hundred() -> u64 {
+    100
+}
+
+impl Default for RegionConfig {
+    fn default() -> Self {
+        RegionConfig { share: false, pkrs: sixteen(), key_miss_cycles: hundred(), pkr_switch: PkrSwitch::Reload }
+    }
+}
+
+impl RegionConfig {
+    pub fn is_default(&self) -> bool {
+        *self == RegionConfig::default()
+    }
+
+    pub fn validate(&self, asid_tags: bool, page_table: &str) -> Result<()> {
+        if self.share && !asid_tags {
+            return Err(Error::config("mmu.regions.share", "needs tagged TLB entries (mmu.asid_tags = true)"));
+        }
+        if self.share && page_table == "linear" {
+            // §2.2.3: short-VHPT entries take their key from the region register, so
+            // selected pages of a region cannot be shared; sharing needs the long format.
+            return Err(Error::config("mmu.regions.share", "the short VHPT (page_table.kind = \"linear\") has no per-page protection keys; use a long-format VHPT"));
+        }
+        if self.pkrs == 0 {
+            return Err(Error::config("mmu.regions.pkrs", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct RegionCounters {
+    /// TLB slow-path translations of addresses in a shared object (global RID).
+    pub shared_translations: u64,
+    /// Protection-key checks (one per shared translation).
+    pub key_checks: u64,
+    /// Checks whose key was not in the PKRs: key-miss faults.
+    pub key_misses: u64,
+    pub key_miss_cycles: u64,
+}
+
+/// The current process's region map and the CPU's protection key registers.
+pub struct RegionIds {
+    /// The current process's shared mappings: [start, end) and the object's global RID.
+    shared: Vec<(u64, u64, Asid)>,
+    /// Keys held, most recently used first.
+    pkrs: Vec<Asid>,
+    capacity: usize,
+    key_miss_cycles: u64,
+    reload: bool,
+    pub counters: RegionCounters,
+}
+
+impl RegionIds {
+    pub fn new(cfg: &RegionConfig) -> RegionIds {
+        RegionIds {
+            shared: Vec::new(),
+            pkrs: Vec::with_capacity(cfg.pkrs),
+            capacity: cfg.pkrs,
+            key_miss_cycles: cfg.key_miss_cycles,
+            reload: cfg.pkr_switch == PkrSwitch::Reload,
+            counters: RegionCounters::default(),
+        }
+    }
+
+    /// The global RID of a shared object.
+    pub fn global_rid(object: u32) -> Result<Asid> {
+        // Asid::MAX is reserved (ANY_ASID, global entries).
+        Asid::try_from(object).ok().and_then(|o| GLOBAL_RID_BASE.checked_add(o)).filter(|&r| r < Asid::MAX).ok_or_else(|| {
+            Error::Sim(format!("region IDs: more than {} shared objects", Asid::MAX - GLOBAL_RID_BASE))
+        })
+    }
+
+    /// Switch to a process with these shared mappings (start, end, object). The PKRs
+    /// are reloaded with its keys (as many as fit) or flushed, per `pkr_switch`.
+    pub fn set_process(&mut self, shared: impl Iterator<Item = (u64, u64, u32)>) -> Result<()> {
+        self.set_mappings(shared)?;
+        self.pkrs.clear();
+        if self.reload {
+            for &(_, _, rid) in &self.shared {
+                if self.pkrs.len() < self.capacity && !self.pkrs.contains(&rid) {
+                    self.pkrs.push(rid);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The mappings changed (mmap, munmap, fork): keep the keys, refresh the map.
+    pub fn set_mappings(&mut self, shared: impl Iterator<Item = (u64, u64, u32)>) -> Result<()> {
+        self.shared.clear();
+        for (s, e, o) in shared {
+            self.shared.push((s, e, Self::global_rid(o)?));
+        }
+        Ok(())
+    }
+
+    /// The TLB tag of `va` for the process with `asid`: a shared object's global RID,
+    /// else the process's own.
+    #[inline]
+    pub fn tag(&self, va: u64, asid: Asid) -> Asid {
+        self.shared.iter().find(|&&(s, e, _)| va >= s && va < e).map_or(asid, |&(_, _, rid)| rid)
+    }
+
+    /// Check the protection key of a shared translation; returns the stall cycles (a
+    /// key-miss fault loads the key, evicting the least recently used one).
+    pub fn check_key(&mut self, key: Asid) -> u64 {
+        self.counters.shared_translations += 1;
+        self.counters.key_checks += 1;
+        if let Some(i) = self.pkrs.iter().position(|&k| k == key) {
+            self.pkrs[..=i].rotate_right(1);
+            return 0;
+        }
+        self.counters.key_misses += 1;
+        self.counters.key_miss_cycles += self.key_miss_cycles;
+        if self.pkrs.len() == self.capacity {
+            self.pkrs.pop();
+        }
+        self.pkrs.insert(0, key);
+        self.key_miss_cycles
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_ranges_get_global_rids_and_keys_miss_once_per_switch() {
+        let cfg = RegionConfig { share: true, pkrs: 2, key_miss_cycles: 7, pkr_switch: PkrSwitch::Flush };
+        let mut r = RegionIds::new(&cfg);
+        r.set_process([(0x1000, 0x3000, 0), (0x8000, 0x9000, 5)].into_iter()).unwrap();
+        assert_eq!(r.tag(0x1fff, 3), GLOBAL_RID_BASE);
+        assert_eq!(r.tag(0x3000, 3), 3);
+        assert_eq!(r.tag(0x8000, 3), GLOBAL_RID_BASE + 5);
+        // Keys a, b, a, c (evicts b), b (miss again).
+        let a = GLOBAL_RID_BASE;
+        let b = GLOBAL_RID_BASE + 5;
+        let c = GLOBAL_RID_BASE + 9;
+        let cycles: Vec<u64> = [a, b, a, c, b, a].iter().map(|&k| r.check_key(k)).collect();
+        assert_eq!(cycles, [7, 7, 0, 7, 7, 7]);
+        assert_eq!((r.counters.key_checks, r.counters.key_misses), (6, 5));
+        // A context switch flushes the keys ...
+        r.set_process([(0x1000, 0x3000, 0)].into_iter()).unwrap();
+        assert_eq!(r.check_key(a), 7);
+        // ... or reloads the new process's keys, as many as fit.
+        let mut r = RegionIds::new(&RegionConfig { pkr_switch: PkrSwitch::Reload, ..cfg });
+        r.set_process([(0x1000, 0x2000, 0), (0x2000, 0x3000, 1), (0x3000, 0x4000, 2)].into_iter()).unwrap();
+        let got: Vec<u64> = [0, 1, 2].iter().map(|&o| r.check_key(GLOBAL_RID_BASE + o)).collect();
+        assert_eq!(got, [0, 0, 7]);
+        assert!(RegionIds::global_rid(0x7fff).is_err() && RegionIds::global_rid(0x7ffe).is_ok());
+    }
+}

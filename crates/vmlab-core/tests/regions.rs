@@ -1,0 +1,63 @@
+//! Itanium region IDs and protection-key TLB sharing on the "extreme" benchmark
+//! (Chapman et al. §4.4): n processes touching the same p shared pages in turn.
+
+use serde_json::Value;
+use vmlab::api::{self, RunRequest, SourceSpec};
+
+fn extreme(pages: u32, share: bool, extra: &[&str]) -> vmlab::Result<Value> {
+    let mut overrides = vec![format!("mmu.regions.share={share}")];
+    overrides.extend(extra.iter().map(|s| s.to_string()));
+    let source = SourceSpec::Workload {
+        name: "shared".into(),
+        params: vec![("procs".into(), "10".into()), ("pages".into(), pages.to_string()), ("accesses".into(), "200000".into())],
+    };
+    api::run(&RunRequest { config: "itanium2".into(), overrides, source, progress: false })
+}
+
+fn u(v: &Value, p: &str) -> u64 {
+    v.pointer(p).and_then(Value::as_u64).unwrap_or_else(|| panic!("missing {p}"))
+}
+
+#[test]
+fn sharing_cuts_tlb_misses_while_the_shared_set_fits_the_tlb() {
+    // 64 shared pages: 10 x 64 private entries thrash the 128-entry L2 DTLB; 64 shared
+    // ones fit, so only the first touch of each page walks.
+    let private = extreme(64, false, &[]).unwrap();
+    let shared = extreme(64, true, &[]).unwrap();
+    assert_eq!(u(&shared, "/walks/count"), 64);
+    assert!(u(&private, "/walks/count") >= 100 * u(&shared, "/walks/count"));
+    assert_eq!(u(&shared, "/regions/shared_translations"), u(&shared, "/regions/key_checks"));
+    assert!(u(&shared, "/regions/key_checks") > 0 && u(&private, "/regions/key_checks") == 0);
+    // The same frames either way: sharing changes tags, not the memory. A process that
+    // hits another's shared entry never faults the page into its own table (the shared
+    // region is one address space), so each page faults once instead of once per process.
+    assert_eq!(u(&private, "/memory/frames_data"), u(&shared, "/memory/frames_data"));
+    assert_eq!((u(&private, "/faults/count"), u(&shared, "/faults/count")), (640, 64));
+    // 512 pages outgrow the TLB even when shared: no gain left.
+    let (p, s) = (extreme(512, false, &[]).unwrap(), extreme(512, true, &[]).unwrap());
+    assert_eq!(u(&p, "/walks/count"), u(&s, "/walks/count"));
+}
+
+#[test]
+fn flushed_protection_key_registers_fault_once_per_switch() {
+    // One shared object; PKRs flushed at each switch: one key miss per time slice.
+    let d = extreme(64, true, &["mmu.regions.pkr_switch=\"flush\"", "mmu.regions.key_miss_cycles=50"]).unwrap();
+    let switches = u(&d, "/faults/context_switches");
+    assert!(switches > 100);
+    // The first slice of each process follows its fork, not a switch between sharers.
+    let misses = u(&d, "/regions/key_misses");
+    assert!(misses <= switches && misses + 10 >= switches, "{misses} key misses, {switches} switches");
+    assert_eq!(u(&d, "/regions/key_miss_cycles"), 50 * misses);
+    let reload = extreme(64, true, &[]).unwrap();
+    assert_eq!(u(&reload, "/regions/key_misses"), 0);
+}
+
+#[test]
+fn impossible_sharing_configs_are_named() {
+    let e = extreme(64, true, &["page_table.kind=\"linear\"", "page_table.stlb.entries=0"]).unwrap_err().to_string();
+    assert!(e.contains("mmu.regions.share") && e.contains("short VHPT"), "{e}");
+    let e = extreme(64, true, &["mmu.asid_tags=false"]).unwrap_err().to_string();
+    assert!(e.contains("mmu.regions.share"), "{e}");
+    let e = extreme(64, true, &["mmu.regions.pkrs=0"]).unwrap_err().to_string();
+    assert!(e.contains("mmu.regions.pkrs"), "{e}");
+}
