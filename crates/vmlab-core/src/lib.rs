@@ -14,6 +14,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod host;
 pub mod mem;
 pub mod mmu;
 pub mod os;

@@ -77,13 +77,8 @@ impl<const N: usize> NodeArena<N> {
     /// Hint the host to bring entry `e` of node `i` into its cache.
     #[inline(always)]
     pub fn prefetch(&self, i: u32, e: usize) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch never faults; the address is inside the node anyway.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(self.ptr(i).add(e) as *const i8, std::arch::x86_64::_MM_HINT_T0);
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (i, e);
+        // SAFETY: the address is inside node i (in bounds of the arena's allocation).
+        crate::host::prefetch(unsafe { self.ptr(i).add(e) });
     }
 }
 

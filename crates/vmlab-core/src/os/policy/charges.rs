@@ -3,18 +3,22 @@
 //! says whether P or a page inside it is in the TLB (§3.5.2).
 //!
 //! Potential superpages are the aligned powers of two from twice the base page up to
-//! `max` (Romer: 8K to 8M); they live in a hash map keyed by (ASID, size, VPN), created
-//! on first use, so the space is proportional to the pages touched (the paper's ~3
-//! counters per base page).
+//! `max` (Romer: 8K to 8M). Their counters live in dense tiers created on first use,
+//! so the space is proportional to the regions touched (the paper's ~3 counters per
+//! base page).
 //!
 //! The policy feeds in every change to the watched TLB (mmu/mod.rs) and every miss:
 //!
 //! - **tlbcount** (§3.5.2): 0 if no translation inside P is in the TLB; 1 if P itself
-//!   is, or exactly one of its two halves holds one; 2 if both halves do. A fill walks
-//!   up from the filled page incrementing every 0 and the first positive count; an
-//!   eviction walks up decrementing until (and including) the first 2. ("Promoted"
-//!   (−1) is not stored: a page's current size is known from the translation, and
-//!   charges start above it.)
+//!   is, or exactly one of its two halves holds one; 2 if both halves do. The charges
+//!   only ask whether it is positive, and for the pages containing a missed page p the
+//!   answer is a prefix question: the smallest P ⊃ p with tlbcount(P) > 0 is the
+//!   smallest one holding p's nearest neighbour in the TLB. So instead of Romer's
+//!   per-node counts (a walk up every size on each fill and each eviction), the
+//!   watched TLB's pages are kept sorted and the neighbours found by binary search:
+//!   the same values, at a fraction of the simulator's time. (The bookkeeping cycles
+//!   *charged* to the simulated machine are the configured per-miss cost either way.)
+//!   `tlbcount` answers the full 0/1/2 query for tests and inspection.
 //! - **prefetch** (§3.3.2): a miss to p increments prefetch(P) for every P ⊃ p with
 //!   tlbcount(P) > 0, i.e. covering p and a page already in the TLB. Once one P has a
 //!   positive count, every larger one does too.
@@ -34,55 +38,155 @@ use crate::mmu::{TlbChange, TlbPage};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
-/// The counters of one potential superpage (or, for `tlbcount`, of any page).
+/// The counters of one potential superpage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Charges {
     pub prefetch: u32,
     pub capacity: u32,
-    /// Per watched TLB (data, and instruction if separate).
-    pub tlbcount: [u8; 2],
     /// Promotion was tried and the region cannot be merged (crosses a VMA, mixed
     /// permissions, shared): not tried again.
     pub blocked: bool,
 }
 
-/// Key of the page of 2^shift bytes containing `va` in `asid`.
-#[inline(always)]
-fn key(asid: Asid, shift: u8, va: u64) -> (u64, u64) {
-    (((asid as u64) << 8) | shift as u64, va >> shift)
+/// The counters live in dense *tiers*: a tier holds every node of a few consecutive
+/// page sizes inside one aligned region, as an implicit binary tree (node 0 the
+/// region's page, then its halves, ...). The sizes from `max` down to twice the base
+/// page are split into at most `MAX_TIERS` depths, so one page's walk up the sizes reads a
+/// few dense blocks found by one hash probe (its `Path`), instead of one hash-map entry
+/// per size.
+const MAX_TIERS: usize = 4;
+
+/// The tiers at one depth: sizes `top` down to `top - levels + 1`.
+struct Depth {
+    top: u8,
+    levels: u8,
+    nodes: Vec<Charges>,
+    /// Tier of each (ASID, aligned 2^top region).
+    tiers: FxHashMap<(Asid, u64), u32>,
+    free: Vec<u32>,
 }
 
-/// One watched TLB's contents and the top of its LRU stack of evicted pages, for
+impl Depth {
+    fn stride(&self) -> usize {
+        (1 << self.levels) - 1
+    }
+
+    /// The node of the 2^shift page containing `va` in `tier`.
+    #[inline(always)]
+    fn index(&self, tier: u32, shift: u8, va: u64) -> usize {
+        let r = self.top - shift;
+        tier as usize * self.stride() + (1usize << r) - 1 + ((va >> shift) as usize & ((1usize << r) - 1))
+    }
+
+    /// The tier of `va`'s region, created if missing.
+    fn tier_mut(&mut self, asid: Asid, va: u64) -> u32 {
+        let key = (asid, va >> self.top);
+        if let Some(&t) = self.tiers.get(&key) {
+            return t;
+        }
+        let s = self.stride();
+        let t = match self.free.pop() {
+            Some(t) => {
+                self.nodes[t as usize * s..(t as usize + 1) * s].fill(Charges::default());
+                t
+            }
+            None => {
+                self.nodes.resize(self.nodes.len() + s, Charges::default());
+                (self.nodes.len() / s - 1) as u32
+            }
+        };
+        self.tiers.insert(key, t);
+        t
+    }
+}
+
+/// The tier at every depth for one region of the deepest depth.
+type Path = [u32; MAX_TIERS];
+
+/// One watched TLB's contents, and the top of its LRU stack of evicted pages for
 /// capacity charges.
 #[derive(Default)]
-struct EvictedStack {
-    /// The N most recently evicted pages, most recent first.
-    recent: VecDeque<TlbPage>,
-    /// Pages now in the TLB.
+struct WatchedTlb {
+    /// Pages now in the TLB, sorted by (ASID, address): the pages of one superpage
+    /// are adjacent, and a page's nearest neighbours are next to where it would sit.
     resident: Vec<TlbPage>,
+    /// The N most recently evicted pages, most recent first (ONLINE only).
+    recent: VecDeque<TlbPage>,
+}
+
+impl WatchedTlb {
+    fn position(&self, page: &TlbPage) -> usize {
+        self.resident.partition_point(|q| (q.asid, q.va) < (page.asid, page.va))
+    }
+
+    /// The smallest superpage size 2^s containing `va` and a page in the TLB (s ≥
+    /// that page's size), or 64 if none: tlbcount(P) > 0 exactly for P of 2^s and up.
+    fn covered_from(&self, asid: Asid, va: u64) -> u8 {
+        let i = self.resident.partition_point(|q| (q.asid, q.va) < (asid, va));
+        let mut from = 64u8;
+        for q in [i.checked_sub(1).and_then(|j| self.resident.get(j)), self.resident.get(i)].into_iter().flatten() {
+            if q.asid == asid {
+                let differ = (64 - (q.va ^ va).leading_zeros()) as u8;
+                from = from.min(differ.max(q.size.shift()));
+            }
+        }
+        from
+    }
 }
 
 /// Charges of every potential superpage of every address space.
+///
+/// Stored in dense tiers created on first use, so the space is proportional to the
+/// regions touched (Romer §3.5.2 counts ~3 counters per base page).
 pub struct SuperpageCharges {
     base: u8,
     max: u8,
-    nodes: FxHashMap<(u64, u64), Charges>,
-    /// ONLINE's capacity charges: the LRU stack per watched TLB, and its size.
-    capacity: Option<([EvictedStack; 2], [usize; 2])>,
-    /// Scratch for the per-miss coverage count (reused: no allocation per miss).
-    cover: FxHashMap<(u8, u64), u32>,
+    /// The depth holding each size (a table: this is on every miss's path).
+    depth_at: [u8; 64],
+    depths: Vec<Depth>,
+    /// The path of every (ASID, region of the deepest depth) touched.
+    paths: FxHashMap<(Asid, u64), Path>,
+    /// The last path used (neighbouring misses share it).
+    last: Option<((Asid, u64), Path)>,
+    /// The watched TLBs (data, and instruction if separate).
+    tlbs: [WatchedTlb; 2],
+    /// ONLINE's capacity charges: the watched TLBs' sizes N.
+    capacity: Option<[usize; 2]>,
+    /// Scratch for the superpages a miss charges capacity to (reused: no allocation
+    /// per miss).
+    cover: Vec<(u8, u64)>,
 }
 
 impl SuperpageCharges {
     /// Superpages from 2^(base+1) to 2^max bytes. `tlb_entries`: the watched TLBs'
     /// sizes, if capacity charges are kept.
     pub fn new(base: PageSize, max: PageSize, tlb_entries: Option<[usize; 2]>) -> SuperpageCharges {
+        let (base, max) = (base.shift(), max.shift().max(base.shift()));
+        let sizes = max - base;
+        let per_tier = sizes.div_ceil(MAX_TIERS as u8).max(4);
+        let mut depths = Vec::new();
+        let mut top = max as i32;
+        while top > base as i32 {
+            let levels = (per_tier as i32).min(top - base as i32) as u8;
+            depths.push(Depth { top: top as u8, levels, nodes: Vec::new(), tiers: FxHashMap::default(), free: Vec::new() });
+            top -= levels as i32;
+        }
+        let mut depth_at = [0u8; 64];
+        for (d, depth) in depths.iter().enumerate() {
+            for s in depth.top + 1 - depth.levels..=depth.top {
+                depth_at[s as usize] = d as u8;
+            }
+        }
         SuperpageCharges {
-            base: base.shift(),
-            max: max.shift(),
-            nodes: FxHashMap::default(),
-            capacity: tlb_entries.map(|n| (Default::default(), n)),
-            cover: FxHashMap::default(),
+            base,
+            max,
+            depth_at,
+            depths,
+            paths: FxHashMap::default(),
+            last: None,
+            tlbs: Default::default(),
+            capacity: tlb_entries,
+            cover: Vec::new(),
         }
     }
 
@@ -90,20 +194,84 @@ impl SuperpageCharges {
         self.max
     }
 
+    #[inline(always)]
+    fn depth_of(&self, shift: u8) -> usize {
+        self.depth_at[shift as usize] as usize
+    }
+
+    /// The path's key: every page inside one region of the deepest depth shares it.
+    #[inline(always)]
+    fn path_key(&self, asid: Asid, va: u64) -> (Asid, u64) {
+        (asid, va >> self.depths.last().map_or(63, |d| d.top))
+    }
+
+    /// The tiers for `va`, created where missing.
+    #[inline]
+    fn path_mut(&mut self, asid: Asid, va: u64) -> Path {
+        let key = self.path_key(asid, va);
+        if let Some((k, p)) = &self.last {
+            if *k == key {
+                return *p;
+            }
+        }
+        let path = match self.paths.get(&key) {
+            Some(p) => *p,
+            None => {
+                let mut path = [u32::MAX; MAX_TIERS];
+                for (d, depth) in self.depths.iter_mut().enumerate() {
+                    path[d] = depth.tier_mut(asid, va);
+                }
+                self.paths.insert(key, path);
+                path
+            }
+        };
+        self.last = Some((key, path));
+        path
+    }
+
+    /// The tier at `depth` for `va`, if it exists.
+    fn tier(&self, asid: Asid, va: u64, depth: usize) -> Option<u32> {
+        let d = &self.depths[depth];
+        d.tiers.get(&(asid, va >> d.top)).copied()
+    }
+
+    #[inline(always)]
+    fn at(&mut self, path: &Path, shift: u8, va: u64) -> &mut Charges {
+        let d = self.depth_of(shift);
+        let depth = &mut self.depths[d];
+        let i = depth.index(path[d], shift, va);
+        &mut depth.nodes[i]
+    }
+
     /// The charges of the superpage of 2^shift bytes containing `va` (zero if none).
     pub fn get(&self, asid: Asid, shift: u8, va: u64) -> Charges {
-        self.nodes.get(&key(asid, shift, va)).copied().unwrap_or_default()
+        if shift <= self.base || shift > self.max {
+            return Charges::default();
+        }
+        let d = self.depth_of(shift);
+        self.tier(asid, va, d).map_or_else(Charges::default, |t| self.depths[d].nodes[self.depths[d].index(t, shift, va)])
     }
 
     fn node(&mut self, asid: Asid, shift: u8, va: u64) -> &mut Charges {
-        self.nodes.entry(key(asid, shift, va)).or_default()
+        let path = self.path_mut(asid, va);
+        self.at(&path, shift, va)
     }
 
-    /// Every (asid, shift, base) with charges, for OFFLINE's selection.
+    /// Every (asid, shift, base) with a nonzero counter, for OFFLINE's selection.
     pub fn iter(&self) -> impl Iterator<Item = (Asid, u8, u64, &Charges)> {
-        self.nodes.iter().filter(|(k, _)| (k.0 & 0xff) as u8 > self.base).map(|(k, c)| {
-            let shift = (k.0 & 0xff) as u8;
-            ((k.0 >> 8) as Asid, shift, k.1 << shift, c)
+        self.depths.iter().flat_map(move |depth| {
+            let mut tiers: Vec<_> = depth.tiers.iter().map(|(&(asid, r), &t)| (asid, r, t)).collect();
+            tiers.sort_unstable();
+            tiers.into_iter().flat_map(move |(asid, r, t)| {
+                (0..depth.levels).flat_map(move |lv| {
+                    let shift = depth.top - lv;
+                    (0..1u64 << lv).filter_map(move |i| {
+                        let va = (r << depth.top) + (i << shift);
+                        let c = &depth.nodes[depth.index(t, shift, va)];
+                        (*c != Charges::default()).then_some((asid, shift, va, c))
+                    })
+                })
+            })
         })
     }
 
@@ -111,53 +279,42 @@ impl SuperpageCharges {
     pub fn apply(&mut self, c: &TlbChange) {
         match *c {
             TlbChange::Filled { slot, page } => {
-                self.tlbcount_fill(slot, &page);
-                if let Some((stacks, _)) = &mut self.capacity {
-                    let st = &mut stacks[slot as usize];
-                    st.recent.retain(|q| *q != page);
-                    st.resident.push(page);
+                let t = &mut self.tlbs[slot as usize];
+                let i = t.position(&page);
+                t.resident.insert(i, page);
+                if self.capacity.is_some() {
+                    t.recent.retain(|q| *q != page);
                 }
             }
             TlbChange::Evicted { slot, page } | TlbChange::Invalidated { slot, page } => {
-                self.tlbcount_remove(slot, &page);
-                if let Some((stacks, entries)) = &mut self.capacity {
-                    let st = &mut stacks[slot as usize];
-                    if let Some(i) = st.resident.iter().position(|p| *p == page) {
-                        st.resident.swap_remove(i);
-                    }
-                    // Only evictions enter the LRU stack: an invalidated page changed
-                    // (unmapped, re-protected or merged into a superpage).
-                    if matches!(c, TlbChange::Evicted { .. }) {
-                        st.recent.push_front(page);
-                        st.recent.truncate(entries[slot as usize].max(1));
-                    }
+                let t = &mut self.tlbs[slot as usize];
+                let i = t.position(&page);
+                if t.resident.get(i) == Some(&page) {
+                    t.resident.remove(i);
+                }
+                // Only evictions enter the LRU stack: an invalidated page changed
+                // (unmapped, re-protected or merged into a superpage).
+                if let (Some(entries), TlbChange::Evicted { .. }) = (self.capacity, c) {
+                    t.recent.push_front(page);
+                    t.recent.truncate(entries[slot as usize].max(1));
                 }
             }
         }
     }
 
-    /// §3.5.2: increment each 0 from the page up, and the first positive count.
-    fn tlbcount_fill(&mut self, slot: u8, page: &TlbPage) {
-        for s in page.size.shift()..=self.max {
-            let n = &mut self.node(page.asid, s, page.va).tlbcount[slot as usize];
-            *n += 1;
-            if *n > 1 {
-                break;
-            }
+    /// tlbcount(P) for the superpage of 2^shift bytes containing `va` (§3.5.2): 1 if
+    /// P itself is in the TLB, else how many of its halves hold a page in it.
+    pub fn tlbcount(&self, slot: u8, asid: Asid, shift: u8, va: u64) -> u8 {
+        let t = &self.tlbs[slot as usize];
+        let base = va >> shift << shift;
+        let holds = |lo: u64, s: u8| {
+            let i = t.resident.partition_point(|q| (q.asid, q.va) < (asid, lo));
+            t.resident[i..].iter().take_while(|q| q.asid == asid && q.va >> s == lo >> s).any(|q| q.size.shift() <= s)
+        };
+        if t.resident.iter().any(|q| q.asid == asid && q.va == base && q.size.shift() == shift) {
+            return 1;
         }
-    }
-
-    /// §3.5.2: decrement from the page up to and including the first 2.
-    fn tlbcount_remove(&mut self, slot: u8, page: &TlbPage) {
-        for s in page.size.shift()..=self.max {
-            let Some(c) = self.nodes.get_mut(&key(page.asid, s, page.va)) else { return };
-            let n = &mut c.tlbcount[slot as usize];
-            let was = *n;
-            *n = n.saturating_sub(1);
-            if was != 1 {
-                break;
-            }
-        }
+        holds(base, shift - 1) as u8 + holds(base + (1 << (shift - 1)), shift - 1) as u8
     }
 
     /// Charge a miss to `va` (mapped by a page of `size`) in `slot`'s TLB, before the
@@ -165,15 +322,17 @@ impl SuperpageCharges {
     /// reached a threshold: `prefetch_at[s]` / `capacity_at[s]` (u32::MAX: never).
     pub fn charge_miss(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, prefetch_at: &[u32; 64], capacity_at: &[u32; 64]) -> Option<u8> {
         let mut best = None;
-        let mut covered = false;
-        for s in size.shift() + 1..=self.max {
-            let c = self.node(asid, s, va);
-            covered = covered || c.tlbcount[slot as usize] > 0;
-            if covered {
-                c.prefetch += 1;
-            }
-            if !c.blocked && (c.prefetch >= prefetch_at[s as usize] || c.capacity >= capacity_at[s as usize]) {
-                best = Some(s);
+        if size.shift() < self.max {
+            let covered_from = self.tlbs[slot as usize].covered_from(asid, va);
+            let path = self.path_mut(asid, va);
+            for s in size.shift() + 1..=self.max {
+                let c = self.at(&path, s, va);
+                if s >= covered_from {
+                    c.prefetch += 1;
+                }
+                if !c.blocked && (c.prefetch >= prefetch_at[s as usize] || c.capacity >= capacity_at[s as usize]) {
+                    best = Some(s);
+                }
             }
         }
         if self.capacity.is_some() {
@@ -186,26 +345,42 @@ impl SuperpageCharges {
 
     /// ONLINE's capacity charges for a miss to p (§3.5.3).
     fn charge_capacity(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, capacity_at: &[u32; 64]) -> Option<u8> {
-        let (stacks, _) = self.capacity.as_ref().expect("capacity kept");
-        let st = &stacks[slot as usize];
+        let st = &self.tlbs[slot as usize];
         let p = TlbPage { asid, va: size.align_down(va), size };
         let lru_depth = st.recent.iter().position(|q| *q == p)? as u32 + 1;
-        self.cover.clear();
-        for q in st.resident.iter().filter(|q| q.asid == asid) {
-            for s in q.size.shift() + 1..=self.max {
-                *self.cover.entry((s, q.va >> s)).or_default() += 1;
-            }
+        let lo = st.resident.partition_point(|q| q.asid < asid);
+        let hi = st.resident.partition_point(|q| q.asid <= asid);
+        let mine = &st.resident[lo..hi];
+        if (mine.len() as u32) < lru_depth {
+            return None;
         }
-        let mut best = None;
-        for (&(s, vpn), &c) in &self.cover {
-            if c >= lru_depth {
-                let node = self.nodes.entry(key(asid, s, vpn << s)).or_default();
-                node.capacity += 1;
-                if !node.blocked && node.capacity >= capacity_at[s as usize] {
-                    best = best.max(Some(s));
+        // coverage(Q) per superpage size: the pages inside Q are a run of `mine`.
+        let mut cover = std::mem::take(&mut self.cover);
+        cover.clear();
+        let smallest = mine.iter().map(|q| q.size.shift()).min().unwrap_or(self.max);
+        for s in smallest + 1..=self.max {
+            let mut i = 0;
+            while i < mine.len() {
+                let vpn = mine[i].va >> s;
+                let mut n = 0;
+                while i < mine.len() && mine[i].va >> s == vpn {
+                    n += (mine[i].size.shift() < s) as u32;
+                    i += 1;
+                }
+                if n >= lru_depth {
+                    cover.push((s, vpn));
                 }
             }
         }
+        let mut best = None;
+        for &(s, vpn) in &cover {
+            let node = self.node(asid, s, vpn << s);
+            node.capacity += 1;
+            if !node.blocked && node.capacity >= capacity_at[s as usize] {
+                best = best.max(Some(s));
+            }
+        }
+        self.cover = cover;
         best
     }
 
@@ -219,11 +394,16 @@ impl SuperpageCharges {
             }
             c.capacity = 0;
         }
-        // Clear the charges inside P (its tlbcounts stay exact: the shootdowns of its
-        // old pages arrive as invalidations).
+        // Clear the charges inside P (the TLB contents stay exact: the shootdowns of
+        // its old pages arrive as invalidations).
         for s in self.base + 1..=shift {
+            let d = self.depth_of(s);
             for i in 0..1u64 << (shift - s) {
-                if let Some(c) = self.nodes.get_mut(&key(asid, s, base + (i << s))) {
+                let va = base + (i << s);
+                if let Some(t) = self.tier(asid, va, d) {
+                    let depth = &mut self.depths[d];
+                    let i = depth.index(t, s, va);
+                    let c = &mut depth.nodes[i];
                     c.prefetch = 0;
                     c.capacity = 0;
                 }
@@ -238,22 +418,26 @@ impl SuperpageCharges {
 
     /// Forget an address space (its ASID may be reused).
     pub fn drop_space(&mut self, asid: Asid) {
-        self.nodes.retain(|k, _| (k.0 >> 8) as Asid != asid);
-        if let Some((stacks, _)) = &mut self.capacity {
-            for st in stacks.iter_mut() {
-                st.recent.retain(|p| p.asid != asid);
-                st.resident.retain(|p| p.asid != asid);
-            }
+        for depth in &mut self.depths {
+            let gone: Vec<u32> = depth.tiers.iter().filter(|(k, _)| k.0 == asid).map(|(_, &t)| t).collect();
+            depth.tiers.retain(|k, _| k.0 != asid);
+            depth.free.extend(gone);
+        }
+        self.paths.retain(|k, _| k.0 != asid);
+        self.last = None;
+        for t in self.tlbs.iter_mut() {
+            t.recent.retain(|p| p.asid != asid);
+            t.resident.retain(|p| p.asid != asid);
         }
     }
 
-    /// Potential superpages with a record (for the stats document).
+    /// Potential superpages with a nonzero counter (for the stats document).
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.iter().count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+        self.len() == 0
     }
 }
 
@@ -330,11 +514,12 @@ mod tests {
             assert_eq!(sp(n, first).capacity, want, "capacity of {n} pages at {first}");
         }
         // TLB now holds 1, 0, 5 (6 was evicted): tlbcounts follow.
-        assert_eq!(sp(2, 0).tlbcount[0], 2);
-        assert_eq!(sp(4, 4).tlbcount[0], 1);
-        assert_eq!(sp(2, 6).tlbcount[0], 0);
-        assert_eq!(sp(8, 0).tlbcount[0], 2);
-        assert_eq!(sp(16, 0).tlbcount[0], 1);
+        let tc = |pages: u64, first: u64| ch.tlbcount(0, 0, 12 + pages.trailing_zeros() as u8, first << 12);
+        assert_eq!(tc(2, 0), 2);
+        assert_eq!(tc(4, 4), 1);
+        assert_eq!(tc(2, 6), 0);
+        assert_eq!(tc(8, 0), 2);
+        assert_eq!(tc(16, 0), 1);
     }
 
     #[test]
@@ -352,16 +537,28 @@ mod tests {
     }
 
     proptest! {
-        /// tlbcount(P) > 0 exactly when a page inside P is in the TLB, whatever mix of
-        /// page sizes the TLB holds (an any-size LRU TLB, pages of 4K-64K).
+        /// Against a brute-force model of §3.3.2 and §3.5.2 over the same TLB (an
+        /// any-size LRU TLB, pages of 4K-64K): every miss charges prefetch(P) for each
+        /// P ⊃ p holding a page in the TLB, and tlbcount(P) is 1 when P itself is in
+        /// the TLB, else the number of its halves holding one.
         #[test]
-        fn tlbcount_tracks_tlb_contents(refs in proptest::collection::vec(0u64..128, 1..300), entries in 1usize..9) {
+        fn charges_and_tlbcount_match_a_brute_force_model(refs in proptest::collection::vec(0u64..128, 1..300), entries in 1usize..9) {
             let mut t = tlb(entries, &[4096, 64 << 10], true);
             let mut ch = SuperpageCharges::new(PageSize::K4, PageSize::from_valid_shift(16), None);
             let mut resident: Vec<TlbPage> = Vec::new(); // pages in the TLB
+            let mut prefetch: std::collections::HashMap<(u8, u64), u32> = Default::default();
+            let inside = |resident: &[TlbPage], s: u8, sp: u64| resident.iter().any(|q| q.va >> s == sp && q.size.shift() <= s);
             for page in refs {
                 // Each 64K region is mapped by pages of one size, 4K to 64K.
                 let shift = 12 + ((page >> 4) % 5) as u8;
+                let va = page << 12;
+                if !resident.iter().any(|q| q.va >> q.size.shift() == va >> q.size.shift()) {
+                    for s in shift + 1..=16 {
+                        if inside(&resident, s, va >> s) {
+                            *prefetch.entry((s, va >> s)).or_default() += 1;
+                        }
+                    }
+                }
                 for c in reference(&mut t, &mut ch, page, shift) {
                     match c {
                         TlbChange::Filled { page, .. } => resident.push(page),
@@ -370,12 +567,14 @@ mod tests {
                 }
                 for s in 13..=16u8 {
                     for sp in 0..(128u64 << 12 >> s) {
-                        // Charges exist only for superpages larger than the pages inside.
+                        prop_assert_eq!(ch.get(0, s, sp << s).prefetch, prefetch.get(&(s, sp)).copied().unwrap_or(0), "prefetch of {:#x} (2^{})", sp << s, s);
+                        // tlbcount is defined for superpages larger than the pages inside.
                         if resident.iter().any(|q| q.va >> s == sp && q.size.shift() > s) {
                             continue;
                         }
-                        let any = resident.iter().any(|q| q.va >> s == sp);
-                        prop_assert_eq!(ch.get(0, s, sp << s).tlbcount[0] > 0, any, "superpage {:#x} of 2^{}", sp << s, s);
+                        let whole = resident.iter().any(|q| q.va == sp << s && q.size.shift() == s);
+                        let halves = inside(&resident, s - 1, sp * 2) as u8 + inside(&resident, s - 1, sp * 2 + 1) as u8;
+                        prop_assert_eq!(ch.tlbcount(0, 0, s, sp << s), if whole { 1 } else { halves }, "tlbcount of {:#x} (2^{})", sp << s, s);
                     }
                 }
             }
