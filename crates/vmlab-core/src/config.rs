@@ -217,6 +217,10 @@ pub struct TlbConfig {
     /// `(vpn & mask) == tag`. Must be fully associative.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub any_size: bool,
+    /// Cache a page larger than every size held here as its piece of the largest held
+    /// size below it (TLB splintering), instead of not caching it at all.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub splinter: bool,
     #[serde(default)]
     pub replacement: Replacement,
     /// Cycles a lookup that reaches this level costs (L1 usually 0: overlapped with the

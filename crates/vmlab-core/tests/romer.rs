@@ -87,7 +87,8 @@ fn superpages_need_a_table_that_maps_every_size() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
-    /// Under every online policy and TPS, with promotion made cheap (so it happens often):
+    /// Under every online policy and TPS (both roundings: aggressive grows VMAs), with
+    /// promotion made cheap (so it happens often):
     /// every mapped page lies inside one VMA and is aligned, the page table agrees with
     /// the OS's record of every page, and frame accounting balances.
     #[test]
@@ -96,9 +97,11 @@ proptest! {
         accesses in proptest::collection::vec((0usize..5, 0u64..(700 << 12)), 1..2000),
         policy in prop_oneof![Just("online"), Just("approx-online"), Just("throttle"), Just("asap"), Just("asap-4-64"), Just("tps")],
         threshold in prop_oneof![Just("1.0"), Just("0.5")],
+        rounding in prop_oneof![Just("conservative"), Just("aggressive")],
         unmap_one in any::<bool>(),
     ) {
         let cfg = Config::load("romer", &[
+            format!("os.policy.tps.rounding={rounding}"),
             "machine.phys_mem=512M".to_string(),
             format!("os.policy.kind={policy}"),
             "os.policy.romer.max_size=1M".to_string(),
@@ -113,6 +116,7 @@ proptest! {
         let mut e = vmlab::sim::Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
         let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (4 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
+        common::tlbs_agree_with_page_table(&e)?;
         let asid = e.os.mm.asid_of(1).unwrap();
         let mut data_frames = 0;
         for (base, m) in common::pages_inside_vmas(&e)? {
@@ -137,6 +141,7 @@ fn bad_policy_settings_name_their_key() {
         ("os.policy.romer.throttle_window=0", "os.policy.romer.throttle_window"),
         ("os.policy.romer.no_such_key=1", "no_such_key"),
         ("os.policy.tps.max_size=4K", "os.policy.tps.max_size"),
+        ("os.policy.tps.rounding=sloppy", "os.policy.tps.rounding"),
         ("os.policy.kind=approx", "os.policy.kind"),
     ] {
         let e = Config::load("romer", &[set.to_string()]).unwrap_err().to_string();

@@ -1,8 +1,15 @@
 //! Tailored Page Sizes through the engine (TPS §III, §IV): the directions the paper
 //! reports, and its OS policy's invariants.
 
+mod common;
+
+use proptest::prelude::*;
 use serde_json::Value;
 use vmlab::api::{run, RunRequest, SourceSpec};
+use vmlab::config::Config;
+use vmlab::pt::{radix::PageWalkCache, RadixPageTable};
+
+const BASE: u64 = 0x7f00_0000_0000;
 
 fn gups(config: &str, overrides: &[&str], footprint: &str, accesses: &str) -> Value {
     run(&RunRequest {
@@ -55,4 +62,74 @@ fn tps_falls_back_to_smaller_pages_under_fragmentation() {
     // Unfragmented, the same run grows one 64M page.
     let clean = gups("tps", &["machine.phys_mem=1G"], "64M", "1000000");
     assert_eq!(f(&clean, "/page_sizes/64M"), 1.0);
+}
+
+/// TPS §III-B2, aggressive rounding: a 2052K request becomes a 4M reservation (the VMA
+/// rounded up to it). At a 50% threshold that is one 4M page with the unused 2044K as
+/// bloat; at 100% the pages are conservative's (2M + 4K) and the 2044K stays reserved.
+/// Conservative rounding never reaches past the request.
+#[test]
+fn aggressive_rounding_reserves_the_next_power_of_two() {
+    let run_with = |rounding: &str, threshold: &str| gups("tps", &[&format!("os.policy.tps.rounding={rounding}"), &format!("os.policy.threshold={threshold}")], "2052K", "200000");
+    let tail = (4096 - 2052) << 10;
+    let half = run_with("aggressive", "0.5");
+    assert_eq!(f(&half, "/page_sizes/4M"), 1.0);
+    assert_eq!(f(&half, "/policy/details/rounded_up"), 1.0);
+    assert_eq!(f(&half, "/policy/details/rounded_up_bytes"), tail as f64);
+    assert_eq!(f(&half, "/policy/bloat_bytes"), tail as f64);
+    let full = run_with("aggressive", "1.0");
+    let cons = run_with("conservative", "1.0");
+    for d in [&full, &cons] {
+        assert_eq!((f(d, "/page_sizes/2M"), f(d, "/page_sizes/4K")), (1.0, 1.0));
+        assert_eq!(f(d, "/policy/bloat_bytes"), 0.0);
+    }
+    assert_eq!(f(&full, "/policy/reserved_bytes"), tail as f64);
+    assert_eq!(f(&cons, "/policy/reserved_bytes"), 0.0);
+    assert_eq!(f(&cons, "/policy/details/rounded_up"), 0.0);
+    // Same pages, same misses: at 100% the rounding only costs memory.
+    assert_eq!(l1d_misses(&full), l1d_misses(&cons));
+}
+
+/// TLB splintering: the `tps` preset's STLB holds 4K/2M, so a tailored page of another
+/// size is cached there as the 4K (or 2M) piece around the access. With it the STLB
+/// serves tailored pages and fewer misses walk; without it they are not cached there.
+#[test]
+fn the_stlb_caches_tailored_pages_as_splinters() {
+    let with = gups("tps", &["tlb.l1d_tps.entries=4"], "64M", "2000000");
+    let without = gups("tps", &["tlb.l1d_tps.entries=4", "tlb.stlb.splinter=false"], "64M", "2000000");
+    assert!(f(&with, "/tlb/stlb/splinters") > 0.0);
+    assert_eq!(f(&without, "/tlb/stlb/splinters"), 0.0);
+    assert!(f(&with, "/tlb/stlb/hits") > f(&without, "/tlb/stlb/hits"));
+    assert!(f(&with, "/walks/count") < f(&without, "/walks/count"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    /// Pages grow through every size, get unmapped and refault, while a splintering
+    /// STLB and a 4-entry any-size L1 cache them: every TLB entry (splinters included)
+    /// always translates as the page table does.
+    #[test]
+    fn splinters_never_outlive_their_page(
+        vmas in proptest::collection::vec((0u64..16, 1u64..900), 1..5),
+        accesses in proptest::collection::vec((0usize..5, 0u64..(900 << 12)), 1..2000),
+        threshold in prop_oneof![Just("1.0"), Just("0.5")],
+        rounding in prop_oneof![Just("conservative"), Just("aggressive")],
+        unmap_one in any::<bool>(),
+    ) {
+        let cfg = Config::load("tps", &[
+            "machine.phys_mem=512M".to_string(),
+            "os.policy.tps.max_size=4M".to_string(),
+            format!("os.policy.threshold={threshold}"),
+            format!("os.policy.tps.rounding={rounding}"),
+            "tlb.l1d_tps.entries=4".to_string(),
+            "tlb.stlb.entries=64".to_string(),
+            "tlb.stlb.ways=4".to_string(),
+        ]).unwrap();
+        let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
+        let mut e = vmlab::sim::Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
+        common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
+        common::pages_inside_vmas(&e)?;
+        common::tlbs_agree_with_page_table(&e)?;
+    }
 }

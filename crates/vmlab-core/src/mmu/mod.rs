@@ -25,6 +25,9 @@ pub struct TlbHierarchy {
     instr: Vec<Vec<TlbId>>,
     /// Bit s set once a page of size 2^s has been filled into any structure.
     filled_shifts: u64,
+    /// Some structure has cached a splinter (a piece of a larger page), so a page's
+    /// shootdown must also clear smaller entries inside it, everywhere.
+    splintered: bool,
     /// The structures a page-size policy watches (Romer's `tlbcount`, §3.5.2): per
     /// side (data, instr), the first structure of the side's last level.
     watched: [TlbId; 2],
@@ -78,7 +81,7 @@ impl TlbHierarchy {
         }
         let last = |side: &Vec<Vec<TlbId>>| side.iter().rev().find(|ids| !ids.is_empty()).map_or(0, |ids| ids[0]);
         let watched = [last(&data), last(&instr)];
-        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched })
+        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0, splintered: false, watched })
     }
 
     /// The watched structure's slot for a side: 0, or 1 for a separate instruction one.
@@ -150,12 +153,16 @@ impl TlbHierarchy {
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     #[inline]
     pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
-        self.filled_shifts |= 1u64 << t.size.shift();
         let side = if instr { &self.instr } else { &self.data };
         for ids in side.iter().take(upto) {
             for &id in ids {
-                if self.tlbs[id].holds(t.size) {
-                    self.tlbs[id].fill(va, asid, t);
+                if let Some(e) = self.tlbs[id].entry_for(va, t) {
+                    if e.size != t.size {
+                        self.tlbs[id].note_splinter();
+                        self.splintered = true;
+                    }
+                    self.filled_shifts |= 1u64 << e.size.shift();
+                    self.tlbs[id].fill(va, asid, &e);
                 }
             }
         }
@@ -163,6 +170,11 @@ impl TlbHierarchy {
 
     pub fn invalidate(&mut self, va: u64, asid: Asid) {
         self.tlbs.iter_mut().for_each(|t| t.invalidate(va, asid));
+    }
+    /// The page of `size` at `va` changed: drop its entries, splinters included.
+    pub fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid) {
+        let pieces = self.splintered;
+        self.tlbs.iter_mut().for_each(|t| t.invalidate_page(va, size, asid, pieces));
     }
     pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
         self.tlbs.iter_mut().for_each(|t| t.invalidate_range(start, end, asid));

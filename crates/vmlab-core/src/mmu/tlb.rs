@@ -38,6 +38,8 @@ pub struct TlbCounters {
     pub evictions: u64,
     /// Entries removed by unmap/protect shootdowns and flushes.
     pub invalidations: u64,
+    /// Fills of a piece of a page larger than any size the structure holds (`splinter`).
+    pub splinters: u64,
 }
 
 pub struct Tlb {
@@ -50,6 +52,9 @@ pub struct Tlb {
     held: u64,
     /// Fully associative, matched by one masked compare per entry (`any_size`).
     any_size: bool,
+    /// Cache a page larger than every held size as its piece of the largest held size
+    /// below it (`splinter`).
+    splinter: bool,
     store: AssocCache<TlbPayload>,
     pub counters: TlbCounters,
     /// A watched structure logs every change to its contents (mmu/mod.rs), with its slot.
@@ -93,6 +98,7 @@ impl Tlb {
             sizes,
             held,
             any_size: c.any_size,
+            splinter: c.splinter,
             store: AssocCache::new(c.entries, c.ways, c.replacement, seed, &key_path)?,
             counters: TlbCounters::default(),
             log: None,
@@ -102,6 +108,37 @@ impl Tlb {
     #[inline(always)]
     pub fn holds(&self, size: PageSize) -> bool {
         self.held & (1u64 << size.shift()) != 0
+    }
+
+    /// The entry this structure caches for `t`, the translation of `va`: `t` itself if
+    /// it holds the size; if it splinters, the piece of `t` around `va` of the largest
+    /// held size below `t`'s; else none.
+    #[inline(always)]
+    pub fn entry_for(&self, va: u64, t: &Translation) -> Option<Translation> {
+        if self.holds(t.size) {
+            return Some(*t);
+        }
+        if !self.splinter {
+            return None;
+        }
+        let below = self.held & ((1u64 << t.size.shift()) - 1);
+        if below == 0 {
+            return None;
+        }
+        let s = PageSize::from_valid_shift(63 - below.leading_zeros() as u8);
+        Some(Translation { pa: t.pa + (s.align_down(va) - t.size.align_down(va)), size: s, perms: t.perms })
+    }
+
+    /// Every valid entry: its ASID, the virtual base of what it maps, and the
+    /// translation it gives.
+    pub fn for_each_entry(&self, mut f: impl FnMut(Asid, u64, Translation)) {
+        self.store.for_each_valid(|k, a, p| f(a, (k >> 6) << p.shift, p.translation()));
+    }
+
+    /// Count a fill of a splinter (`entry_for` returned a piece of a larger page).
+    #[cold]
+    pub fn note_splinter(&mut self) {
+        self.counters.splinters += 1;
     }
 
     pub fn page_sizes(&self) -> &[PageSize] {
@@ -147,6 +184,7 @@ impl Tlb {
         let vpn = va >> shift;
         let set = self.store.set_of(vpn);
         self.counters.fills += 1;
+        debug_assert!(self.holds(t.size), "fill of a size the structure does not hold");
         debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
         let ev = self.store.fill_absent(
             set,
@@ -184,6 +222,31 @@ impl Tlb {
             }
             if self.store.invalidate(set, k, asid) {
                 self.counters.invalidations += 1;
+            }
+        }
+    }
+
+    /// The page of `size` at `va` changed: drop the entries translating it; with
+    /// `pieces` (some structure splinters: its pieces also reach other structures on
+    /// refills), also the entries of smaller sizes anywhere inside it.
+    pub fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid, pieces: bool) {
+        self.invalidate(va, asid);
+        if !pieces {
+            return;
+        }
+        for i in 0..self.sizes.len() {
+            let s = self.sizes[i];
+            if s >= size {
+                break;
+            }
+            let pieces = size.bytes() >> s.shift();
+            if pieces > 64 {
+                // Cheaper to scan the structure than to probe every piece.
+                self.invalidate_range(va, va + size.bytes(), asid);
+                return;
+            }
+            for p in 1..pieces {
+                self.invalidate(va + (p << s.shift()), asid);
             }
         }
     }
@@ -245,8 +308,70 @@ mod tests {
             replacement: Default::default(),
             latency: 0,
             any_size: true,
+            splinter: false,
         };
         Tlb::new("any", &c, 0).unwrap()
+    }
+
+    /// A 64-entry 4-way 4K/2M structure, splintering or not.
+    fn stlb(splinter: bool) -> Tlb {
+        let c = TlbConfig {
+            level: 2,
+            serves: Serves::Unified,
+            entries: 64,
+            ways: 4,
+            page_sizes: vec![Bytes(4 << 10), Bytes(2 << 20)],
+            replacement: Default::default(),
+            latency: 0,
+            any_size: false,
+            splinter,
+        };
+        Tlb::new("stlb", &c, 0).unwrap()
+    }
+
+    /// Fill what the structure caches for `t` at `va`, as the hierarchy does.
+    fn fill_splintered(t: &mut Tlb, va: u64, page: &Translation) -> Option<Translation> {
+        let e = t.entry_for(va, page)?;
+        if e.size != page.size {
+            t.note_splinter();
+        }
+        t.fill(va, 1, &e);
+        Some(e)
+    }
+
+    #[test]
+    fn splintering_caches_the_piece_around_the_access() {
+        let page = tr(0x80_0000, 16); // a 64K page at va 0x41_0000
+        assert!(stlb(false).entry_for(0x41_3123, &page).is_none(), "without splintering: not cached");
+        let mut t = stlb(true);
+        let e = fill_splintered(&mut t, 0x41_3123, &page).unwrap();
+        assert_eq!((e.size, e.pa), (PageSize::K4, 0x80_3000));
+        assert_eq!(t.lookup(0x41_3fff, 1, u64::MAX).map(|p| p.translation().phys(0x41_3fff)), Some(0x80_3fff));
+        assert!(t.lookup(0x41_4000, 1, u64::MAX).is_none(), "other pieces are not cached");
+        assert_eq!(t.counters.splinters, 1);
+        // A 1G page splinters into the 2M piece around the access.
+        let e = t.entry_for(0x4000_0000 + (5 << 21) + 7, &tr(0x1_0000_0000, 30)).unwrap();
+        assert_eq!((e.size, e.pa), (PageSize::M2, 0x1_0000_0000 + (5 << 21)));
+        // A held size is cached as is.
+        assert_eq!(t.entry_for(0x20_0000, &tr(0x60_0000, 21)), Some(tr(0x60_0000, 21)));
+    }
+
+    #[test]
+    fn a_page_shootdown_drops_its_splinters_everywhere_inside_it() {
+        for (shift, offsets) in [(16u8, vec![0u64, 0x3000, 0xf000]), (22, vec![0x1000, 0x20_1000, 0x3f_f000])] {
+            let mut t = stlb(true);
+            let (va, page) = (1u64 << 30, tr(0x8000_0000, shift));
+            for &o in &offsets {
+                fill_splintered(&mut t, va + o, &page).unwrap();
+            }
+            let neighbour = va + (1 << shift);
+            t.fill(neighbour, 1, &tr(0x9000_0000, 12));
+            t.invalidate_page(va, PageSize::from_valid_shift(shift), 1, true);
+            for &o in &offsets {
+                assert!(t.lookup(va + o, 1, u64::MAX).is_none(), "splinter at +{o:#x} of a 2^{shift} page survived");
+            }
+            assert!(t.lookup(neighbour, 1, u64::MAX).is_some(), "the next page is untouched");
+        }
     }
 
     fn tr(pa: u64, shift: u8) -> Translation {

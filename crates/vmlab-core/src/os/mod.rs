@@ -38,8 +38,8 @@ use vma::Vma;
 /// A TLB/walk-cache invalidation the engine must apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shootdown {
-    /// The page of `va` changed (unmapped or re-protected).
-    Page { asid: Asid, va: u64 },
+    /// The page of `size` at `va` changed (unmapped or re-protected).
+    Page { asid: Asid, va: u64, size: PageSize },
     /// The address space is gone.
     Space { asid: Asid },
     /// Drop the TLB entry of `va` only (a recolouring policy provoking a TLB miss).
@@ -290,7 +290,7 @@ impl<P: PageTable> Mm<P> {
             let perms = m.perms.union(need);
             self.spaces.get_mut(&pid).unwrap().pages.update(base, |x| x.perms = perms);
             self.pt.protect(asid, va, perms);
-            self.shootdowns.push(Shootdown::Page { asid, va: base });
+            self.shootdowns.push(Shootdown::Page { asid, va: base, size: m.size });
             return Ok(Ok(Translation { pa: m.pa, size: m.size, perms }));
         }
         self.counters.demand += 1;
@@ -340,17 +340,39 @@ impl<P: PageTable> Mm<P> {
     pub fn region_free(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> Option<u64> {
         let base = size.align_down(va);
         let end = base.wrapping_add(size.bytes());
-        if end <= base || !vma.contains_range(base, end) {
-            return None;
-        }
-        let space = self.spaces.get(&pid)?;
-        if space.pages.any_in(base, end) {
-            return None;
-        }
-        if !self.reservations.is_empty() && !self.reservations.overlapping(pid, base, end).is_empty() {
+        if end <= base || !vma.contains_range(base, end) || !self.unclaimed(pid, base, end) {
             return None;
         }
         Some(base)
+    }
+
+    /// Whether [start, end) holds no mapped page and no reservation.
+    fn unclaimed(&self, pid: Pid, start: u64, end: u64) -> bool {
+        let Some(space) = self.spaces.get(&pid) else { return false };
+        !space.pages.any_in(start, end) && (self.reservations.is_empty() || self.reservations.overlapping(pid, start, end).is_empty())
+    }
+
+    /// TPS's aggressive rounding (§III-B2): whether the aligned page of `size` around
+    /// `va` may be had by rounding the request up, i.e. it reaches past `vma`, the VMA
+    /// fills more than half of it (the smallest power of two still larger than the
+    /// request), and the rest is free address space.
+    pub fn can_round_up(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> bool {
+        let base = size.align_down(va);
+        let end = base.wrapping_add(size.bytes());
+        let inside = end.min(vma.end).saturating_sub(base.max(vma.start));
+        end > base
+            && inside * 2 > size.bytes()
+            && vma.object.is_none()
+            && self.unclaimed(pid, base, end)
+            && self.spaces.get(&pid).is_some_and(|sp| sp.vmas.iter_overlapping(base, end).all(|v| v.start == vma.start))
+    }
+
+    /// Round the request up: grow `vma` to cover the page of `size` at `base` (checked
+    /// by `can_round_up`). Returns the bytes it grew by.
+    pub fn round_up_vma(&mut self, pid: Pid, base: u64, size: PageSize, vma: &Vma) -> u64 {
+        let grown = Vma { start: base.min(vma.start), end: (base + size.bytes()).max(vma.end), ..*vma };
+        self.spaces.get_mut(&pid).expect("faulting space").vmas.insert(grown);
+        grown.len() - vma.len()
     }
 
     /// Allocate a block of frames. A failed base-page allocation (`size` 4K) first breaks
@@ -436,7 +458,7 @@ impl<P: PageTable> Mm<P> {
         }
         *self.mapped_by_size.get_mut(&m.size).unwrap() -= 1;
         self.mapped_now -= 1;
-        self.shootdowns.push(Shootdown::Page { asid, va: base });
+        self.shootdowns.push(Shootdown::Page { asid, va: base, size: m.size });
         Some(m)
     }
 
@@ -572,7 +594,8 @@ impl<P: PageTable> Mm<P> {
                 for base in space.pages.bases_in(s, e) {
                     space.pages.update(base, |m| m.perms = perms);
                     self.pt.protect(asid, base, perms);
-                    self.shootdowns.push(Shootdown::Page { asid, va: base });
+                    let size = space.pages.get(base).expect("a base just listed").1.size;
+                    self.shootdowns.push(Shootdown::Page { asid, va: base, size });
                 }
                 Ok(())
             }

@@ -91,7 +91,12 @@ impl VmaSet {
 
     /// The regions overlapping [start, end), highest first.
     fn overlapping(&self, start: u64, end: u64) -> Vec<Vma> {
-        self.map.range(..end).rev().take_while(|(_, v)| v.end > start).map(|(_, v)| *v).collect()
+        self.iter_overlapping(start, end).copied().collect()
+    }
+
+    /// The regions overlapping [start, end), last first.
+    pub fn iter_overlapping(&self, start: u64, end: u64) -> impl Iterator<Item = &Vma> {
+        self.map.range(..end).rev().take_while(move |(_, v)| v.end > start).map(|(_, v)| v)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Vma> {

@@ -626,8 +626,8 @@ impl<P: PageTable> Engine<P> {
         self.same_page = [SamePage::default(); 2];
         for s in std::mem::take(&mut self.os.mm.shootdowns) {
             match s {
-                Shootdown::Page { asid, va } => {
-                    self.tlbs.invalidate(va, asid);
+                Shootdown::Page { asid, va, size } => {
+                    self.tlbs.invalidate_page(va, size, asid);
                     self.walk_caches.invalidate(asid, va);
                 }
                 Shootdown::Space { asid } => {

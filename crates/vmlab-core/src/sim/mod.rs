@@ -370,6 +370,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
                 "lookups": c.lookups, "hits": c.hits, "misses": c.misses,
                 "miss_rate": ratio(c.misses, c.lookups),
                 "fills": c.fills, "evictions": c.evictions, "invalidations": c.invalidations,
+                "splinters": c.splinters,
             }),
         );
     }

@@ -37,3 +37,24 @@ pub fn pages_inside_vmas<P: PageTable>(e: &Engine<P>) -> Result<Vec<(u64, Mappin
     }
     Ok(out)
 }
+
+/// Every entry of every TLB translates as the page table does now: the page holding
+/// the entry's base is at least the entry's size (a splinter is a piece of it), the
+/// frame offsets agree, and so do the permissions. A stale entry (a missed shootdown)
+/// fails this.
+pub fn tlbs_agree_with_page_table<P: PageTable>(e: &Engine<P>) -> Result<(), TestCaseError> {
+    for tlb in &e.tlbs.tlbs {
+        let mut bad = None;
+        tlb.for_each_entry(|asid, va, t| {
+            let ok = e.os.mm.pt.translate(asid, va).is_some_and(|p| p.size >= t.size && p.pa + (va - p.size.align_down(va)) == t.pa && p.perms == t.perms);
+            if !ok && bad.is_none() {
+                bad = Some((asid, va, t));
+            }
+        });
+        if let Some((asid, va, t)) = bad {
+            let now = e.os.mm.pt.translate(asid, va);
+            prop_assert!(false, "{}: entry for {:#x} (asid {}) gives {:?}, the page table {:?}", tlb.name, va, asid, t, now);
+        }
+    }
+    Ok(())
+}

@@ -459,6 +459,7 @@ mod tests {
             replacement: Default::default(),
             latency: 0,
             any_size,
+            splinter: false,
         };
         let mut t = Tlb::new("t", &c, 0).unwrap();
         t.log = Some((0, Vec::new()));

@@ -306,7 +306,7 @@ impl PagePolicy {
             PolicyName::Tps => {
                 let max = pc.tps.max()?;
                 superpages_supported(pt, max, "os.policy.tps.max_size")?;
-                PolicyKind::Tps(TailoredPageSizes::new(max, pc.threshold))
+                PolicyKind::Tps(TailoredPageSizes::new(max, pc.threshold, pc.tps.rounding))
             }
             PolicyName::Asap => {
                 superpages_supported(pt, rc.max(), "os.policy.romer.max_size")?;

@@ -11,8 +11,15 @@
 //! reservation of which `os.policy.threshold` of the base pages are populated (100% by
 //! default, TPS's 50% option) becomes one page, in place (no copy; below 100% the
 //! unpopulated frames become untouched data, i.e. bloat). A page table that maps every
-//! 2^n size is needed (`page_table.radix.tailored`). Aggressive rounding (the next
-//! power of two above the request) is not built.
+//! 2^n size is needed (`page_table.radix.tailored`).
+//!
+//! Aggressive rounding (`os.policy.tps.rounding = "aggressive"`, §III-B2: "the smallest
+//! size page still larger than the requested memory allocation", 2052K → 4M) lets the
+//! reservation reach past the VMA when the VMA fills more than half of it and the rest
+//! is free address space; the OS then rounds the request up (the VMA grows to cover the
+//! reservation), trading internal fragmentation for fewer, larger pages. Whether those
+//! pages form still follows the threshold: at 100% a rounded-up tail the program never
+//! touches stays reserved, not mapped; at 50% it becomes one page.
 
 use super::{map_base_page, PageSizePolicy};
 use crate::addr::PageSize;
@@ -29,6 +36,20 @@ pub struct TpsConfig {
     /// Largest reservation (and page).
     #[serde(default = "g1")]
     pub max_size: Bytes,
+    /// How a request that is not a power of two is covered (§III-B2).
+    #[serde(default)]
+    pub rounding: Rounding,
+}
+
+/// `os.policy.tps.rounding`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Rounding {
+    /// Never a page past the request: 28K → 16K + 8K + 4K.
+    #[default]
+    Conservative,
+    /// The next power of two: 2052K → 4M, the VMA grown to match.
+    Aggressive,
 }
 
 fn g1() -> Bytes {
@@ -37,7 +58,7 @@ fn g1() -> Bytes {
 
 impl Default for TpsConfig {
     fn default() -> Self {
-        TpsConfig { max_size: g1() }
+        TpsConfig { max_size: g1(), rounding: Rounding::default() }
     }
 }
 
@@ -58,11 +79,24 @@ impl TpsConfig {
 pub struct TailoredPageSizes {
     max: PageSize,
     threshold: f64,
+    rounding: Rounding,
+    /// Reservations that reached past their VMA, and the bytes the VMAs grew by.
+    rounded_up: u64,
+    rounded_up_bytes: u64,
 }
 
 impl TailoredPageSizes {
-    pub fn new(max: PageSize, threshold: f64) -> TailoredPageSizes {
-        TailoredPageSizes { max, threshold }
+    pub fn new(max: PageSize, threshold: f64, rounding: Rounding) -> TailoredPageSizes {
+        TailoredPageSizes { max, threshold, rounding, rounded_up: 0, rounded_up_bytes: 0 }
+    }
+
+    /// Where a reservation of `size` around the fault may go: its base, and whether
+    /// the request must be rounded up (the VMA grown) to cover it.
+    fn region<P: PageTable>(&self, mm: &Mm<P>, f: &DemandFault, size: PageSize) -> Option<(u64, bool)> {
+        if let Some(base) = mm.region_free(f.pid, f.va, size, &f.vma) {
+            return Some((base, false));
+        }
+        (self.rounding == Rounding::Aggressive && mm.can_round_up(f.pid, f.va, size, &f.vma)).then(|| (size.align_down(f.va), true))
     }
 
     /// Populated base pages at which a block of `size` becomes one page.
@@ -111,8 +145,12 @@ impl PageSizePolicy for TailoredPageSizes {
         }
         let mut wanted = false;
         for s in (13..=self.max.shift()).rev().map(PageSize::from_valid_shift) {
-            let Some(base) = mm.region_free(f.pid, f.va, s, &f.vma) else { continue };
+            let Some((base, rounds_up)) = self.region(mm, f, s) else { continue };
             if mm.reserve(f.pid, base, s).is_some() {
+                if rounds_up {
+                    self.rounded_up += 1;
+                    self.rounded_up_bytes += mm.round_up_vma(f.pid, base, s, &f.vma);
+                }
                 if wanted {
                     mm.counters.fallbacks += 1;
                 }
@@ -127,6 +165,12 @@ impl PageSizePolicy for TailoredPageSizes {
     }
 
     fn details(&self) -> serde_json::Value {
-        serde_json::json!({"max_size": self.max.to_string(), "threshold": self.threshold})
+        serde_json::json!({
+            "max_size": self.max.to_string(),
+            "threshold": self.threshold,
+            "rounding": self.rounding,
+            "rounded_up": self.rounded_up,
+            "rounded_up_bytes": self.rounded_up_bytes,
+        })
     }
 }
