@@ -152,9 +152,10 @@ pub struct SuperpageCharges {
     tlbs: [WatchedTlb; 2],
     /// ONLINE's capacity charges: the watched TLBs' sizes N.
     capacity: Option<[usize; 2]>,
-    /// Scratch for the superpages a miss charges capacity to (reused: no allocation
-    /// per miss).
-    cover: Vec<(u8, u64)>,
+    /// Scratch for the superpages a miss charges capacity to: per TLB page, the sizes
+    /// of the charged superpages it is the first page of (reused: no allocation per
+    /// miss).
+    cover: Vec<(u64, u64)>,
 }
 
 impl SuperpageCharges {
@@ -354,13 +355,17 @@ impl SuperpageCharges {
         if (mine.len() as u32) < lru_depth {
             return None;
         }
-        // coverage(Q) per superpage size: the pages inside Q are a run of `mine`.
+        // coverage(Q) per superpage size: the pages inside Q are a run of `mine`. Each
+        // charged Q is noted on its run's first page (a bit per size), so the charges
+        // go page by page, one path lookup each.
         let mut cover = std::mem::take(&mut self.cover);
         cover.clear();
+        cover.extend(mine.iter().map(|q| (q.va, 0u64)));
         let smallest = mine.iter().map(|q| q.size.shift()).min().unwrap_or(self.max);
         for s in smallest + 1..=self.max {
             let mut i = 0;
             while i < mine.len() {
+                let first = i;
                 let vpn = mine[i].va >> s;
                 let mut n = 0;
                 while i < mine.len() && mine[i].va >> s == vpn {
@@ -368,16 +373,24 @@ impl SuperpageCharges {
                     i += 1;
                 }
                 if n >= lru_depth {
-                    cover.push((s, vpn));
+                    cover[first].1 |= 1 << s;
                 }
             }
         }
         let mut best = None;
-        for &(s, vpn) in &cover {
-            let node = self.node(asid, s, vpn << s);
-            node.capacity += 1;
-            if !node.blocked && node.capacity >= capacity_at[s as usize] {
-                best = best.max(Some(s));
+        for &(qva, mut sizes) in &cover {
+            if sizes == 0 {
+                continue;
+            }
+            let path = self.path_mut(asid, qva);
+            while sizes != 0 {
+                let s = sizes.trailing_zeros() as u8;
+                sizes &= sizes - 1;
+                let node = self.at(&path, s, qva);
+                node.capacity += 1;
+                if !node.blocked && node.capacity >= capacity_at[s as usize] {
+                    best = best.max(Some(s));
+                }
             }
         }
         self.cover = cover;
