@@ -112,8 +112,7 @@ proptest! {
             "os.policy.romer.throttle_window=500".to_string(),
             "tlb.dtlb.entries=4".to_string(),
         ]).unwrap();
-        let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
-        let mut e = vmlab::sim::Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
+        let mut e = common::radix_engine(&cfg);
         let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (4 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         common::tlbs_agree_with_page_table(&e)?;

@@ -8,8 +8,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 use vmlab::api::{run, RunRequest, SourceSpec};
 use vmlab::config::Config;
-use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
-use vmlab::sim::Engine;
+use vmlab::pt::PageTable;
 use vmlab::trace::{MapFlags, Record};
 
 fn run_with(config: &str, overrides: &[&str], name: &str, params: &[(&str, &str)]) -> Value {
@@ -101,8 +100,7 @@ fn software_policies_report_their_costs() {
 #[test]
 fn combined_recolours_one_base_page_of_a_superpage() {
     let cfg = Config::load("combined", &[]).unwrap();
-    let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
-    let mut e = Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
+    let mut e = common::radix_engine(&cfg);
     let base = 0x7f00_0000_0000u64;
     e.record(&Record::Mmap { pid: 1, start: base, len: 64 << 10, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
     for p in 0..16 {
@@ -193,8 +191,7 @@ proptest! {
         let mut runs = Vec::new();
         for o in [&base, &with] {
             let cfg = Config::load("romer-cache", o).unwrap();
-            let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
-            let mut e = Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
+            let mut e = common::radix_engine(&cfg);
             let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (0x7f00_0000_0000 + slot * (1 << 20), pages << 12)).collect();
             common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
             let asid = e.os.mm.asid_of(1).unwrap();

@@ -7,7 +7,6 @@ use proptest::prelude::*;
 use serde_json::Value;
 use vmlab::api::{run, RunRequest, SourceSpec};
 use vmlab::config::Config;
-use vmlab::pt::{radix::PageWalkCache, RadixPageTable};
 
 const BASE: u64 = 0x7f00_0000_0000;
 
@@ -125,8 +124,7 @@ proptest! {
             "tlb.stlb.entries=64".to_string(),
             "tlb.stlb.ways=4".to_string(),
         ]).unwrap();
-        let pt = RadixPageTable::from_config(&cfg.page_table.radix).unwrap();
-        let mut e = vmlab::sim::Engine::new(&cfg, pt, PageWalkCache::none()).unwrap();
+        let mut e = common::radix_engine(&cfg);
         let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         common::pages_inside_vmas(&e)?;

@@ -25,9 +25,6 @@ pub struct TlbHierarchy {
     instr: Vec<Vec<TlbId>>,
     /// Bit s set once a page of size 2^s has been filled into any structure.
     filled_shifts: u64,
-    /// Some structure has cached a splinter (a piece of a larger page), so a page's
-    /// shootdown must also clear smaller entries inside it, everywhere.
-    splintered: bool,
     /// The structures a page-size policy watches (Romer's `tlbcount`, §3.5.2): per
     /// side (data, instr), the first structure of the side's last level.
     watched: [TlbId; 2],
@@ -81,7 +78,7 @@ impl TlbHierarchy {
         }
         let last = |side: &Vec<Vec<TlbId>>| side.iter().rev().find(|ids| !ids.is_empty()).map_or(0, |ids| ids[0]);
         let watched = [last(&data), last(&instr)];
-        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0, splintered: false, watched })
+        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched })
     }
 
     /// The watched structure's slot for a side: 0, or 1 for a separate instruction one.
@@ -159,7 +156,6 @@ impl TlbHierarchy {
                 if let Some(e) = self.tlbs[id].entry_for(va, t) {
                     if e.size != t.size {
                         self.tlbs[id].note_splinter();
-                        self.splintered = true;
                     }
                     self.filled_shifts |= 1u64 << e.size.shift();
                     self.tlbs[id].fill(va, asid, &e);
@@ -171,9 +167,11 @@ impl TlbHierarchy {
     pub fn invalidate(&mut self, va: u64, asid: Asid) {
         self.tlbs.iter_mut().for_each(|t| t.invalidate(va, asid));
     }
-    /// The page of `size` at `va` changed: drop its entries, splinters included.
+    /// The page of `size` at `va` changed: drop its entries, splinters included. Once
+    /// any structure has cached a splinter, its pieces may also have reached others
+    /// through refills, so every structure clears the smaller entries inside the page.
     pub fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid) {
-        let pieces = self.splintered;
+        let pieces = self.tlbs.iter().any(|t| t.counters.splinters > 0);
         self.tlbs.iter_mut().for_each(|t| t.invalidate_page(va, size, asid, pieces));
     }
     pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {

@@ -239,13 +239,13 @@ impl Tlb {
             if s >= size {
                 break;
             }
-            let pieces = size.bytes() >> s.shift();
-            if pieces > 64 {
+            let n = size.bytes() >> s.shift();
+            if n > 64 {
                 // Cheaper to scan the structure than to probe every piece.
                 self.invalidate_range(va, va + size.bytes(), asid);
                 return;
             }
-            for p in 1..pieces {
+            for p in 1..n {
                 self.invalidate(va + (p << s.shift()), asid);
             }
         }

@@ -592,9 +592,12 @@ impl<P: PageTable> Mm<P> {
                 space.vmas.protect_range(s, e, perms);
                 let asid = space.asid;
                 for base in space.pages.bases_in(s, e) {
-                    space.pages.update(base, |m| m.perms = perms);
+                    let mut size = PageSize::K4;
+                    space.pages.update(base, |m| {
+                        m.perms = perms;
+                        size = m.size;
+                    });
                     self.pt.protect(asid, base, perms);
-                    let size = space.pages.get(base).expect("a base just listed").1.size;
                     self.shootdowns.push(Shootdown::Page { asid, va: base, size });
                 }
                 Ok(())

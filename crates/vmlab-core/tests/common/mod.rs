@@ -1,8 +1,10 @@
-//! Helpers shared by the engine-level test files.
+//! Helpers shared by the engine-level test files (each file uses some of them).
+#![allow(dead_code)]
 
 use proptest::prelude::*;
 use vmlab::os::address_space::Mapping;
-use vmlab::pt::PageTable;
+use vmlab::config::Config;
+use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
 use vmlab::sim::Engine;
 use vmlab::trace::{MapFlags, Record};
 
@@ -57,4 +59,9 @@ pub fn tlbs_agree_with_page_table<P: PageTable>(e: &Engine<P>) -> Result<(), Tes
         }
     }
     Ok(())
+}
+
+/// An engine over the radix table `cfg` describes, without page-walk caches.
+pub fn radix_engine(cfg: &Config) -> Engine<RadixPageTable> {
+    Engine::new(cfg, RadixPageTable::from_config(&cfg.page_table.radix).unwrap(), PageWalkCache::none()).unwrap()
 }

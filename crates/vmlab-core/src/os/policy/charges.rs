@@ -115,14 +115,15 @@ struct WatchedTlb {
 }
 
 impl WatchedTlb {
-    fn position(&self, page: &TlbPage) -> usize {
-        self.resident.partition_point(|q| (q.asid, q.va) < (page.asid, page.va))
+    /// Where a page at (asid, va) sits (or would sit) in `resident`.
+    fn position(&self, asid: Asid, va: u64) -> usize {
+        self.resident.partition_point(|q| (q.asid, q.va) < (asid, va))
     }
 
     /// The smallest superpage size 2^s containing `va` and a page in the TLB (s ≥
     /// that page's size), or 64 if none: tlbcount(P) > 0 exactly for P of 2^s and up.
     fn covered_from(&self, asid: Asid, va: u64) -> u8 {
-        let i = self.resident.partition_point(|q| (q.asid, q.va) < (asid, va));
+        let i = self.position(asid, va);
         let mut from = 64u8;
         for q in [i.checked_sub(1).and_then(|j| self.resident.get(j)), self.resident.get(i)].into_iter().flatten() {
             if q.asid == asid {
@@ -281,7 +282,7 @@ impl SuperpageCharges {
         match *c {
             TlbChange::Filled { slot, page } => {
                 let t = &mut self.tlbs[slot as usize];
-                let i = t.position(&page);
+                let i = t.position(page.asid, page.va);
                 t.resident.insert(i, page);
                 if self.capacity.is_some() {
                     t.recent.retain(|q| *q != page);
@@ -289,7 +290,7 @@ impl SuperpageCharges {
             }
             TlbChange::Evicted { slot, page } | TlbChange::Invalidated { slot, page } => {
                 let t = &mut self.tlbs[slot as usize];
-                let i = t.position(&page);
+                let i = t.position(page.asid, page.va);
                 if t.resident.get(i) == Some(&page) {
                     t.resident.remove(i);
                 }
@@ -309,7 +310,7 @@ impl SuperpageCharges {
         let t = &self.tlbs[slot as usize];
         let base = va >> shift << shift;
         let holds = |lo: u64, s: u8| {
-            let i = t.resident.partition_point(|q| (q.asid, q.va) < (asid, lo));
+            let i = t.position(asid, lo);
             t.resident[i..].iter().take_while(|q| q.asid == asid && q.va >> s == lo >> s).any(|q| q.size.shift() <= s)
         };
         if t.resident.iter().any(|q| q.asid == asid && q.va == base && q.size.shift() == shift) {
