@@ -56,19 +56,70 @@ pub struct Charges {
 /// per size.
 const MAX_TIERS: usize = 4;
 
+/// The stored counters of one potential superpage (8 bytes: a tier's path of nodes
+/// spans at most two host cache lines). `capacity == BLOCKED` marks a superpage that
+/// cannot be promoted; its capacity is not needed (it is only compared with the
+/// threshold).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Node {
+    prefetch: u32,
+    capacity: u32,
+}
+
+const BLOCKED: u32 = u32::MAX;
+
+impl Node {
+    fn blocked(&self) -> bool {
+        self.capacity == BLOCKED
+    }
+
+    fn charge_capacity(&mut self) {
+        if self.capacity < BLOCKED - 1 {
+            self.capacity += 1;
+        }
+    }
+
+    fn clear_capacity(&mut self) {
+        if !self.blocked() {
+            self.capacity = 0;
+        }
+    }
+
+    fn charges(&self) -> Charges {
+        let blocked = self.blocked();
+        Charges { prefetch: self.prefetch, capacity: if blocked { 0 } else { self.capacity }, blocked }
+    }
+}
+
+/// Eight nodes on one host cache line. A tier's nodes are stored in heap order from
+/// a line boundary, with a stride of 2^levels nodes (one unused), so the nodes of one
+/// page's sizes (one per level) lie on at most two lines.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct Line([Node; 8]);
+
 /// The tiers at one depth: sizes `top` down to `top - levels + 1`.
 struct Depth {
     top: u8,
     levels: u8,
-    nodes: Vec<Charges>,
+    lines: Vec<Line>,
     /// Tier of each (ASID, aligned 2^top region).
     tiers: FxHashMap<(Asid, u64), u32>,
     free: Vec<u32>,
 }
 
 impl Depth {
+    /// Nodes per tier, a multiple of a line's 8 (node 2^levels - 1 is unused).
     fn stride(&self) -> usize {
-        (1 << self.levels) - 1
+        (1usize << self.levels).max(8)
+    }
+
+    fn node(&self, i: usize) -> &Node {
+        &self.lines[i >> 3].0[i & 7]
+    }
+
+    fn node_mut(&mut self, i: usize) -> &mut Node {
+        &mut self.lines[i >> 3].0[i & 7]
     }
 
     /// The node of the 2^shift page containing `va` in `tier`.
@@ -84,15 +135,15 @@ impl Depth {
         if let Some(&t) = self.tiers.get(&key) {
             return t;
         }
-        let s = self.stride();
+        let lines = self.stride() / 8;
         let t = match self.free.pop() {
             Some(t) => {
-                self.nodes[t as usize * s..(t as usize + 1) * s].fill(Charges::default());
+                self.lines[t as usize * lines..(t as usize + 1) * lines].fill(Line::default());
                 t
             }
             None => {
-                self.nodes.resize(self.nodes.len() + s, Charges::default());
-                (self.nodes.len() / s - 1) as u32
+                self.lines.resize(self.lines.len() + lines, Line::default());
+                (self.lines.len() / lines - 1) as u32
             }
         };
         self.tiers.insert(key, t);
@@ -103,32 +154,135 @@ impl Depth {
 /// The tier at every depth for one region of the deepest depth.
 type Path = [u32; MAX_TIERS];
 
+/// A TLB page as one integer ordered by (ASID, address): ASID in the high word, the
+/// page-aligned address in the low one with log2 of the size in its low bits (a page
+/// is at least 4K). One compare per step of a binary search, one per page in a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct PageKey(u128);
+
+impl PageKey {
+    fn of(p: &TlbPage) -> PageKey {
+        PageKey(((p.asid as u128) << 64) | (p.va | p.size.shift() as u64) as u128)
+    }
+    /// Sorts before every page of `asid` at `va` or above.
+    fn at(asid: Asid, va: u64) -> PageKey {
+        PageKey(((asid as u128) << 64) | va as u128)
+    }
+    fn asid(self) -> Asid {
+        (self.0 >> 64) as Asid
+    }
+    fn va(self) -> u64 {
+        self.0 as u64 & !0xfff
+    }
+    fn shift(self) -> u8 {
+        (self.0 & 0x3f) as u8
+    }
+}
+
+/// The top of the LRU stack of pages evicted from a TLB (§3.5.3), most recent first,
+/// with a counting filter in front: most misses are to pages not in it, and most fills
+/// are of such pages, so most look-ups skip the scan.
+#[derive(Default)]
+struct EvictedStack {
+    pages: VecDeque<PageKey>,
+    /// How many pages in the stack hash to each bucket (a power of two of them).
+    filter: Vec<u16>,
+}
+
+impl EvictedStack {
+    fn bucket(&self, k: PageKey) -> usize {
+        let h = ((k.0 as u64) ^ (k.0 >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> 32) as usize & (self.filter.len() - 1)
+    }
+
+    /// 1 for the most recently evicted page; `None` if `k` is not in the stack.
+    fn depth(&self, k: PageKey) -> Option<u32> {
+        if self.filter.is_empty() || self.filter[self.bucket(k)] == 0 {
+            return None;
+        }
+        self.pages.iter().position(|q| *q == k).map(|i| i as u32 + 1)
+    }
+
+    /// Remove `k` (refilled into the TLB) if it is in the stack.
+    fn remove(&mut self, k: PageKey) {
+        if let Some(d) = self.depth(k) {
+            self.pages.remove(d as usize - 1);
+            let b = self.bucket(k);
+            self.filter[b] -= 1;
+        }
+    }
+
+    /// Push an evicted page, keeping the `keep` most recent.
+    fn push(&mut self, k: PageKey, keep: usize) {
+        if self.filter.is_empty() {
+            self.filter = vec![0; (keep * 8).next_power_of_two()];
+        }
+        self.pages.push_front(k);
+        let b = self.bucket(k);
+        self.filter[b] += 1;
+        while self.pages.len() > keep {
+            let old = self.pages.pop_back().expect("longer than keep");
+            let b = self.bucket(old);
+            self.filter[b] -= 1;
+        }
+    }
+
+    fn retain(&mut self, keep: impl Fn(&PageKey) -> bool) {
+        self.pages.retain(keep);
+        self.filter.fill(0);
+        for i in 0..self.pages.len() {
+            let b = self.bucket(self.pages[i]);
+            self.filter[b] += 1;
+        }
+    }
+}
+
 /// One watched TLB's contents, and the top of its LRU stack of evicted pages for
 /// capacity charges.
 #[derive(Default)]
 struct WatchedTlb {
-    /// Pages now in the TLB, sorted by (ASID, address): the pages of one superpage
-    /// are adjacent, and a page's nearest neighbours are next to where it would sit.
-    resident: Vec<TlbPage>,
-    /// The N most recently evicted pages, most recent first (ONLINE only).
-    recent: VecDeque<TlbPage>,
+    /// Pages now in the TLB, sorted: the pages of one superpage are adjacent, and a
+    /// page's nearest neighbours are next to where it would sit.
+    resident: Vec<PageKey>,
+    /// The N most recently evicted pages (ONLINE only).
+    recent: EvictedStack,
+    /// The last position searched for (a miss's fill goes where its charge looked).
+    hint: usize,
 }
 
 impl WatchedTlb {
     /// Where a page at (asid, va) sits (or would sit) in `resident`.
-    fn position(&self, asid: Asid, va: u64) -> usize {
-        self.resident.partition_point(|q| (q.asid, q.va) < (asid, va))
+    fn search(&self, asid: Asid, va: u64) -> usize {
+        let k = PageKey::at(asid, va);
+        self.resident.partition_point(|q| *q < k)
+    }
+
+    /// `search`, trying the last position first.
+    fn position(&mut self, asid: Asid, va: u64) -> usize {
+        let k = PageKey::at(asid, va);
+        let r = &self.resident;
+        let at = |i: usize| (i == 0 || r[i - 1] < k) && (i == r.len() || r[i] >= k);
+        // The hint, or the place before it when an eviction came in between.
+        let h = self.hint.min(r.len());
+        self.hint = if at(h) {
+            h
+        } else if h > 0 && at(h - 1) {
+            h - 1
+        } else {
+            self.search(asid, va)
+        };
+        self.hint
     }
 
     /// The smallest superpage size 2^s containing `va` and a page in the TLB (s ≥
     /// that page's size), or 64 if none: tlbcount(P) > 0 exactly for P of 2^s and up.
-    fn covered_from(&self, asid: Asid, va: u64) -> u8 {
+    fn covered_from(&mut self, asid: Asid, va: u64) -> u8 {
         let i = self.position(asid, va);
         let mut from = 64u8;
         for q in [i.checked_sub(1).and_then(|j| self.resident.get(j)), self.resident.get(i)].into_iter().flatten() {
-            if q.asid == asid {
-                let differ = (64 - (q.va ^ va).leading_zeros()) as u8;
-                from = from.min(differ.max(q.size.shift()));
+            if q.asid() == asid {
+                let differ = (64 - (q.va() ^ va).leading_zeros()) as u8;
+                from = from.min(differ.max(q.shift()));
             }
         }
         from
@@ -170,7 +324,7 @@ impl SuperpageCharges {
         let mut top = max as i32;
         while top > base as i32 {
             let levels = (per_tier as i32).min(top - base as i32) as u8;
-            depths.push(Depth { top: top as u8, levels, nodes: Vec::new(), tiers: FxHashMap::default(), free: Vec::new() });
+            depths.push(Depth { top: top as u8, levels, lines: Vec::new(), tiers: FxHashMap::default(), free: Vec::new() });
             top -= levels as i32;
         }
         let mut depth_at = [0u8; 64];
@@ -238,11 +392,11 @@ impl SuperpageCharges {
     }
 
     #[inline(always)]
-    fn at(&mut self, path: &Path, shift: u8, va: u64) -> &mut Charges {
+    fn at(&mut self, path: &Path, shift: u8, va: u64) -> &mut Node {
         let d = self.depth_of(shift);
         let depth = &mut self.depths[d];
         let i = depth.index(path[d], shift, va);
-        &mut depth.nodes[i]
+        depth.node_mut(i)
     }
 
     /// The charges of the superpage of 2^shift bytes containing `va` (zero if none).
@@ -251,16 +405,17 @@ impl SuperpageCharges {
             return Charges::default();
         }
         let d = self.depth_of(shift);
-        self.tier(asid, va, d).map_or_else(Charges::default, |t| self.depths[d].nodes[self.depths[d].index(t, shift, va)])
+        let depth = &self.depths[d];
+        self.tier(asid, va, d).map_or_else(Charges::default, |t| depth.node(depth.index(t, shift, va)).charges())
     }
 
-    fn node(&mut self, asid: Asid, shift: u8, va: u64) -> &mut Charges {
+    fn node(&mut self, asid: Asid, shift: u8, va: u64) -> &mut Node {
         let path = self.path_mut(asid, va);
         self.at(&path, shift, va)
     }
 
     /// Every (asid, shift, base) with a nonzero counter, for OFFLINE's selection.
-    pub fn iter(&self) -> impl Iterator<Item = (Asid, u8, u64, &Charges)> {
+    pub fn iter(&self) -> impl Iterator<Item = (Asid, u8, u64, Charges)> + '_ {
         self.depths.iter().flat_map(move |depth| {
             let mut tiers: Vec<_> = depth.tiers.iter().map(|(&(asid, r), &t)| (asid, r, t)).collect();
             tiers.sort_unstable();
@@ -269,8 +424,8 @@ impl SuperpageCharges {
                     let shift = depth.top - lv;
                     (0..1u64 << lv).filter_map(move |i| {
                         let va = (r << depth.top) + (i << shift);
-                        let c = &depth.nodes[depth.index(t, shift, va)];
-                        (*c != Charges::default()).then_some((asid, shift, va, c))
+                        let c = depth.node(depth.index(t, shift, va)).charges();
+                        (c != Charges::default()).then_some((asid, shift, va, c))
                     })
                 })
             })
@@ -282,23 +437,20 @@ impl SuperpageCharges {
         match *c {
             TlbChange::Filled { slot, page } => {
                 let t = &mut self.tlbs[slot as usize];
-                let i = t.position(page.asid, page.va);
-                t.resident.insert(i, page);
-                if self.capacity.is_some() {
-                    t.recent.retain(|q| *q != page);
-                }
+                let (i, k) = (t.position(page.asid, page.va), PageKey::of(&page));
+                t.resident.insert(i, k);
+                t.recent.remove(k);
             }
             TlbChange::Evicted { slot, page } | TlbChange::Invalidated { slot, page } => {
                 let t = &mut self.tlbs[slot as usize];
-                let i = t.position(page.asid, page.va);
-                if t.resident.get(i) == Some(&page) {
+                let (i, k) = (t.search(page.asid, page.va), PageKey::of(&page));
+                if t.resident.get(i) == Some(&k) {
                     t.resident.remove(i);
                 }
                 // Only evictions enter the LRU stack: an invalidated page changed
                 // (unmapped, re-protected or merged into a superpage).
                 if let (Some(entries), TlbChange::Evicted { .. }) = (self.capacity, c) {
-                    t.recent.push_front(page);
-                    t.recent.truncate(entries[slot as usize].max(1));
+                    t.recent.push(k, entries[slot as usize].max(1));
                 }
             }
         }
@@ -310,67 +462,88 @@ impl SuperpageCharges {
         let t = &self.tlbs[slot as usize];
         let base = va >> shift << shift;
         let holds = |lo: u64, s: u8| {
-            let i = t.position(asid, lo);
-            t.resident[i..].iter().take_while(|q| q.asid == asid && q.va >> s == lo >> s).any(|q| q.size.shift() <= s)
+            let i = t.search(asid, lo);
+            t.resident[i..].iter().take_while(|q| q.asid() == asid && q.va() >> s == lo >> s).any(|q| q.shift() <= s)
         };
-        if t.resident.iter().any(|q| q.asid == asid && q.va == base && q.size.shift() == shift) {
+        if t.resident.iter().any(|q| q.asid() == asid && q.va() == base && q.shift() == shift) {
             return 1;
         }
         holds(base, shift - 1) as u8 + holds(base + (1 << (shift - 1)), shift - 1) as u8
     }
 
     /// Charge a miss to `va` (mapped by a page of `size`) in `slot`'s TLB, before the
-    /// miss's own fill is applied. Returns the largest superpage size whose charges
-    /// reached a threshold: `prefetch_at[s]` / `capacity_at[s]` (u32::MAX: never).
-    pub fn charge_miss(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, prefetch_at: &[u32; 64], capacity_at: &[u32; 64]) -> Option<u8> {
-        let mut best = None;
-        if size.shift() < self.max {
-            let covered_from = self.tlbs[slot as usize].covered_from(asid, va);
-            let path = self.path_mut(asid, va);
-            for s in size.shift() + 1..=self.max {
-                let c = self.at(&path, s, va);
-                if s >= covered_from {
-                    c.prefetch += 1;
+    /// miss's own fill is applied. Appends to `ready` every superpage (log2 size, base)
+    /// whose charges reached a threshold, `prefetch_at[s]` / `capacity_at[s]`
+    /// (u32::MAX: never), largest first.
+    ///
+    /// The caller promotes (or blocks) every superpage in `ready`, so after a miss no
+    /// unblocked counter is at its threshold: a counter this miss does not charge
+    /// cannot reach it, and is not read.
+    pub fn charge_miss(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, prefetch_at: &[u32; 64], capacity_at: &[u32; 64], ready: &mut Vec<(u8, u64)>) {
+        ready.clear();
+        // Prefetch charges go to the pages from 2^from up (§3.3.2).
+        let from = self.tlbs[slot as usize].covered_from(asid, va).max(size.shift() + 1);
+        if from <= self.max {
+            let deepest = self.depths.len() - 1;
+            let path = if from <= self.depths[deepest].top {
+                self.path_mut(asid, va)
+            } else {
+                // Only the shallow tiers are charged (the common case when the TLB's
+                // pages are far apart): no path lookup, no deep tiers created.
+                let mut path = [u32::MAX; MAX_TIERS];
+                for d in 0..=self.depth_of(from) {
+                    path[d] = self.depths[d].tier_mut(asid, va);
                 }
-                if !c.blocked && (c.prefetch >= prefetch_at[s as usize] || c.capacity >= capacity_at[s as usize]) {
-                    best = Some(s);
+                path
+            };
+            for s in (from..=self.max).rev() {
+                let c = self.at(&path, s, va);
+                c.prefetch += 1;
+                if (c.prefetch >= prefetch_at[s as usize] || c.capacity >= capacity_at[s as usize]) && !c.blocked() {
+                    ready.push((s, va >> s << s));
                 }
             }
         }
         if self.capacity.is_some() {
-            if let Some(s) = self.charge_capacity(slot, asid, va, size, capacity_at) {
-                best = best.max(Some(s));
-            }
+            self.charge_capacity(slot, asid, va, size, capacity_at, ready);
+            ready.sort_by(|a, b| b.0.cmp(&a.0));
         }
-        best
+    }
+
+    /// Whether the superpage of 2^shift bytes at `base` is at a threshold and not blocked.
+    pub fn at_threshold(&self, asid: Asid, shift: u8, base: u64, prefetch_at: &[u32; 64], capacity_at: &[u32; 64]) -> bool {
+        let c = self.get(asid, shift, base);
+        !c.blocked && (c.prefetch >= prefetch_at[shift as usize] || c.capacity >= capacity_at[shift as usize])
     }
 
     /// ONLINE's capacity charges for a miss to p (§3.5.3).
-    fn charge_capacity(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, capacity_at: &[u32; 64]) -> Option<u8> {
+    fn charge_capacity(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, capacity_at: &[u32; 64], ready: &mut Vec<(u8, u64)>) {
         let st = &self.tlbs[slot as usize];
-        let p = TlbPage { asid, va: size.align_down(va), size };
-        let lru_depth = st.recent.iter().position(|q| *q == p)? as u32 + 1;
-        let lo = st.resident.partition_point(|q| q.asid < asid);
-        let hi = st.resident.partition_point(|q| q.asid <= asid);
+        let p = PageKey::of(&TlbPage { asid, va: size.align_down(va), size });
+        let Some(lru_depth) = st.recent.depth(p) else {
+            return;
+        };
+        let lo = st.resident.partition_point(|q| q.asid() < asid);
+        let hi = st.resident.partition_point(|q| q.asid() <= asid);
         let mine = &st.resident[lo..hi];
         if (mine.len() as u32) < lru_depth {
-            return None;
+            return;
         }
         // coverage(Q) per superpage size: the pages inside Q are a run of `mine`. Each
         // charged Q is noted on its run's first page (a bit per size), so the charges
         // go page by page, one path lookup each.
         let mut cover = std::mem::take(&mut self.cover);
         cover.clear();
-        cover.extend(mine.iter().map(|q| (q.va, 0u64)));
-        let smallest = mine.iter().map(|q| q.size.shift()).min().unwrap_or(self.max);
+        cover.extend(mine.iter().map(|q| (q.va(), 0u64)));
+        let smallest = mine.iter().map(|q| q.shift()).min().unwrap_or(self.max);
         for s in smallest + 1..=self.max {
             let mut i = 0;
             while i < mine.len() {
                 let first = i;
-                let vpn = mine[i].va >> s;
+                let vpn = mine[i].va() >> s;
                 let mut n = 0;
-                while i < mine.len() && mine[i].va >> s == vpn {
-                    n += (mine[i].size.shift() < s) as u32;
+                while i < mine.len() && mine[i].va() >> s == vpn {
+                    n += (mine[i].shift() < s) as u32;
                     i += 1;
                 }
                 if n >= lru_depth {
@@ -378,7 +551,6 @@ impl SuperpageCharges {
                 }
             }
         }
-        let mut best = None;
         for &(qva, mut sizes) in &cover {
             if sizes == 0 {
                 continue;
@@ -388,14 +560,14 @@ impl SuperpageCharges {
                 let s = sizes.trailing_zeros() as u8;
                 sizes &= sizes - 1;
                 let node = self.at(&path, s, qva);
-                node.capacity += 1;
-                if !node.blocked && node.capacity >= capacity_at[s as usize] {
-                    best = best.max(Some(s));
+                node.charge_capacity();
+                if node.capacity >= capacity_at[s as usize] && !node.blocked() {
+                    // Q need not contain p (Fig. 3-2 charges {4..7} for a miss to 1).
+                    ready.push((s, qva >> s << s));
                 }
             }
         }
         self.cover = cover;
-        best
     }
 
     /// Account a promotion of the superpage of 2^shift bytes at `base` (§3.3.2).
@@ -406,7 +578,7 @@ impl SuperpageCharges {
             if s > shift {
                 c.prefetch = c.prefetch.saturating_sub(charged);
             }
-            c.capacity = 0;
+            c.clear_capacity();
         }
         // Clear the charges inside P (the TLB contents stay exact: the shootdowns of
         // its old pages arrive as invalidations).
@@ -416,10 +588,9 @@ impl SuperpageCharges {
                 let va = base + (i << s);
                 if let Some(t) = self.tier(asid, va, d) {
                     let depth = &mut self.depths[d];
-                    let i = depth.index(t, s, va);
-                    let c = &mut depth.nodes[i];
+                    let c = depth.node_mut(depth.index(t, s, va));
                     c.prefetch = 0;
-                    c.capacity = 0;
+                    c.clear_capacity();
                 }
             }
         }
@@ -427,7 +598,7 @@ impl SuperpageCharges {
 
     /// Never try to promote this superpage again.
     pub fn block(&mut self, asid: Asid, shift: u8, va: u64) {
-        self.node(asid, shift, va).blocked = true;
+        self.node(asid, shift, va).capacity = BLOCKED;
     }
 
     /// Forget an address space (its ASID may be reused).
@@ -440,8 +611,8 @@ impl SuperpageCharges {
         self.paths.retain(|k, _| k.0 != asid);
         self.last = None;
         for t in self.tlbs.iter_mut() {
-            t.recent.retain(|p| p.asid != asid);
-            t.resident.retain(|p| p.asid != asid);
+            t.recent.retain(|p| p.asid() != asid);
+            t.resident.retain(|p| p.asid() != asid);
         }
     }
 
@@ -490,7 +661,7 @@ mod tests {
             return Vec::new();
         }
         let size = PageSize::from_valid_shift(shift);
-        ch.charge_miss(0, 0, va, size, &NEVER, &NEVER);
+        ch.charge_miss(0, 0, va, size, &NEVER, &NEVER, &mut Vec::new());
         t.fill(va, 0, &Translation { pa: size.align_down(va), size, perms: crate::addr::Perms::RW_USER });
         let changes: Vec<TlbChange> = t.log.as_mut().unwrap().1.drain(..).collect();
         changes.iter().for_each(|c| ch.apply(c));
@@ -535,6 +706,27 @@ mod tests {
         assert_eq!(tc(2, 6), 0);
         assert_eq!(tc(8, 0), 2);
         assert_eq!(tc(16, 0), 1);
+    }
+
+    /// A capacity charge can bring a superpage that does not contain the missed page
+    /// to its threshold: Fig. 3-2's final miss to 1 makes {4..7} ready, not {0..3}.
+    #[test]
+    fn capacity_charges_ready_the_superpage_they_charge() {
+        let mut t = tlb(3, &[4096], false);
+        let mut ch = SuperpageCharges::new(PageSize::K4, PageSize::from_valid_shift(16), Some([3, 3]));
+        for p in [8u64, 1, 7, 6, 5, 0] {
+            reference(&mut t, &mut ch, p, 12);
+        }
+        let mut capacity_at = NEVER;
+        capacity_at[14] = 1;
+        let mut ready = Vec::new();
+        ch.charge_miss(0, 0, 1 << 12, PageSize::K4, &NEVER, &capacity_at, &mut ready);
+        assert_eq!(ready, vec![(14, 4 << 12)]);
+        assert!(ch.at_threshold(0, 14, 4 << 12, &NEVER, &capacity_at));
+        assert!(!ch.at_threshold(0, 14, 0, &NEVER, &capacity_at));
+        ch.block(0, 14, 4 << 12);
+        assert!(!ch.at_threshold(0, 14, 4 << 12, &NEVER, &capacity_at), "a blocked superpage is never ready");
+        assert!(ch.get(0, 14, 4 << 12).blocked);
     }
 
     #[test]

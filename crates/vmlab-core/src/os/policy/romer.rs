@@ -18,9 +18,10 @@
 //!   superpages containing it (as an online promotion does); the second pass creates
 //!   the chosen superpages at their first touch, paying the promotion (copy) cost.
 //!
-//! When several superpages containing the missed page reach their thresholds at once,
-//! the largest is promoted. A superpage that cannot be merged (it crosses a VMA, mixes
-//! permissions, or no free block exists) is not tried again (`promotions_failed`).
+//! When several superpages reach their thresholds on one miss, they are promoted largest
+//! first (a promotion clears the charges inside it, so the smaller ones inside it are
+//! dropped). A superpage that cannot be merged (it crosses a VMA, mixes permissions, or
+//! no free block exists) is not tried again (`promotions_failed`).
 
 use super::charges::SuperpageCharges;
 use super::{map_base_page, map_fresh, PageSizePolicy, TlbMiss};
@@ -217,6 +218,8 @@ pub struct OnlinePromotion {
     /// The process of each ASID seen (OFFLINE's plan is per process).
     pids: FxHashMap<Asid, Pid>,
     failed: u64,
+    /// Scratch: the superpages a miss brought to a threshold.
+    ready: Vec<(u8, u64)>,
 }
 
 impl OnlinePromotion {
@@ -259,6 +262,7 @@ impl OnlinePromotion {
             throttle,
             pids: FxHashMap::default(),
             failed: 0,
+            ready: Vec::new(),
         }
     }
 
@@ -269,10 +273,9 @@ impl OnlinePromotion {
         }
     }
 
-    /// Promote the superpage of 2^shift bytes around the missed address.
-    fn promote<P: PageTable>(&mut self, mm: &mut Mm<P>, m: &TlbMiss, shift: u8) -> Result<()> {
+    /// Promote the superpage of 2^shift bytes at `base`.
+    fn promote<P: PageTable>(&mut self, mm: &mut Mm<P>, m: &TlbMiss, shift: u8, base: u64) -> Result<()> {
         let size = PageSize::from_valid_shift(shift);
-        let base = size.align_down(m.va);
         if mm.promote_by_copy(m.pid, base, size)? {
             self.charges.promoted(m.asid, shift, base);
         } else {
@@ -378,11 +381,17 @@ impl PageSizePolicy for OnlinePromotion {
         if self.variant == OnlineVariant::OfflineAnalysis {
             self.pids.insert(m.asid, m.pid);
         }
-        let best = self.charges.charge_miss(m.slot, m.asid, m.va, m.translation.size, &self.prefetch_at, &self.capacity_at);
+        let mut ready = std::mem::take(&mut self.ready);
+        self.charges.charge_miss(m.slot, m.asid, m.va, m.translation.size, &self.prefetch_at, &self.capacity_at, &mut ready);
         self.tlb_changes(fill);
-        if let Some(s) = best {
-            self.promote(mm, m, s)?;
+        // Largest first; a promotion clears the charges inside it and moves prefetch
+        // charges out of the pages around it, so each is re-checked.
+        for &(s, base) in &ready {
+            if self.charges.at_threshold(m.asid, s, base, &self.prefetch_at, &self.capacity_at) {
+                self.promote(mm, m, s, base)?;
+            }
         }
+        self.ready = ready;
         Ok(self.variant != OnlineVariant::OfflineAnalysis)
     }
 
