@@ -15,6 +15,7 @@ pub mod promotion;
 pub mod recolor;
 pub mod reservation;
 pub mod rmap;
+pub mod shadow;
 pub mod touched;
 pub mod vma;
 
@@ -128,6 +129,8 @@ pub struct Mm<P: PageTable> {
     pub reservations: Reservations,
     /// Data frames the program touched (for bloat).
     pub touched: TouchedFrames,
+    /// Physical memory's contents, when a test checks that data moves with its pages.
+    pub shadow: Option<shadow::DataShadow>,
     /// Promotion, demotion, reservation and bloat counters (the `policy` section).
     pub pc: PolicyCounters,
     /// Cycles charged per KiB copied by a promotion that copies.
@@ -167,6 +170,7 @@ impl<P: PageTable> Os<P> {
             pt_bytes_at_peak: 0,
             reservations: Reservations::default(),
             touched: TouchedFrames::default(),
+            shadow: None,
             pc: PolicyCounters::default(),
             copy_cycles_per_kb: cfg.os.policy.copy_cycles_per_kb,
             placement: Placement::new(cfg)?,
@@ -465,6 +469,9 @@ impl<P: PageTable> Mm<P> {
     /// Free data frames (they are no longer touched by anyone).
     pub fn free_data(&mut self, pa: u64, size: PageSize) {
         self.touched.clear_range(pa, size);
+        if let Some(s) = &mut self.shadow {
+            s.free(pa, size);
+        }
         self.mem.free(pa, size, FrameUse::Data);
     }
 

@@ -78,6 +78,9 @@ impl<P: PageTable> Mm<P> {
                     self.touched.touch(pa + (b - base) + off);
                 }
             }
+            if let Some(s) = &mut self.shadow {
+                s.copy(m.pa, pa + (b - base), m.size);
+            }
             self.unmap_page(pid, b);
             self.free_data(m.pa, m.size);
         }

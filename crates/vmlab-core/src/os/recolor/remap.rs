@@ -104,6 +104,9 @@ impl<P: PageTable> Mm<P> {
             self.free_data(to, PageSize::K4);
             return Err(e);
         }
+        if let Some(s) = &mut self.shadow {
+            s.copy(m.pa, to, PageSize::K4);
+        }
         self.free_data(m.pa, PageSize::K4);
         self.copies.push(PageCopy { from: m.pa, to, bytes: PageSize::K4.bytes() });
         self.rc.pages_recolored += 1;
