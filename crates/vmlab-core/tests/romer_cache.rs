@@ -153,6 +153,39 @@ fn bad_cache_and_recolour_settings_name_their_key() {
     }
 }
 
+/// Overrides for a small machine without and with recolouring `policy` (thresholds
+/// lowered so it acts often); `promote` adds COMBINED-style 64K superpages, which
+/// recolouring a page inside demotes.
+fn recolouring_overrides(policy: &str, placement: &str, promote: bool) -> (Vec<String>, Vec<String>) {
+    let mut base = vec![
+        "machine.phys_mem=64M".to_string(),
+        format!("os.placement.kind=\"{placement}\""),
+        "cache.l2.size=\"64K\"".to_string(),
+        "tlb.dtlb.entries=8".to_string(),
+    ];
+    if promote {
+        base.extend(["os.policy.kind=\"approx-online\"", "os.policy.romer.max_size=64K", "os.policy.romer.prefetch_threshold=0.0005",
+                     "page_table.radix.tailored=true", "tlb.dtlb.page_sizes=[\"4K\",\"64K\"]", "tlb.dtlb.any_size=true"].map(String::from));
+    }
+    let mut with = base.clone();
+    with.extend([format!("os.recolor.kind=\"{policy}\""), "os.recolor.period=2000".into(), "os.recolor.delay=3".into(),
+                 "os.recolor.recolor_threshold=4".into(), "os.recolor.interrupt_threshold=6".into(), "os.recolor.clear_every=20000".into(),
+                 "os.recolor.snapshot_pages=4".into()]);
+    if policy == "snapshot-miss" {
+        with.push("os.recolor.period=50".into());
+    }
+    (base, with)
+}
+
+fn recolouring_policy() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("active-naive"), Just("active-delay"), Just("active-throttle"), Just("periodic-random"),
+                Just("periodic-color"), Just("snapshot"), Just("snapshot-delay"), Just("snapshot-miss"), Just("cml")]
+}
+
+fn placement_policy() -> impl Strategy<Value = &'static str> {
+    prop_oneof![Just("page-coloring"), Just("bin-hopping"), Just("random")]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     /// Recolouring never changes what a page translates to, only where it sits: under
@@ -164,30 +197,12 @@ proptest! {
     fn recolouring_keeps_translations_and_tables_consistent(
         vmas in proptest::collection::vec((0u64..16, 1u64..64), 1..5),
         accesses in proptest::collection::vec((0usize..5, 0u64..(64 << 12)), 1..1500),
-        policy in prop_oneof![Just("active-naive"), Just("active-delay"), Just("active-throttle"), Just("periodic-random"),
-                              Just("periodic-color"), Just("snapshot"), Just("snapshot-delay"), Just("snapshot-miss"), Just("cml")],
-        placement in prop_oneof![Just("page-coloring"), Just("bin-hopping"), Just("random")],
+        policy in recolouring_policy(),
+        placement in placement_policy(),
         promote in any::<bool>(),
         unmap_one in any::<bool>(),
     ) {
-        let mut base = vec![
-            "machine.phys_mem=64M".to_string(),
-            format!("os.placement.kind=\"{placement}\""),
-            "cache.l2.size=\"64K\"".to_string(),
-            "tlb.dtlb.entries=8".to_string(),
-        ];
-        if promote {
-            // COMBINED-style: superpages get demoted when a page inside is recoloured.
-            base.extend(["os.policy.kind=\"approx-online\"", "os.policy.romer.max_size=64K", "os.policy.romer.prefetch_threshold=0.0005",
-                         "page_table.radix.tailored=true", "tlb.dtlb.page_sizes=[\"4K\",\"64K\"]", "tlb.dtlb.any_size=true"].map(String::from));
-        }
-        let mut with = base.clone();
-        with.extend([format!("os.recolor.kind=\"{policy}\""), "os.recolor.period=2000".into(), "os.recolor.delay=3".into(),
-                     "os.recolor.recolor_threshold=4".into(), "os.recolor.interrupt_threshold=6".into(), "os.recolor.clear_every=20000".into(),
-                     "os.recolor.snapshot_pages=4".into()]);
-        if policy == "snapshot-miss" {
-            with.push("os.recolor.period=50".into());
-        }
+        let (base, with) = recolouring_overrides(policy, placement, promote);
         let mut runs = Vec::new();
         for o in [&base, &with] {
             let cfg = Config::load("romer-cache", o).unwrap();
@@ -220,5 +235,56 @@ proptest! {
             // sub-pages, so only compare without promotion).
             prop_assert_eq!(&runs[0].0, &runs[1].0);
         }
+    }
+
+    /// Data moves with its page: a shadow of physical memory holds, in the frame every
+    /// write went to, the write's tag; promotions' and recolourings' copies carry the
+    /// tags, frees drop them. At the end every page written (and not unmapped) must
+    /// still be mapped and read back its last tag through the page table, and no other
+    /// frame may hold one (no copy went astray, no live frame was freed or reused).
+    #[test]
+    fn data_moves_with_its_page_across_recolours_promotions_and_demotions(
+        vmas in proptest::collection::vec((0u64..16, 1u64..64), 1..5),
+        accesses in proptest::collection::vec((0usize..5, 0u64..(64 << 12), any::<bool>()), 1..1500),
+        policy in recolouring_policy(),
+        placement in placement_policy(),
+        promote in any::<bool>(),
+        unmap_one in any::<bool>(),
+    ) {
+        let (_, with) = recolouring_overrides(policy, placement, promote);
+        let cfg = Config::load("romer-cache", &with).unwrap();
+        let mut e = common::radix_engine(&cfg);
+        e.os.mm.shadow = Some(Default::default());
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (0x7f00_0000_0000 + slot * (1 << 20), pages << 12)).collect();
+        for &(start, len) in &regions {
+            e.record(&Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
+        }
+        let mut written = std::collections::BTreeMap::new(); // page -> last tag
+        for (k, &(i, off, write)) in accesses.iter().enumerate() {
+            let (start, len) = regions[i % regions.len()];
+            let va = start + off % len;
+            if write {
+                e.record(&Record::write(va, 8, 1)).unwrap();
+                let asid = e.os.mm.asid_of(1).unwrap();
+                let t = e.os.mm.pt.translate(asid, va).expect("a written page is mapped");
+                e.os.mm.shadow.as_mut().unwrap().write(t.phys(va), k as u64);
+                written.insert(va >> 12, k as u64);
+            } else {
+                e.record(&Record::read(va, 8, 1)).unwrap();
+            }
+            if unmap_one && k == accesses.len() / 2 {
+                let (s, l) = regions[0];
+                e.record(&Record::Munmap { pid: 1, start: s, len: l / 2 }).unwrap();
+                written.retain(|&p, _| !(s >> 12..(s + l / 2 + 4095) >> 12).contains(&p));
+            }
+        }
+        let asid = e.os.mm.asid_of(1).unwrap();
+        let shadow = e.os.mm.shadow.as_ref().unwrap();
+        for (&page, &tag) in &written {
+            let t = e.os.mm.pt.translate(asid, page << 12);
+            prop_assert!(t.is_some(), "written page {:#x} is no longer mapped", page << 12);
+            prop_assert_eq!(shadow.read(t.unwrap().phys(page << 12)), Some(tag), "page {:#x}", page << 12);
+        }
+        prop_assert_eq!(shadow.len(), written.len(), "frames holding data vs pages written");
     }
 }

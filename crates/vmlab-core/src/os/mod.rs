@@ -587,7 +587,7 @@ impl<P: PageTable> Mm<P> {
             Record::Munmap { pid, start, len } => {
                 self.asid_of(pid)?;
                 let (s, e) = page_range(start, len);
-                self.unmap_range(pid, s, e);
+                self.unmap_range(pid, s, e)?;
                 self.spaces.get_mut(&pid).unwrap().vmas.remove_range(s, e);
                 Ok(())
             }
@@ -595,6 +595,7 @@ impl<P: PageTable> Mm<P> {
                 self.asid_of(pid)?;
                 let (s, e) = page_range(start, len);
                 let perms = Perms::from_prot(prot as u32);
+                self.split_straddling(pid, s, e)?;
                 let space = self.spaces.get_mut(&pid).unwrap();
                 space.vmas.protect_range(s, e, perms);
                 let asid = space.asid;
@@ -611,10 +612,7 @@ impl<P: PageTable> Mm<P> {
             }
             Record::Brk { pid, end } => self.brk(pid, end),
             Record::Fork { parent, child } => self.fork(parent, child),
-            Record::Exit { pid } => {
-                self.exit(pid);
-                Ok(())
-            }
+            Record::Exit { pid } => self.exit(pid),
             Record::ContextSwitch { pid } => {
                 self.asid_of(pid)?;
                 if self.current != Some(pid) {
@@ -634,7 +632,7 @@ impl<P: PageTable> Mm<P> {
             return Ok(());
         }
         // MAP_FIXED over existing pages replaces them.
-        self.unmap_range(pid, s, e);
+        self.unmap_range(pid, s, e)?;
         let object = if flags.contains(MapFlags::SHARED) {
             self.objects.push(Some(SharedObject { frames: HashMap::new(), refs: 1 }));
             let id = (self.objects.len() - 1) as u32;
@@ -662,7 +660,7 @@ impl<P: PageTable> Mm<P> {
                     space.vmas.insert(v);
                 } else if new_end < he {
                     space.vmas.remove_range(new_end, he);
-                    self.unmap_range(pid, new_end, he);
+                    self.unmap_range(pid, new_end, he)?;
                 }
                 self.spaces.get_mut(&pid).unwrap().heap = Some((hs, new_end));
             }
@@ -690,10 +688,10 @@ impl<P: PageTable> Mm<P> {
         Ok(())
     }
 
-    fn exit(&mut self, pid: Pid) {
-        let Some(space) = self.spaces.get(&pid) else { return };
+    fn exit(&mut self, pid: Pid) -> Result<()> {
+        let Some(space) = self.spaces.get(&pid) else { return Ok(()) };
         let asid = space.asid;
-        self.unmap_range(pid, 0, u64::MAX);
+        self.unmap_range(pid, 0, u64::MAX)?;
         let space = self.spaces.remove(&pid).unwrap();
         for o in space.objects {
             let obj = self.objects[o as usize].as_mut().unwrap();
@@ -718,20 +716,36 @@ impl<P: PageTable> Mm<P> {
         if self.current == Some(pid) {
             self.current = None;
         }
+        Ok(())
     }
 
-    /// Unmap every page overlapping [start, end); a large page that straddles the
-    /// boundary is unmapped whole (its remainder re-faults in smaller pages).
-    /// Reservations overlapping the range are released first (the VMA shrank).
-    fn unmap_range(&mut self, pid: Pid, start: u64, end: u64) {
+    /// Split every large page straddling `start` or `end` into base pages on the same
+    /// frames (Linux's split_huge_pmd on a partial munmap or mprotect), so the part
+    /// outside [start, end) keeps its frames and data, and no page crosses the VMA
+    /// boundary the caller is about to make.
+    fn split_straddling(&mut self, pid: Pid, start: u64, end: u64) -> Result<()> {
+        for edge in [start, end] {
+            let Some((base, m)) = self.spaces.get(&pid).and_then(|s| s.mapping_at(edge)) else { continue };
+            if base < edge && m.size > PageSize::K4 {
+                self.demote(pid, base, PageSize::K4)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmap every page inside [start, end), splitting a large page that straddles the
+    /// boundary first (the part outside stays mapped). Reservations overlapping the
+    /// range are released first (the VMA shrank).
+    fn unmap_range(&mut self, pid: Pid, start: u64, end: u64) -> Result<()> {
         if !self.spaces.contains_key(&pid) {
-            return;
+            return Ok(());
         }
         if !self.reservations.is_empty() {
             for k in self.reservations.overlapping(pid, start, end) {
                 self.release_reservation(k, ReleaseReason::Released);
             }
         }
+        self.split_straddling(pid, start, end)?;
         for base in self.spaces[&pid].pages.bases_in(start, end) {
             let m = self.unmap_page(pid, base).unwrap();
             if m.object.is_none() {
@@ -739,6 +753,7 @@ impl<P: PageTable> Mm<P> {
             }
             self.counters.pages_unmapped += 1;
         }
+        Ok(())
     }
 }
 
