@@ -673,7 +673,7 @@ impl<P: PageTable> Mm<P> {
     fn fork(&mut self, parent: Pid, child: Pid) -> Result<()> {
         self.asid_of(parent)?;
         if self.spaces.contains_key(&child) {
-            self.exit(child);
+            self.exit(child)?;
         }
         self.create_process(child)?;
         let p = self.spaces.get(&parent).unwrap();
