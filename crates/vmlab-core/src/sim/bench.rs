@@ -94,6 +94,15 @@ pub fn run_benchmarks(quick: bool) -> Result<Vec<BenchRow>> {
     let (acc, secs) =
         simulate(&Config::load("combined", &[])?, &workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]))?;
     rows.push(row("gups 64M, combined", acc, "accesses", secs));
+
+    // 5. Page-size policy bookkeeping (issue 4's "within 2x of the 4K run"): Romer's
+    //    32-entry TLBs on a dense TLB-bound GUPS, fixed 4K pages vs the charge-driven
+    //    policies.
+    let gups = workload("gups", &[("footprint", "256M".into()), ("accesses", (1_000_000 * scale).to_string())]);
+    for kind in ["fixed", "approx-online", "online"] {
+        let (acc, secs) = simulate(&Config::load("romer", &[format!("os.policy.kind=\"{kind}\"")])?, &gups)?;
+        rows.push(row(&format!("gups 256M, romer {kind}"), acc, "accesses", secs));
+    }
     Ok(rows)
 }
 
