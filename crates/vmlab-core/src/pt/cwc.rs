@@ -65,13 +65,19 @@ pub struct EcptWalkCaches {
 }
 
 impl EcptWalkCaches {
-    /// `pmd`/`pud` entries (0 = no such cache); `latency` cycles per (parallel) probe.
-    pub fn new(pmd: usize, pud: usize, latency: u32, seed: u64) -> Result<EcptWalkCaches> {
+    /// `pmd`/`pud` entries (0 = no such cache), configured at `keys` (named in errors);
+    /// `latency` cycles per (parallel) probe.
+    pub fn with_keys(pmd: usize, pud: usize, latency: u32, seed: u64, keys: [&str; 2]) -> Result<EcptWalkCaches> {
         Ok(EcptWalkCaches {
-            pmd: CuckooWalkCache::new(PMD_SHIFT, pmd, seed, "page_table.ecpt.pmd_cwc")?,
-            pud: CuckooWalkCache::new(PUD_SHIFT, pud, seed.wrapping_add(1), "page_table.ecpt.pud_cwc")?,
+            pmd: CuckooWalkCache::new(PMD_SHIFT, pmd, seed, keys[0])?,
+            pud: CuckooWalkCache::new(PUD_SHIFT, pud, seed.wrapping_add(1), keys[1])?,
             latency,
         })
+    }
+
+    /// The native (or guest) ECPT's CWCs, `page_table.ecpt.pmd_cwc` / `pud_cwc`.
+    pub fn new(pmd: usize, pud: usize, latency: u32, seed: u64) -> Result<EcptWalkCaches> {
+        EcptWalkCaches::with_keys(pmd, pud, latency, seed, ["page_table.ecpt.pmd_cwc", "page_table.ecpt.pud_cwc"])
     }
 
     pub fn none() -> EcptWalkCaches {

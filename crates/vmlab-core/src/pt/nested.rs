@@ -9,7 +9,7 @@
 //! - ECPT over ECPT (`nested-ecpt`, the plain design of §3.1): three sequential steps —
 //!   host-translate every guest entry the guest probe could read (up to n²d² parallel
 //!   references), read those entries (n·d), host-translate the data page (n·d);
-//! - radix over ECPT (`hybrid`, §5): each guest level is one parallel host step plus the
+//! - radix over ECPT (`hybrid`, §6): each guest level is one parallel host step plus the
 //!   guest entry, then the data page's host step: 2L + 1 = 9 steps for 4 levels.
 //!
 //! A guest step's references are host-translated in parallel: their host walks run side

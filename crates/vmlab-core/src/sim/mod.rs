@@ -100,7 +100,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
                 Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?))
             };
             let host_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
-                Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::new(n.host_pmd_cwc, n.host_pud_cwc, e.cwc_latency, cfg.mmu.seed.wrapping_add(9))?))
+                Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::with_keys(n.host_pmd_cwc, n.host_pud_cwc, e.cwc_latency, cfg.mmu.seed.wrapping_add(9), ["page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"])?))
             };
             let host_radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
                 let host = RadixPageTable::new(n.host_levels).map_err(|_| crate::Error::config("page_table.nested.host_levels", "must be 4 or 5"))?;
