@@ -60,6 +60,8 @@ pub struct Config {
     pub mmu: MmuConfig,
     /// TLB structures by name.
     pub tlb: BTreeMap<String, TlbConfig>,
+    /// No `[pwc]` table: no page-walk cache.
+    #[serde(default)]
     pub pwc: PwcConfig,
     /// Cache levels by name.
     #[serde(default)]
@@ -229,7 +231,7 @@ pub struct TlbConfig {
     pub latency: u32,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PwcConfig {
     /// Entries of the page-walk cache per level, lowest first: [PDE, PDPTE, PML4E, ...].
@@ -410,7 +412,8 @@ impl Config {
                 Some(f) if inner.starts_with("missing field") => format!("{path}.{f}"),
                 _ => path,
             };
-            Error::config(key, first_sentence(&inner))
+            let msg = if inner.starts_with("missing field") { "required, but missing".to_string() } else { first_sentence(&inner) };
+            Error::config(key, msg)
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -587,6 +590,23 @@ mod tests {
         assert!(e.to_string().contains("`bogus`"), "{e}");
         let e = Config::load("tiny", &["os.page_szie=4K".into()]).unwrap_err();
         assert!(e.to_string().contains("`os.page_szie`"), "{e}");
+    }
+
+    /// A missing required table or key is named as such; `[pwc]` may be left out.
+    #[test]
+    fn missing_keys_are_named_and_pwc_is_optional() {
+        let tiny = PRESETS.iter().find(|p| p.0 == "tiny").unwrap().1;
+        let without = |table: &str| {
+            let mut v: toml::Table = toml::from_str(tiny).unwrap();
+            v.remove(table);
+            toml::to_string(&v).unwrap()
+        };
+        let e = Config::from_toml(&without("os"), "t.toml", &[]).unwrap_err();
+        assert_eq!(e.to_string(), "config key `os`: required, but missing");
+        let e = Config::from_toml(&tiny.replace("phys_mem", "phys_mam"), "t.toml", &[]).unwrap_err();
+        assert!(e.to_string().starts_with("config key `machine.phys_mam`"), "{e}");
+        let c = Config::from_toml(&without("pwc"), "t.toml", &[]).unwrap();
+        assert_eq!(c.pwc, PwcConfig::default());
     }
 
     #[test]
