@@ -92,6 +92,7 @@ impl Histogram {
             "mean": self.mean(),
             "p50": self.quantile(0.50),
             "p90": self.quantile(0.90),
+            "p95": self.quantile(0.95),
             "p99": self.quantile(0.99),
             "p999": self.quantile(0.999),
             "max": self.max,
@@ -126,6 +127,8 @@ pub struct WalkCounters {
     /// that missed it and needed a nested walk.
     pub nested_lookups: u64,
     pub nested_misses: u64,
+    /// References made off the critical path (included in `refs`).
+    pub background_refs: u64,
     pub latency: Histogram,
     /// Per step index k (the last slot gathers k ≥ its index): references issued in
     /// step k, and walks that had a step k. Sized once by the engine.

@@ -155,10 +155,7 @@ fn reference_lru(vpns: &[u64], entries: usize, ways: usize) -> (u64, u64) {
 }
 
 fn single_tlb_config(entries: usize, ways: usize) -> Vec<String> {
-    vec![
-        format!("tlb={{l1d={{level=1,serves=\"data\",entries={entries},ways={ways},page_sizes=[\"4K\"]}}}}"),
-        "pwc.entries=[]".into(),
-    ]
+    vec![format!("tlb={{l1d={{level=1,serves=\"data\",entries={entries},ways={ways},page_sizes=[\"4K\"]}}}}"), "pwc.entries=[]".into()]
 }
 
 proptest! {
@@ -282,12 +279,7 @@ fn linear_array_refill_costs_one_reference_when_its_array_page_is_in_the_tlb() {
 fn vax_style_linear_array_resolves_nested_misses_in_one_physical_reference() {
     let mut recs = vec![mmap(0x4000_0000, 1 << 20)];
     recs.extend((0..3u64).map(|p| Record::read(0x4000_0000 + p * 4096, 8, 1)));
-    let doc = simulate(
-        "tiny",
-        &["page_table.kind=linear", "page_table.linear.backing=linear", "page_table.linear.va_bits=32"],
-        recs,
-    )
-    .unwrap();
+    let doc = simulate("tiny", &["page_table.kind=linear", "page_table.linear.backing=linear", "page_table.linear.va_bits=32"], recs).unwrap();
     // Page 0: root entry read (no array page yet); page 1: root entry + PTE; page 2: PTE.
     assert_eq!(u(&doc, "/walks/refs"), 1 + 2 + 1);
     let e = simulate("tiny", &["page_table.kind=linear", "page_table.linear.backing=linear"], vec![]).unwrap_err();
@@ -333,6 +325,47 @@ fn ecpt_walks_are_single_steps_and_classified() {
     assert_eq!(classes, walks);
     assert!(u(&doc, "/page_table/details/walks/complete") < walks / 2);
     assert!(u(&doc, "/walk_caches/pud_cwc/hits") > 0);
+}
+
+/// Nested ECPT (the advanced design of the Table 2 preset) through the engine: no walk
+/// takes more than three sequential steps; CWT fetches are background references,
+/// counted as MMU requests but in no step; every walk cache reports.
+#[test]
+fn nested_ecpt_walks_take_three_steps_with_background_fills() {
+    let mut recs = vec![mmap(BASE, 256 << 20)];
+    // 4096 pages, each touched about 5 times: past the TLBs, mostly after the first touch.
+    recs.extend((0..20_000u64).map(|i| Record::read(BASE + ((i * 7919) % 4096 << 12), 8, 1)));
+    let doc = simulate("ecpt-asplos22", &["page_table.kind=nested-ecpt"], recs.clone()).unwrap();
+    let per_step = doc["walks"]["parallel_refs_per_step"].as_array().unwrap();
+    assert_eq!(per_step.len(), 3, "{per_step:?}");
+    let step_refs: f64 = (0..3).map(|k| per_step[k].as_f64().unwrap() * u(&doc, &format!("/walks/walks_with_step/{k}")) as f64).sum();
+    let background = u(&doc, "/walks/background_refs");
+    assert!(background > 0);
+    assert_eq!(u(&doc, "/walks/refs"), step_refs.round() as u64 + background);
+    for cache in ["pmd_cwc", "pud_cwc", "host_pte_cwc", "host_pmd_cwc", "host_pud_cwc", "host_step1_pte_cwc", "stc"] {
+        assert!(u(&doc, &format!("/walk_caches/{cache}/lookups")) > 0, "{cache}");
+    }
+    // The plain design: no STC, one shared hCWC, and more references.
+    let plain = [
+        "page_table.kind=nested-ecpt",
+        "page_table.nested.stc_entries=0",
+        "page_table.nested.step1_host_pte_cwc=0",
+        "page_table.nested.adaptive_pte_cwc=false",
+        "page_table.nested.host_pte_cwc=0",
+        "page_table.nested.pt_pages_4k_only=false",
+    ];
+    let p = simulate("ecpt-asplos22", &plain, recs).unwrap();
+    assert!(p["walk_caches"].get("stc").is_none() && p["walk_caches"].get("host_step1_pte_cwc").is_none());
+    assert_eq!(u(&p, "/walks/count"), u(&doc, "/walks/count"));
+    assert!(u(&p, "/walks/refs") > u(&doc, "/walks/refs"));
+    // Mechanisms that cannot work together are refused, naming the key.
+    let e = simulate(
+        "ecpt-asplos22",
+        &["page_table.kind=nested-ecpt", "page_table.nested.host_pt_backing=same", "page_table.nested.host_page_size=2M"],
+        vec![],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("page_table.nested.pt_pages_4k_only"), "{e}");
 }
 
 /// THP policies through the engine: eager maps a dense aligned region with 2M pages
@@ -399,7 +432,8 @@ fn khugepaged_collapses_populated_regions_by_copying() {
     let l1 = |v: &Value| u(v, "/tlb_levels_by_side/data/0/misses");
     assert!(2 * l1(&d) < l1(&plain), "{} vs {}", l1(&d), l1(&plain));
     // No free 2M block (half of memory taken, the rest in blocks of 256K at most).
-    let frag = run_with(&["machine.phys_mem=1G", "machine.fragmentation.free=0.5", "machine.fragmentation.level=1.0", "machine.fragmentation.order=6"]);
+    let frag =
+        run_with(&["machine.phys_mem=1G", "machine.fragmentation.free=0.5", "machine.fragmentation.level=1.0", "machine.fragmentation.order=6"]);
     assert_eq!(u(&frag, "/policy/details/khugepaged/collapses"), 0);
     assert!(u(&frag, "/policy/details/khugepaged/alloc_failures") > 0);
     assert_eq!(u(&frag, "/page_sizes/4K"), 513);

@@ -6,16 +6,16 @@ use proptest::prelude::*;
 use std::collections::BTreeMap;
 use vmlab::addr::{Asid, PageSize, Perms};
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
-use vmlab::pt::hashed::{HashFunction, HashedConfig, LargePages, TableScope};
-use vmlab::pt::guarded::GuardedConfig;
-use vmlab::pt::inverted::InvertedConfig;
 use vmlab::pt::cwc::EcptWalkCaches;
 use vmlab::pt::ecpt::EcptConfig;
-use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable};
-use vmlab::pt::{linear::LinearConfig, LinearPageTable};
+use vmlab::pt::guarded::GuardedConfig;
+use vmlab::pt::hashed::{HashFunction, HashedConfig, LargePages, TableScope};
+use vmlab::pt::inverted::InvertedConfig;
 use vmlab::pt::stlb::StlbConfig;
 use vmlab::pt::SoftwareTlb;
+use vmlab::pt::{linear::LinearConfig, LinearPageTable};
 use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
+use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -46,10 +46,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
 type Reference = BTreeMap<(Asid, u64), (u64, PageSize, Perms)>;
 
 fn ref_lookup(r: &Reference, asid: Asid, va: u64) -> Option<(u64, (u64, PageSize, Perms))> {
-    r.range(..=(asid, va))
-        .next_back()
-        .filter(|((a, b), (_, s, _))| *a == asid && va < b + s.bytes())
-        .map(|((_, b), v)| (*b, *v))
+    r.range(..=(asid, va)).next_back().filter(|((a, b), (_, s, _))| *a == asid && va < b + s.bytes()).map(|((_, b), v)| (*b, *v))
 }
 
 fn overlaps(r: &Reference, asid: Asid, base: u64, size: PageSize) -> bool {
@@ -233,12 +230,15 @@ proptest! {
         migrate in prop_oneof![Just(1usize), Just(4)],
         kicks in prop_oneof![Just(1usize), Just(16)],
         cwc in any::<bool>(),
+        pte_cwc in prop_oneof![Just(0usize), Just(2)],
     ) {
+        // With CWCs, optionally a PTE-CWT whose ways must follow the cuckoo moves.
+        let pte_cwc = if cwc { pte_cwc } else { 0 };
         let cfg = EcptConfig {
             ways, initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: migrate, max_kicks: kicks,
-            cwt: cwc, pmd_cwc: if cwc { 4 } else { 0 }, pud_cwc: if cwc { 2 } else { 0 }, ..Default::default()
+            cwt: cwc, pte_cwc, pmd_cwc: if cwc { 4 } else { 0 }, pud_cwc: if cwc { 2 } else { 0 }, ..Default::default()
         };
-        let caches = if cwc { EcptWalkCaches::new(4, 2, 1, 0).unwrap() } else { EcptWalkCaches::none() };
+        let caches = if cwc { EcptWalkCaches::new(pte_cwc, 4, 2, 1, 0).unwrap() } else { EcptWalkCaches::none() };
         check_kind(ElasticCuckooPageTable::new(&cfg).unwrap(), caches, &ops, true)?;
     }
 

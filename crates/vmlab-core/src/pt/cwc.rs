@@ -1,8 +1,9 @@
 //! Cuckoo walk caches (CWCs; Skarlatos et al. 2020, Stojkovic et al. §2.3): small
 //! caches of cuckoo walk table (CWT) entries, one per region size. A PMD-CWC entry
-//! describes a 2 MiB region (which page sizes map it, and in which way), a PUD-CWC entry
-//! a 1 GiB region (which page sizes occur in it). A hit lets the walker skip page sizes
-//! and ways it would otherwise probe.
+//! describes a 2 MiB region (which page sizes map it, and the way of a 2M page), a
+//! PUD-CWC entry a 1 GiB region (which page sizes occur in it), a PTE-CWC entry the ways
+//! of a 2 MiB region's 4K entries. A hit lets the walker skip page sizes and ways it
+//! would otherwise probe.
 
 use super::{CacheCounters, WalkCaches};
 use crate::addr::Asid;
@@ -32,7 +33,9 @@ impl CuckooWalkCache {
 
     /// Probe for the region of `va`; counts a lookup.
     pub fn lookup(&mut self, asid: Asid, va: u64) -> bool {
-        let Some(s) = &mut self.store else { return false };
+        let Some(s) = &mut self.store else {
+            return false;
+        };
         let region = va >> self.shift;
         let set = s.set_of(region);
         let hit = s.lookup(set, region, asid).is_some();
@@ -48,7 +51,14 @@ impl CuckooWalkCache {
         }
     }
 
-    fn invalidate(&mut self, asid: Asid, va: u64) {
+    /// Drop every entry.
+    pub fn flush(&mut self) {
+        if let Some(s) = &mut self.store {
+            s.flush_all();
+        }
+    }
+
+    pub fn invalidate(&mut self, asid: Asid, va: u64) {
         if let Some(s) = &mut self.store {
             let region = va >> self.shift;
             let set = s.set_of(region);
@@ -57,65 +67,74 @@ impl CuckooWalkCache {
     }
 }
 
-/// The CWCs of a native ECPT walker.
+/// The CWCs of one ECPT walker: PTE (ways of a 2 MiB region's 4K clusters; the
+/// nested design's hCWC only, Stojkovic et al. §4.2), PMD and PUD.
 pub struct EcptWalkCaches {
+    pub pte: CuckooWalkCache,
     pub pmd: CuckooWalkCache,
     pub pud: CuckooWalkCache,
     latency: u32,
 }
 
 impl EcptWalkCaches {
-    /// `pmd`/`pud` entries (0 = no such cache), configured at `keys` (named in errors);
-    /// `latency` cycles per (parallel) probe.
-    pub fn with_keys(pmd: usize, pud: usize, latency: u32, seed: u64, keys: [&str; 2]) -> Result<EcptWalkCaches> {
+    /// `entries` = [PTE, PMD, PUD] CWC entries (0 = no such cache), configured at `keys`
+    /// (named in errors); `latency` cycles per (parallel) probe.
+    pub fn with_keys(entries: [usize; 3], latency: u32, seed: u64, keys: [&str; 3]) -> Result<EcptWalkCaches> {
         Ok(EcptWalkCaches {
-            pmd: CuckooWalkCache::new(PMD_SHIFT, pmd, seed, keys[0])?,
-            pud: CuckooWalkCache::new(PUD_SHIFT, pud, seed.wrapping_add(1), keys[1])?,
+            pte: CuckooWalkCache::new(PMD_SHIFT, entries[0], seed.wrapping_add(2), keys[0])?,
+            pmd: CuckooWalkCache::new(PMD_SHIFT, entries[1], seed, keys[1])?,
+            pud: CuckooWalkCache::new(PUD_SHIFT, entries[2], seed.wrapping_add(1), keys[2])?,
             latency,
         })
     }
 
-    /// The native (or guest) ECPT's CWCs, `page_table.ecpt.pmd_cwc` / `pud_cwc`.
-    pub fn new(pmd: usize, pud: usize, latency: u32, seed: u64) -> Result<EcptWalkCaches> {
-        EcptWalkCaches::with_keys(pmd, pud, latency, seed, ["page_table.ecpt.pmd_cwc", "page_table.ecpt.pud_cwc"])
+    /// The native (or guest) ECPT's CWCs, `page_table.ecpt.pte_cwc` / `pmd_cwc` / `pud_cwc`.
+    pub fn new(pte: usize, pmd: usize, pud: usize, latency: u32, seed: u64) -> Result<EcptWalkCaches> {
+        let keys = ["page_table.ecpt.pte_cwc", "page_table.ecpt.pmd_cwc", "page_table.ecpt.pud_cwc"];
+        EcptWalkCaches::with_keys([pte, pmd, pud], latency, seed, keys)
     }
 
     pub fn none() -> EcptWalkCaches {
-        EcptWalkCaches::new(0, 0, 0, 0).expect("no caches")
+        EcptWalkCaches::new(0, 0, 0, 0, 0).expect("no caches")
+    }
+
+    /// Whether any of the caches exists.
+    pub fn enabled(&self) -> bool {
+        self.pte.enabled() || self.pmd.enabled() || self.pud.enabled()
+    }
+
+    fn all(&mut self) -> [&mut CuckooWalkCache; 3] {
+        [&mut self.pte, &mut self.pmd, &mut self.pud]
     }
 }
 
 impl WalkCaches for EcptWalkCaches {
     fn flush_all(&mut self) {
-        for c in [&mut self.pmd, &mut self.pud] {
-            if let Some(s) = &mut c.store {
-                s.flush_all();
-            }
+        for c in self.all() {
+            c.flush();
         }
     }
     fn flush_asid(&mut self, asid: Asid) {
-        for c in [&mut self.pmd, &mut self.pud] {
+        for c in self.all() {
             if let Some(s) = &mut c.store {
                 s.flush_asid(asid);
             }
         }
     }
     fn invalidate(&mut self, asid: Asid, va: u64) {
-        self.pmd.invalidate(asid, va);
-        self.pud.invalidate(asid, va);
+        for c in self.all() {
+            c.invalidate(asid, va);
+        }
     }
     fn counters(&self) -> Vec<(String, CacheCounters)> {
-        let mut v = Vec::new();
-        if self.pmd.enabled() {
-            v.push(("pmd_cwc".to_string(), self.pmd.counters.clone()));
-        }
-        if self.pud.enabled() {
-            v.push(("pud_cwc".to_string(), self.pud.counters.clone()));
-        }
-        v
+        [("pte_cwc", &self.pte), ("pmd_cwc", &self.pmd), ("pud_cwc", &self.pud)]
+            .into_iter()
+            .filter(|(_, c)| c.enabled())
+            .map(|(n, c)| (n.to_string(), c.counters.clone()))
+            .collect()
     }
     fn probe_latency(&self) -> u64 {
-        if self.pmd.enabled() || self.pud.enabled() {
+        if self.enabled() {
             self.latency as u64
         } else {
             0

@@ -8,12 +8,16 @@
 //! memory. Cuckoo walk caches (CWCs, [`super::cwc`]) cache CWT entries. A walk is one
 //! sequential step whose parallel references depend on what the CWCs know:
 //!
-//! - *direct*: the PMD-CWC knows the region's page size and (the CWT also records ways)
-//!   the way of the entry: 1 reference;
-//! - *size*: one page size known, its d ways probed;
+//! - *direct*: a CWC knows the page size and the way of the entry: 1 reference (a
+//!   PMD-CWT entry records the way of a 2M page; the ways of 4K entries are in a PTE-CWT,
+//!   which only the nested design's host keeps, Stojkovic et al. §4.2);
+//! - *size*: one page size known, its d ways probed (a PMD-CWC hit on a 4K region);
 //! - *partial*: the PUD-CWC rules out some page sizes: the others × d ways;
-//! - *complete*: no CWC hit: every size × d ways, plus the PUD- and PMD-CWT entries
-//!   fetched in parallel to fill the CWCs.
+//! - *complete*: no CWC hit: every size × d ways.
+//!
+//! The CWCs are probed together (parallel hardware); the CWT entries of those that
+//! missed are fetched to fill them: in the same step on a native walk, in the
+//! background on a nested one.
 //!
 //! The CWTs' way information is kept exact (the OS updates it when cuckoo kicks move
 //! entries, as in the paper); that update cost is not modelled.
@@ -46,11 +50,17 @@ pub struct EcptConfig {
     /// Initial slots per way of the PMD- and PUD-CWT, and their ways.
     pub cwt_slots: [usize; 2],
     pub cwt_ways: usize,
-    /// CWC entries: PMD (2 MiB regions) and PUD (1 GiB regions); 0 = none.
+    /// CWC entries: PTE (4K ways of 2 MiB regions; needs a PTE-CWT, which this
+    /// table then keeps, with `cwt_slots[0]` slots), PMD (2 MiB regions) and PUD
+    /// (1 GiB regions); 0 = none. Native ECPTs have no PTE-CWT (Stojkovic et al. §8).
+    pub pte_cwc: usize,
     pub pmd_cwc: usize,
     pub pud_cwc: usize,
     /// Cycles for the (parallel) CWC probe at the start of a walk.
     pub cwc_latency: u32,
+    /// Keep a PTE-CWT even with no PTE-CWC here (a nested host's step-1 hCWC caches it).
+    #[serde(skip)]
+    pub pte_cwt: bool,
 }
 
 impl Default for EcptConfig {
@@ -67,20 +77,50 @@ impl Default for EcptConfig {
             cwt: true,
             cwt_slots: [4096, 2048],
             cwt_ways: 2,
+            pte_cwc: 0,
             pmd_cwc: 16,
             pud_cwc: 2,
             cwc_latency: 1,
+            pte_cwt: false,
         }
     }
 }
 
 const SIZES: [PageSize; 3] = [PageSize::K4, PageSize::M2, PageSize::G1];
 
+/// Page-size masks for [`ElasticCuckooPageTable::probe`] (bit i: the i-th size).
+pub const ALL_SIZES: u8 = 0b111;
+pub const ONLY_4K: u8 = 0b001;
+/// The `what` of a CWT-entry reference (ECPT entries are size index + 1).
+pub const CWT_REF: u8 = 0;
+
+/// CWTs by index: PMD, PUD, PTE.
+const PMD: usize = 0;
+const PUD: usize = 1;
+const PTE: usize = 2;
+const CWT_SHIFTS: [u32; 3] = [PMD_SHIFT, PUD_SHIFT, PMD_SHIFT];
+
 struct SpaceTables {
     tables: Vec<ElasticCuckooTable>,
-    /// PMD-CWT (key: 2 MiB region; ptes[0] = 4K pages, ptes[1] = 2M pages in it) and
-    /// PUD-CWT (key: 1 GiB region; ptes[0..3] = 4K, 2M, 1G pages in it).
-    cwt: Option<[ElasticCuckooTable; 2]>,
+    /// PMD-CWT (key: 2 MiB region; ptes[0] = 4K pages, ptes[1] = 2M pages in it),
+    /// PUD-CWT (key: 1 GiB region; ptes[0..3] = 4K, 2M, 1G pages in it) and, optionally,
+    /// PTE-CWT (key: 2 MiB region; ptes[0] = 4K pages; the ways are read from the table).
+    cwt: [Option<ElasticCuckooTable>; 3],
+}
+
+/// What one ECPT lookup reads, as the CWCs decide it. Reused: a lookup does not allocate.
+#[derive(Clone, Debug, Default)]
+pub struct EcptProbe {
+    /// ECPT entries read in parallel: (physical address, size index + 1).
+    pub refs: Vec<(u64, u8)>,
+    /// CWT entries fetched to fill the CWCs that missed.
+    pub cwt_fetches: Vec<u64>,
+    /// The PTE-CWC's answer, when it was consulted for a region with a PTE-CWT entry.
+    pub pte_hit: Option<bool>,
+    /// The PMD-CWC's answer.
+    pub pmd_hit: bool,
+    /// The table maps the address with a size outside the assumed `sizes`.
+    pub outside_sizes: bool,
 }
 
 pub struct ElasticCuckooPageTable {
@@ -92,6 +132,8 @@ pub struct ElasticCuckooPageTable {
     classes: [u64; 4],
     retired_resizes: u64,
     retired_migrated: u64,
+    /// The native walk's probe plan.
+    scratch: EcptProbe,
 }
 
 #[inline(always)]
@@ -122,8 +164,8 @@ impl ElasticCuckooPageTable {
         if cfg.cwt_slots.iter().any(|&s| s < 8 || !s.is_power_of_two() || s > 1 << 24) || !(1..=8).contains(&cfg.cwt_ways) {
             return Err(Error::config("page_table.ecpt.cwt_slots", "CWT slots must be powers of two between 8 and 2^24, cwt_ways 1 to 8"));
         }
-        if !cfg.cwt && (cfg.pmd_cwc > 0 || cfg.pud_cwc > 0) {
-            return Err(Error::config("page_table.ecpt.cwt", "the CWCs cache CWT entries: set pmd_cwc = pud_cwc = 0 without CWTs"));
+        if !cfg.cwt && (cfg.pte_cwc > 0 || cfg.pmd_cwc > 0 || cfg.pud_cwc > 0 || cfg.pte_cwt) {
+            return Err(Error::config("page_table.ecpt.cwt", "the CWCs cache CWT entries: set pte_cwc = pmd_cwc = pud_cwc = 0 without CWTs"));
         }
         if cfg.migrate_per_insert == 0 || cfg.max_kicks == 0 {
             return Err(Error::config("page_table.ecpt.migrate_per_insert", "migrate_per_insert and max_kicks must be at least 1"));
@@ -142,6 +184,7 @@ impl ElasticCuckooPageTable {
             classes: [0; 4],
             retired_resizes: 0,
             retired_migrated: 0,
+            scratch: EcptProbe::default(),
         })
     }
 
@@ -166,31 +209,106 @@ impl ElasticCuckooPageTable {
     /// Count a page of size index `i` at `va` in (or out of) the CWT entries of its
     /// regions; entries appear with their first page and go with their last.
     fn count_in_cwts(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, i: usize, add: bool) -> Result<()> {
-        let Some(s) = self.space_mut(asid) else { return Ok(()) };
-        let Some(cwt) = &mut s.cwt else { return Ok(()) };
-        for (t, shift, covers) in [(0usize, PMD_SHIFT, i < 2), (1, PUD_SHIFT, true)] {
-            if !covers {
+        let Some(s) = self.space_mut(asid) else {
+            return Ok(());
+        };
+        for (t, covers) in [(PMD, i < 2), (PUD, true), (PTE, i == 0)] {
+            let Some(cwt) = s.cwt[t].as_mut().filter(|_| covers) else {
                 continue;
-            }
-            let key = va >> shift;
+            };
+            let key = va >> CWT_SHIFTS[t];
             if add {
-                cwt[t].entry(mem, key)?.ptes[i] += 1;
-            } else if let Some(c) = cwt[t].find_mut(key) {
+                cwt.entry(mem, key)?.ptes[i] += 1;
+            } else if let Some(c) = cwt.find_mut(key) {
                 c.ptes[i] -= 1;
                 if c.is_empty_cluster() {
-                    cwt[t].remove(key);
+                    cwt.remove(key);
                 }
             }
         }
         Ok(())
     }
 
-    /// Page-size counts of the CWT entry of `va`'s region in table `t` (0 PMD, 1 PUD),
+    /// Page-size counts of the CWT entry of `va`'s region in CWT `t` (PMD, PUD, PTE),
     /// and the entry's address; None if the region has no entry.
     fn cwt_entry(&self, asid: Asid, va: u64, t: usize) -> Option<([u64; 3], u64)> {
-        let cwt = self.space(asid)?.cwt.as_ref()?;
-        let key = va >> [PMD_SHIFT, PUD_SHIFT][t];
-        cwt[t].find(key).map(|(p, c)| ([c.ptes[0], c.ptes[1], c.ptes[2]], p.pa))
+        let cwt = self.space(asid)?.cwt[t].as_ref()?;
+        cwt.find(va >> CWT_SHIFTS[t]).map(|(p, c)| ([c.ptes[0], c.ptes[1], c.ptes[2]], p.pa))
+    }
+
+    /// Plan the lookup of `va` (Skarlatos et al. §5; Stojkovic et al. §2.3): probe the
+    /// CWCs together, decide which entries to read, and list the CWT entries to fetch for
+    /// the CWCs that missed (filling those CWCs). `sizes`: the page sizes to probe when
+    /// no CWC knows the region (Stojkovic §4.3: only 4K for page-table pages); a mapping
+    /// of another size is still found, flagged `outside_sizes`. `use_pte_cwc`: consult
+    /// and fill the PTE-CWC (§4.2's adaptive caching turns it off). False: no such space.
+    pub fn probe(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> bool {
+        out.refs.clear();
+        out.cwt_fetches.clear();
+        out.outside_sizes = false;
+        let Some(s) = self.space(asid) else {
+            return false;
+        };
+        let pte_on = use_pte_cwc && c.pte.enabled() && s.cwt[PTE].is_some();
+        let pte_hit = pte_on && c.pte.lookup(asid, va);
+        let pmd_hit = c.pmd.lookup(asid, va);
+        let pud_hit = c.pud.lookup(asid, va);
+        let [pmd_e, pud_e, pte_e] = [PMD, PUD, PTE].map(|t| self.cwt_entry(asid, va, t));
+        out.pte_hit = (pte_on && pte_e.is_some()).then_some(pte_hit);
+        out.pmd_hit = pmd_hit;
+        // Sizes to probe (bit i: SIZES[i]), whether a CWC knew them, and whether the
+        // way is known. A PTE-CWT entry exists only for a region mapped by 4K pages.
+        let known = |e: Option<([u64; 3], u64)>, hit: bool| e.filter(|_| hit).map(|(n, _)| n);
+        let (mask, informed, way_known) = if known(pte_e, pte_hit).is_some() {
+            (ONLY_4K, true, true)
+        } else if let Some(n) = known(pmd_e, pmd_hit) {
+            if n[1] > 0 {
+                (0b010, true, true)
+            } else {
+                (ONLY_4K, true, false)
+            }
+        } else if let Some(n) = known(pud_e, pud_hit) {
+            ((0..3).filter(|&i| n[i] > 0).fold(0, |m, i| m | 1 << i), true, false)
+        } else {
+            (sizes, false, false)
+        };
+        let s = self.space(asid).expect("checked above");
+        let mut direct = false;
+        if way_known {
+            let i = mask.trailing_zeros() as usize;
+            if let Some((entry, _)) = s.tables[i].find(key_of(va, SIZES[i]).0) {
+                out.refs.push((entry.pa, i as u8 + 1));
+                direct = true;
+            }
+        }
+        let mut mask = mask;
+        if !informed {
+            if let Some((i, _)) = self.lookup(asid, va).filter(|&(i, _)| mask & 1 << i == 0) {
+                out.outside_sizes = true;
+                mask |= 1 << i;
+            }
+        }
+        if !direct {
+            for (i, &size) in SIZES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0) {
+                let (key, _) = key_of(va, size);
+                for w in 0..s.tables[i].ways() {
+                    out.refs.push((s.tables[i].probe_pa(key, w), i as u8 + 1));
+                }
+            }
+        }
+        if out.refs.is_empty() {
+            // No size could hold va: probe the 4K table.
+            out.refs.push((s.tables[0].probe_pa(key_of(va, SIZES[0]).0, 0), 1));
+        }
+        for (cwc, entry, hit, on) in [(&mut c.pte, pte_e, pte_hit, pte_on), (&mut c.pmd, pmd_e, pmd_hit, true), (&mut c.pud, pud_e, pud_hit, true)] {
+            if let Some((_, pa)) = entry.filter(|_| on && !hit && cwc.enabled()) {
+                out.cwt_fetches.push(pa);
+                cwc.fill(asid, va);
+            }
+        }
+        let class = if direct { 0 } else { (mask.count_ones() as usize).clamp(1, 3) };
+        self.classes[class] += 1;
+        true
     }
 
     fn translation(i: usize, e: u64) -> Translation {
@@ -215,22 +333,25 @@ impl PageTable for ElasticCuckooPageTable {
             self.spaces.resize_with(a + 1, || None);
         }
         if self.spaces[a].is_none() {
-            let tables = (0..3)
-                .map(|i| ElasticCuckooTable::new(mem, self.params, self.cfg.initial_slots[i]))
-                .collect::<Result<Vec<_>>>()?;
-            let cwt = if self.cfg.cwt {
-                let p = CuckooParams { ways: self.cfg.cwt_ways, ..self.params };
-                Some([ElasticCuckooTable::new(mem, p, self.cfg.cwt_slots[0])?, ElasticCuckooTable::new(mem, p, self.cfg.cwt_slots[1])?])
-            } else {
-                None
-            };
+            let tables = (0..3).map(|i| ElasticCuckooTable::new(mem, self.params, self.cfg.initial_slots[i])).collect::<Result<Vec<_>>>()?;
+            let p = CuckooParams { ways: self.cfg.cwt_ways, ..self.params };
+            let pte = self.cfg.pte_cwt || self.cfg.pte_cwc > 0;
+            let mut cwt = [None, None, None];
+            for (t, on) in [(PMD, self.cfg.cwt), (PUD, self.cfg.cwt), (PTE, self.cfg.cwt && pte)] {
+                if on {
+                    // Table 2: the PTE-CWT is sized like the PMD-CWT.
+                    cwt[t] = Some(ElasticCuckooTable::new(mem, p, self.cfg.cwt_slots[if t == PUD { 1 } else { 0 }])?);
+                }
+            }
             self.spaces[a] = Some(SpaceTables { tables, cwt });
         }
         Ok(())
     }
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
-        let Some(s) = self.spaces.get_mut(asid as usize).and_then(|s| s.take()) else { return };
+        let Some(s) = self.spaces.get_mut(asid as usize).and_then(|s| s.take()) else {
+            return;
+        };
         for t in s.cwt.into_iter().flatten() {
             t.free(mem);
         }
@@ -243,9 +364,10 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
-        let i = SIZES.iter().position(|&s| s == size).ok_or_else(|| {
-            Error::config("os.page_size", format!("an elastic cuckoo page table maps 4K, 2M or 1G pages, not {size}"))
-        })?;
+        let i = SIZES
+            .iter()
+            .position(|&s| s == size)
+            .ok_or_else(|| Error::config("os.page_size", format!("an elastic cuckoo page table maps 4K, 2M or 1G pages, not {size}")))?;
         let (key, slot) = key_of(va, size);
         let s = self.space_mut(asid).ok_or_else(|| Error::Sim(format!("map into unknown address space {asid}")))?;
         let c = s.tables[i].entry(mem, key)?;
@@ -272,9 +394,13 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
-        let Some((i, e)) = self.lookup(asid, va) else { return false };
+        let Some((i, e)) = self.lookup(asid, va) else {
+            return false;
+        };
         let (key, slot) = key_of(va, SIZES[i]);
-        let Some(s) = self.space_mut(asid) else { return false };
+        let Some(s) = self.space_mut(asid) else {
+            return false;
+        };
         if let Some(c) = s.tables[i].find_mut(key) {
             c.ptes[slot] = pte(e, perms);
         }
@@ -286,83 +412,29 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn walk(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, path: &mut WalkPath) -> Option<Translation> {
-        self.space(asid)?;
-        // Both CWCs are probed at once; a PMD-CWC hit makes the PUD-CWC's moot.
-        let pmd_hit = c.pmd.lookup(asid, va);
-        let pud_hit = !pmd_hit && c.pud.lookup(asid, va);
-        let pmd = if pmd_hit { self.cwt_entry(asid, va, 0) } else { None };
-        let pud = if pud_hit { self.cwt_entry(asid, va, 1) } else { None };
-        // Which sizes to probe (bit i: SIZES[i]).
-        let sizes: u8 = match (pmd, pud) {
-            (Some((n, _)), _) => if n[1] > 0 { 0b010 } else { 0b001 },
-            (None, Some((n, _))) => (0..3).filter(|&i| n[i] > 0).fold(0, |m, i| m | 1 << i),
-            _ => 0b111,
-        };
-        path.begin_step();
-        let s = self.space(asid)?;
-        let mut direct = false;
-        if sizes.count_ones() == 1 && pmd.is_some() {
-            // Direct: the CWT names the way of the entry, if the entry exists.
-            let i = sizes.trailing_zeros() as usize;
-            if let Some((probe, _)) = s.tables[i].find(key_of(va, SIZES[i]).0) {
-                path.push_parallel(probe.pa, i as u8 + 1);
-                direct = true;
+        let mut p = std::mem::take(&mut self.scratch);
+        let found = self.probe(asid, va, c, ALL_SIZES, true, &mut p);
+        if found {
+            // One step: the entries, and the CWT entries fetched alongside.
+            path.begin_step();
+            for &(pa, what) in &p.refs {
+                path.push_parallel(pa, what);
+            }
+            for &pa in &p.cwt_fetches {
+                path.push_parallel(pa, CWT_REF);
             }
         }
-        if !direct {
-            for (i, &size) in SIZES.iter().enumerate().filter(|(i, _)| sizes & (1 << i) != 0) {
-                let (key, _) = key_of(va, size);
-                for w in 0..s.tables[i].ways() {
-                    path.push_parallel(s.tables[i].probe_pa(key, w), i as u8 + 1);
-                }
-            }
-        }
-        // CWT entries the CWCs missed are fetched alongside, and cached.
-        let mut fill = [false; 2];
-        if !pmd_hit && c.pmd.enabled() {
-            if let Some((_, pa)) = self.cwt_entry(asid, va, 0) {
-                path.push_parallel(pa, 0);
-                fill[0] = true;
-            }
-        }
-        if !pmd_hit && !pud_hit && c.pud.enabled() {
-            if let Some((_, pa)) = self.cwt_entry(asid, va, 1) {
-                path.push_parallel(pa, 0);
-                fill[1] = true;
-            }
-        }
-        if path.refs().last().map_or(true, |r| r.step + 1 != path.steps()) {
-            // No reference in the step (no size could hold va): probe the 4K table.
-            let s = self.space(asid)?;
-            let (key, _) = key_of(va, SIZES[0]);
-            path.push_parallel(s.tables[0].probe_pa(key, 0), 1);
-        }
-        if fill[0] {
-            c.pmd.fill(asid, va);
-        }
-        if fill[1] {
-            c.pud.fill(asid, va);
-        }
-        let class = if direct {
-            0
+        self.scratch = p;
+        if found {
+            self.translate(asid, va)
         } else {
-            match sizes.count_ones() {
-                1 => 1,
-                2 => 2,
-                _ => 3,
-            }
-        };
-        self.classes[class] += 1;
-        self.translate(asid, va)
+            None
+        }
     }
 
     fn footprint(&self) -> PtFootprint {
         let tables = || self.spaces.iter().flatten().flat_map(|s| s.tables.iter().chain(s.cwt.iter().flatten()));
-        PtFootprint {
-            bytes: tables().map(|t| t.bytes()).sum(),
-            nodes: tables().map(|t| t.entries() as u64).sum(),
-            mapped_pages: self.mapped,
-        }
+        PtFootprint { bytes: tables().map(|t| t.bytes()).sum(), nodes: tables().map(|t| t.entries() as u64).sum(), mapped_pages: self.mapped }
     }
 
     fn details(&self) -> serde_json::Value {
@@ -401,7 +473,9 @@ mod tests {
     #[test]
     fn a_walk_is_one_step_of_three_sizes_times_d_references() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
-        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt: false, pmd_cwc: 0, pud_cwc: 0, ..Default::default() }).unwrap();
+        let mut pt =
+            ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt: false, pmd_cwc: 0, pud_cwc: 0, ..Default::default() })
+                .unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         pt.map(&mut mem, 0, 0x40_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
         let mut path = WalkPath::new();
@@ -420,12 +494,14 @@ mod tests {
     fn translations_survive_resizes() {
         use rand::{Rng, SeedableRng};
         let mut mem = BuddyAllocator::new(1 << 32).unwrap();
-        let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: 1, ..Default::default() }).unwrap();
+        let mut pt =
+            ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: 1, ..Default::default() })
+                .unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
         let mut mapped = std::collections::BTreeMap::new();
         let mut path = WalkPath::new();
-        let mut cwc = EcptWalkCaches::new(16, 2, 1, 0).unwrap();
+        let mut cwc = EcptWalkCaches::new(0, 16, 2, 1, 0).unwrap();
         for n in 0..3000u64 {
             let va = (rng.gen_range(0..1u64 << 24) << 12) & !0xfff;
             if mapped.contains_key(&va) {
@@ -447,12 +523,13 @@ mod tests {
         assert_eq!(pt.footprint().mapped_pages, mapped.len() as u64);
     }
 
-    /// Walk classes: cold = complete (+ CWT fetches), then a PMD-CWC hit is direct.
+    /// Walk classes: cold = complete (+ CWT fetches); a PMD-CWC hit on a 4K region is a
+    /// size walk (the PMD-CWT has no 4K ways), on a 2M region direct.
     #[test]
-    fn cwcs_turn_complete_walks_into_direct_ones() {
+    fn cwcs_prune_walks_by_class() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
         let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], ..Default::default() }).unwrap();
-        let mut c = EcptWalkCaches::new(16, 2, 1, 0).unwrap();
+        let mut c = EcptWalkCaches::new(0, 16, 2, 1, 0).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         pt.map(&mut mem, 0, 0x4000_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
         pt.map(&mut mem, 0, 0x4060_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
@@ -460,22 +537,63 @@ mod tests {
         // Cold: 3 sizes x 3 ways + the PMD- and PUD-CWT entries, one step.
         pt.walk(0, 0x4000_0000, &mut c, &mut path).unwrap();
         assert_eq!((path.steps(), path.refs().len()), (1, 11));
-        // Warm PMD-CWC: one reference.
+        assert_eq!(path.refs().iter().filter(|r| r.what == CWT_REF).count(), 2);
+        // Warm PMD-CWC, 4K region: the size is known, not the way: d references.
         path.clear();
         assert_eq!(pt.walk(0, 0x4000_0abc, &mut c, &mut path).unwrap().pa, 0x9000);
-        assert_eq!(path.refs().len(), 1);
+        assert_eq!(path.refs().len(), 3);
+        assert!(path.refs().iter().all(|r| r.what == 1));
         // Another 2M region of the same 1G region: the PUD-CWC rules out 1G: 2 sizes x 3
         // ways (partial), plus this region's PMD-CWT entry.
         path.clear();
         assert_eq!(pt.walk(0, 0x4060_1234, &mut c, &mut path).unwrap().size, PageSize::M2);
         assert_eq!(path.refs().len(), 7);
+        // Warm again: the PMD-CWT entry names the 2M page's way: direct.
+        path.clear();
+        pt.walk(0, 0x4060_5678, &mut c, &mut path).unwrap();
+        assert_eq!(path.refs().len(), 1);
         let d = pt.details();
-        assert_eq!((d["walks"]["complete"].as_u64(), d["walks"]["direct"].as_u64(), d["walks"]["partial"].as_u64()), (Some(1), Some(1), Some(1)));
+        let n = |k: &str| d["walks"][k].as_u64().unwrap();
+        assert_eq!((n("complete"), n("size"), n("partial"), n("direct")), (1, 1, 1, 1));
         // Unmapping the last page of a region removes its CWT entry and the CWC's copy.
         pt.unmap(&mut mem, 0, 0x4000_0000).unwrap();
         c.invalidate(0, 0x4000_0000);
         path.clear();
         assert!(pt.walk(0, 0x4000_0000, &mut c, &mut path).is_none());
+    }
+
+    /// A PTE-CWC hit names the way of a 4K entry: direct. Its entry is fetched on a miss.
+    #[test]
+    fn pte_cwc_hit_makes_a_4k_walk_direct() {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let cfg = EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], pte_cwc: 4, ..Default::default() };
+        let mut pt = ElasticCuckooPageTable::new(&cfg).unwrap();
+        let mut c = EcptWalkCaches::new(4, 16, 2, 1, 0).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        for p in 0..40u64 {
+            pt.map(&mut mem, 0, 0x4000_0000 + (p << 12), 0x10_0000 + (p << 12), PageSize::K4, Perms::RW_USER).unwrap();
+        }
+        let mut path = WalkPath::new();
+        let mut probe = EcptProbe::default();
+        assert!(pt.probe(0, 0x4000_0000, &mut c, ALL_SIZES, true, &mut probe));
+        assert_eq!((probe.refs.len(), probe.cwt_fetches.len(), probe.pte_hit), (9, 3, Some(false)));
+        for p in 0..40u64 {
+            path.clear();
+            let t = pt.walk(0, 0x4000_0000 + (p << 12), &mut c, &mut path).unwrap();
+            assert_eq!(t.pa, 0x10_0000 + (p << 12));
+            assert_eq!(path.refs().len(), 1, "page {p}");
+        }
+        // Without the PTE-CWC (adaptive caching off) the same walk is a size walk.
+        assert!(pt.probe(0, 0x4000_0000, &mut c, ALL_SIZES, false, &mut probe));
+        assert_eq!((probe.refs.len(), probe.pte_hit), (3, None));
+        // With nothing cached, a 4K-only plan probes d ways of the 4K table only.
+        c.flush_all();
+        assert!(pt.probe(0, 0x4000_0000, &mut c, ONLY_4K, false, &mut probe));
+        assert_eq!((probe.refs.len(), probe.outside_sizes), (3, false));
+        // ...and still finds a 2M page, flagged.
+        pt.map(&mut mem, 0, 0x8000_0000, 0x40_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        assert!(pt.probe(0, 0x8000_0000, &mut c, ONLY_4K, false, &mut probe));
+        assert_eq!((probe.refs.len(), probe.outside_sizes), (6, true));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! organisations with one global table (inverted, hashed) and per-process ones (radix)
 //! sit behind the same interface.
 
+pub mod adaptive;
 pub mod arena;
 pub mod cuckoo;
 pub mod cwc;
@@ -15,8 +16,10 @@ pub mod hashed;
 pub mod inverted;
 pub mod linear;
 pub mod nested;
+pub mod nested_ecpt;
 pub mod radix;
 pub mod slab;
+pub mod stc;
 pub mod stlb;
 pub mod walk;
 
@@ -26,6 +29,7 @@ pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
 pub use linear::LinearPageTable;
 pub use nested::{NestedPageTable, NestedRadixPageTable};
+pub use nested_ecpt::NestedEcptPageTable;
 pub use radix::RadixPageTable;
 pub use stlb::SoftwareTlb;
 pub use walk::{WalkPath, WalkRef};

@@ -6,9 +6,10 @@
 //!
 //! - radix over radix (`nested-radix`): L guest levels over L host levels take up to
 //!   (L + 1)² − 1 sequential references (24 for 4 over 4, 35 for 5 over 5);
-//! - ECPT over ECPT (`nested-ecpt`, the plain design of §3.1): three sequential steps —
-//!   host-translate every guest entry the guest probe could read (up to n²d² parallel
-//!   references), read those entries (n·d), host-translate the data page (n·d);
+//! - ECPT over ECPT (`nested-ecpt`, §3–§4): three sequential steps — host-translate
+//!   every guest entry the guest probe could read (up to n²d² parallel references), read
+//!   those entries (n·d), host-translate the data page (n·d). Its own walker, with the
+//!   advanced design's caches, is [`super::nested_ecpt`];
 //! - radix over ECPT (`hybrid`, §6): each guest level is one parallel host step plus the
 //!   guest entry, then the data page's host step: 2L + 1 = 9 steps for 4 levels.
 //!
@@ -56,11 +57,41 @@ pub struct NestedConfig {
     /// Nested PWC entries per host level, lowest first ([PDE, PDPTE, PML4E, ...]).
     pub npwc_entries: Vec<usize>,
     pub npwc_ways: usize,
-    /// Host CWC entries (ECPT hosts: nested-ecpt, hybrid): PMD and PUD regions.
+    /// Host CWC entries (ECPT hosts: nested-ecpt, hybrid): PMD and PUD regions; for
+    /// nested ECPT, also PTE (the step-3 hCWC of the advanced design, §4.2).
+    pub host_pte_cwc: usize,
     pub host_pmd_cwc: usize,
     pub host_pud_cwc: usize,
     /// Cycles for the NTLB/NPWC probes at the start of each walk.
     pub latency: u32,
+    /// Nested ECPT, advanced design (Stojkovic et al. §4): shortcut translation cache
+    /// entries (0 = none, fully associative).
+    pub stc_entries: usize,
+    /// PTE entries of a separate step-1 hCWC (0 = step 1 shares the step-3 hCWC).
+    pub step1_host_pte_cwc: usize,
+    /// Adaptive PTE-hCWT caching in step 3 (needs `host_pte_cwc`): off below
+    /// `adaptive_disable_below` PTE hit rate, on again above `adaptive_enable_above` PMD
+    /// hit rate, decided every `adaptive_window` counted lookups.
+    pub adaptive_pte_cwc: bool,
+    pub adaptive_disable_below: f64,
+    pub adaptive_enable_above: f64,
+    pub adaptive_window: u64,
+    /// The walker assumes guest page-table pages sit in 4K host pages: step 1 probes
+    /// only the PTE-hECPT (§4.3). Needs `host_pt_backing = "4K"` (or 4K host pages).
+    pub pt_pages_4k_only: bool,
+    /// How the hypervisor backs guest page-table pages: like any memory (`same`), or
+    /// always with 4K host pages (`4K`), splitting a 2M host page if needed.
+    pub host_pt_backing: PtBacking,
+}
+
+/// Host backing of guest page-table pages (`page_table.nested.host_pt_backing`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub enum PtBacking {
+    #[default]
+    #[serde(rename = "same")]
+    Same,
+    #[serde(rename = "4K")]
+    K4,
 }
 
 impl Default for NestedConfig {
@@ -73,10 +104,20 @@ impl Default for NestedConfig {
             ntlb_ways: 0,
             npwc_entries: vec![16, 16, 16],
             npwc_ways: 0,
-            // Table 2's hCWC of step 3 (its 16 PTE-hCWC entries are not modelled).
+            // Table 2's hCWC of step 3 has 16 PTE entries too: advanced design only.
+            host_pte_cwc: 0,
             host_pmd_cwc: 4,
             host_pud_cwc: 2,
             latency: 1,
+            // The plain design (§3) by default.
+            stc_entries: 0,
+            step1_host_pte_cwc: 0,
+            adaptive_pte_cwc: false,
+            adaptive_disable_below: 0.5,
+            adaptive_enable_above: 0.85,
+            adaptive_window: 1000,
+            pt_pages_4k_only: false,
+            host_pt_backing: PtBacking::Same,
         }
     }
 }
@@ -147,8 +188,8 @@ impl<GC: WalkCaches, HC: WalkCaches> WalkCaches for NestedWalkCaches<GC, HC> {
 /// A guest page table over a host page table.
 pub struct NestedPageTable<G: PageTable, H: PageTable> {
     kind: &'static str,
-    guest: G,
-    host: H,
+    pub(crate) guest: G,
+    pub(crate) host: H,
     host_mem: BuddyAllocator,
     host_size: PageSize,
     gpath: WalkPath,
@@ -194,11 +235,17 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 
     /// Back the guest-physical page of `gpa` with host memory, if it is not yet.
     fn back(&mut self, gpa: u64) -> Result<()> {
+        self.back_with(gpa, self.host_size)
+    }
+
+    /// Back `gpa` with a host page of at most `size` (4K, or 2M where the aligned
+    /// region is not yet partly backed), if it is not yet.
+    pub(crate) fn back_with(&mut self, gpa: u64, size: PageSize) -> Result<()> {
         if self.host.translate(VM, gpa).is_some() {
             return Ok(());
         }
         self.host_faults += 1;
-        if self.host_size == PageSize::M2 {
+        if size == PageSize::M2 {
             let base = PageSize::M2.align_down(gpa);
             // A 2M host page only where no 4K backing exists in the region yet.
             let partly = (0..512u64).any(|i| self.host.translate(VM, base + (i << 12)).is_some());
@@ -213,8 +260,26 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         self.host.map(&mut self.host_mem, VM, PageSize::K4.align_down(gpa), hpa, PageSize::K4, Perms::RWX_USER)
     }
 
+    /// Split the host page backing `gpa` into 4K pages on the same frames (as KVM splits
+    /// a huge page); returns whether there was a larger page to split.
+    pub(crate) fn split_host_page(&mut self, gpa: u64) -> Result<bool> {
+        let Some(h) = self.host.translate(VM, gpa).filter(|h| h.size != PageSize::K4) else {
+            return Ok(false);
+        };
+        let base = h.size.align_down(gpa);
+        self.host.unmap(&mut self.host_mem, VM, base);
+        for off in (0..h.size.bytes()).step_by(4096) {
+            self.host.map(&mut self.host_mem, VM, base + off, h.pa + off, PageSize::K4, h.perms)?;
+        }
+        Ok(true)
+    }
+
+    pub(crate) fn host_page_size(&self) -> PageSize {
+        self.host_size
+    }
+
     /// Compose a guest translation of `va` with the host's: guest-virtual -> host-physical.
-    fn compose(&self, va: u64, g: Translation) -> Option<Translation> {
+    pub(crate) fn compose(&self, va: u64, g: Translation) -> Option<Translation> {
         let gpa = g.phys(va);
         let h = self.host.translate(VM, gpa)?;
         let size = g.size.min(h.size);
@@ -370,7 +435,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     type Caches = NestedWalkCaches<PageWalkCache, PageWalkCache>;
@@ -458,29 +523,9 @@ mod tests {
         assert!(names.contains(&"ntlb".to_string()) && names.iter().any(|n| n.starts_with("host_pwc_")), "{names:?}");
     }
 
-    fn small_ecpt() -> crate::pt::ElasticCuckooPageTable {
+    pub(crate) fn small_ecpt() -> crate::pt::ElasticCuckooPageTable {
         use crate::pt::ecpt::EcptConfig;
         crate::pt::ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], ..Default::default() }).unwrap()
-    }
-
-    /// Plain nested ECPT: always three sequential steps — up to n²d², n·d and n·d
-    /// parallel references (n = 3 sizes, d = 3 ways, no walk caches).
-    #[test]
-    fn nested_ecpt_walks_in_three_steps() {
-        use crate::pt::cwc::EcptWalkCaches;
-        let cfg = NestedConfig { host_phys_mem: Bytes(8 << 30), ntlb_entries: 0, ..Default::default() };
-        let mut pt = NestedPageTable::new("nested-ecpt", small_ecpt(), small_ecpt(), &cfg).unwrap();
-        let mut c = NestedWalkCaches::new(EcptWalkCaches::none(), EcptWalkCaches::none(), &cfg, 0).unwrap();
-        let mut mem = BuddyAllocator::new(4 << 30).unwrap();
-        pt.create_space(&mut mem, 0).unwrap();
-        let gpa = mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
-        pt.map(&mut mem, 0, 0x5555_0000_0000, gpa, PageSize::K4, Perms::RW_USER).unwrap();
-        let mut path = WalkPath::new();
-        let t = pt.walk(0, 0x5555_0000_0123, &mut c, &mut path).unwrap();
-        assert_eq!(Some(t), pt.translate(0, 0x5555_0000_0123));
-        assert_eq!(path.steps(), 3);
-        let per_step: Vec<usize> = (0..3).map(|s| path.refs().iter().filter(|r| r.step == s).count()).collect();
-        assert_eq!(per_step, vec![81, 9, 9], "n²d², n·d, n·d");
     }
 
     /// Hybrid (guest radix, host ECPT): each of 4 guest levels is one host step plus the
@@ -501,39 +546,47 @@ mod tests {
         assert_eq!(path.refs().len(), 4 * 9 + 4 + 9);
     }
 
-    /// On random maps, unmaps and protects, translation equals the composition of the
+    /// On random maps, unmaps and probes, translation equals the composition of the
     /// guest's and the host's, and every walk agrees with it.
     #[test]
     fn nested_translation_composes_guest_and_host() {
         use crate::pt::cwc::EcptWalkCaches;
         for host_page in [4096u64, 2 << 20] {
             let (pt, c, mem) = bare(4, 4, host_page);
-            check_composition(pt, c, mem, host_page);
-            // Nested ECPT and the hybrid, with their walk caches on.
+            check_composition(pt, c, mem, host_page, |pt, a, va| compose_by_hand(&pt.guest, &pt.host, a, va));
             let cfg = NestedConfig { host_page_size: Bytes(host_page), host_phys_mem: Bytes(8 << 30), ..Default::default() };
-            let pt = NestedPageTable::new("nested-ecpt", small_ecpt(), small_ecpt(), &cfg).unwrap();
-            let c = NestedWalkCaches::new(EcptWalkCaches::new(4, 2, 1, 0).unwrap(), EcptWalkCaches::new(4, 2, 1, 1).unwrap(), &cfg, 0).unwrap();
-            check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 1);
             let pt = NestedPageTable::new("hybrid", RadixPageTable::new(4).unwrap(), small_ecpt(), &cfg).unwrap();
-            let c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::new(4, 2, 1, 1).unwrap(), &cfg, 0).unwrap();
-            check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 2);
+            let c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::new(0, 4, 2, 1, 1).unwrap(), &cfg, 0).unwrap();
+            check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 2, |pt, a, va| compose_by_hand(&pt.guest, &pt.host, a, va));
         }
     }
 
+    /// The guest's translation of `va`, then the host's of the guest-physical address:
+    /// (host-physical address, the smaller page size, the guest's permissions).
+    pub(crate) fn compose_by_hand(guest: &impl PageTable, host: &impl PageTable, asid: Asid, va: u64) -> Option<(u64, PageSize, Perms)> {
+        guest.translate(asid, va).map(|g| {
+            let gpa = g.phys(va);
+            let h = host.translate(VM, gpa).expect("guest-physical memory in use is backed");
+            (h.phys(gpa), g.size.min(h.size), g.perms)
+        })
+    }
+
     /// Random maps, unmaps and probes (two address spaces, 4K and 2M guest pages):
-    /// translate and walk both equal composing the guest's and the host's translations.
-    fn check_composition<G: PageTable, H: PageTable>(
-        mut pt: NestedPageTable<G, H>,
-        mut c: NestedWalkCaches<G::Caches, H::Caches>,
+    /// translate and walk both equal `expect` (composing the guest's and the host's
+    /// translations by hand).
+    pub(crate) fn check_composition<P: PageTable>(
+        mut pt: P,
+        mut c: P::Caches,
         mut mem: BuddyAllocator,
         seed: u64,
+        expect: impl Fn(&P, Asid, u64) -> Option<(u64, PageSize, Perms)>,
     ) {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed);
         for asid in 0..2 {
             pt.create_space(&mut mem, asid).unwrap();
         }
-        let mut mapped: Vec<(Asid, u64, PageSize)> = Vec::new();
+        let mut mapped: Vec<(Asid, u64, PageSize, u64)> = Vec::new();
         let mut path = WalkPath::new();
         for _ in 0..400 {
             let asid = rng.gen_range(0..2);
@@ -541,32 +594,27 @@ mod tests {
             let va = size.align_down(0x7f00_0000_0000 + rng.gen_range(0..(1u64 << 30)));
             match rng.gen_range(0..4) {
                 0 | 1 => {
-                    let overlap = mapped.iter().any(|&(a, v, s)| a == asid && v < va + size.bytes() && va < v + s.bytes());
+                    let overlap = mapped.iter().any(|&(a, v, s, _)| a == asid && v < va + size.bytes() && va < v + s.bytes());
                     if !overlap {
                         let gpa = mem.alloc(size, FrameUse::Data).unwrap();
                         pt.map(&mut mem, asid, va, gpa, size, Perms::RW_USER).unwrap();
-                        mapped.push((asid, va, size));
+                        mapped.push((asid, va, size, gpa));
                     }
                 }
                 2 if !mapped.is_empty() => {
-                    let (a, v, s) = mapped.swap_remove(rng.gen_range(0..mapped.len()));
-                    let g = pt.guest.translate(a, v).unwrap();
+                    let (a, v, s, gpa) = mapped.swap_remove(rng.gen_range(0..mapped.len()));
                     assert!(pt.unmap(&mut mem, a, v).is_some());
                     c.invalidate(a, v);
-                    mem.free(g.pa, s, FrameUse::Data);
+                    mem.free(gpa, s, FrameUse::Data);
                 }
                 _ => {
                     let probe = va + rng.gen_range(0..size.bytes());
-                    let expect = pt.guest.translate(asid, probe).map(|g| {
-                        let gpa = g.phys(probe);
-                        let h = pt.host.translate(VM, gpa).unwrap();
-                        (h.phys(gpa), g.size.min(h.size), g.perms)
-                    });
+                    let want = expect(&pt, asid, probe);
                     let t = pt.translate(asid, probe).map(|t| (t.phys(probe), t.size, t.perms));
-                    assert_eq!(t, expect, "{}", pt.kind());
+                    assert_eq!(t, want, "{}", pt.kind());
                     path.clear();
                     let w = pt.walk(asid, probe, &mut c, &mut path).map(|t| (t.phys(probe), t.size, t.perms));
-                    assert_eq!(w, expect, "{}", pt.kind());
+                    assert_eq!(w, want, "{}", pt.kind());
                 }
             }
         }

@@ -22,6 +22,10 @@ pub struct WalkPath {
     steps: u16,
     /// Cycles spent outside memory references (a software refill handler's trap).
     extra_cycles: u64,
+    /// References made off the walk's critical path (walk-table fills a walk cache
+    /// miss starts in the background): they go through the caches and count as MMU
+    /// requests, but add no latency and belong to no step.
+    background: Vec<u64>,
 }
 
 impl WalkRef {
@@ -31,11 +35,12 @@ impl WalkRef {
 
 impl WalkPath {
     pub fn new() -> WalkPath {
-        WalkPath { refs: Vec::with_capacity(64), steps: 0, extra_cycles: 0 }
+        WalkPath { refs: Vec::with_capacity(64), steps: 0, extra_cycles: 0, background: Vec::with_capacity(16) }
     }
     #[inline(always)]
     pub fn clear(&mut self) {
         self.refs.clear();
+        self.background.clear();
         self.steps = 0;
         self.extra_cycles = 0;
     }
@@ -69,6 +74,15 @@ impl WalkPath {
     pub fn push_parallel(&mut self, pa: u64, what: u8) {
         debug_assert!(self.steps > 0, "push_parallel before begin_step");
         self.refs.push(WalkRef { pa, step: self.steps - 1, what });
+    }
+    /// Add a physical reference made in the background (see `background`).
+    #[inline(always)]
+    pub fn push_background(&mut self, pa: u64) {
+        self.background.push(pa);
+    }
+    #[inline(always)]
+    pub fn background(&self) -> &[u64] {
+        &self.background
     }
     #[inline(always)]
     pub fn refs(&self) -> &[WalkRef] {

@@ -552,6 +552,13 @@ impl<P: PageTable> Engine<P> {
             step_max = step_max.max(l);
         }
         latency += step_max;
+        // Background references (walk-table fills): cache traffic and MMU requests, no latency.
+        for i in 0..self.path.background().len() {
+            self.mem.walk_ref(self.path.background()[i]);
+        }
+        let background = self.path.background().len() as u64;
+        refs += background;
+        self.walks.background_refs += background;
         // Parallel references per step of the walk's own path (Stojkovic et al. Fig. 11).
         let last = crate::stats::TRACKED_STEPS - 1;
         for r in self.path.refs() {

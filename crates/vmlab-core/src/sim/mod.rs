@@ -6,11 +6,16 @@ pub mod engine;
 pub use engine::Engine;
 
 use crate::config::Config;
-use crate::os::policy::{OfflinePlan, PolicyName};
 use crate::error::Result;
+use crate::os::policy::{OfflinePlan, PolicyName};
 use crate::pt::cwc::EcptWalkCaches;
+use crate::pt::ecpt::EcptConfig;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
-use crate::pt::{radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, SoftwareTlb, PageTable, RadixPageTable, WalkCaches};
+use crate::pt::nested_ecpt::{NestedEcptCaches, NestedEcptPageTable};
+use crate::pt::{
+    radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, PageTable,
+    RadixPageTable, SoftwareTlb, WalkCaches,
+};
 use crate::stats::SCHEMA;
 use crate::trace::{Record, TraceMeta, TraceSource};
 use serde_json::{json, Map, Value};
@@ -80,7 +85,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
         "guarded" => with_stlb(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, plan, info),
         "ecpt" => {
             let e = &cfg.page_table.ecpt;
-            let cwc = EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;
+            let cwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;
             with_stlb(cfg, ElasticCuckooPageTable::new(e)?, cwc, plan, info)
         }
         "inverted" => {
@@ -96,11 +101,10 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
                     PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?,
                 ))
             };
-            let guest_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
-                Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::new(e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?))
-            };
             let host_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
-                Ok((ElasticCuckooPageTable::new(e)?, EcptWalkCaches::with_keys(n.host_pmd_cwc, n.host_pud_cwc, e.cwc_latency, cfg.mmu.seed.wrapping_add(9), ["page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"])?))
+                let keys = ["page_table.nested.host_pte_cwc", "page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"];
+                let caches = EcptWalkCaches::with_keys([0, n.host_pmd_cwc, n.host_pud_cwc], e.cwc_latency, cfg.mmu.seed.wrapping_add(9), keys)?;
+                Ok((ElasticCuckooPageTable::new(e)?, caches))
             };
             let host_radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
                 let host = RadixPageTable::new(n.host_levels).map_err(|_| crate::Error::config("page_table.nested.host_levels", "must be 4 or 5"))?;
@@ -114,9 +118,12 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
                     with_stlb(cfg, NestedPageTable::new("nested-radix", g, h, n)?, caches, plan, info)
                 }
                 "nested-ecpt" => {
-                    let ((g, gc), (h, hc)) = (guest_ecpt()?, host_ecpt()?);
-                    let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
-                    with_stlb(cfg, NestedPageTable::new("nested-ecpt", g, h, n)?, caches, plan, info)
+                    let gcwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency, seed)?;
+                    let caches = NestedEcptCaches::new(gcwc, n, e.cwc_latency, seed)?;
+                    // The host keeps a PTE-CWT when an hCWC caches it (§4.2).
+                    let pte_cwt = n.host_pte_cwc > 0 || n.step1_host_pte_cwc > 0;
+                    let host = ElasticCuckooPageTable::new(&EcptConfig { pte_cwc: 0, pte_cwt, ..e.clone() })?;
+                    with_stlb(cfg, NestedEcptPageTable::new(ElasticCuckooPageTable::new(e)?, host, n)?, caches, plan, info)
                 }
                 _ => {
                     let ((g, gc), (h, hc)) = (radix()?, host_ecpt()?);
@@ -391,10 +398,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
     });
     let mut walk_caches = Map::new();
     for (name, c) in e.walk_caches.counters() {
-        walk_caches.insert(
-            name,
-            json!({"lookups": c.lookups, "hits": c.hits, "misses": c.misses, "hit_rate": ratio(c.hits, c.lookups)}),
-        );
+        walk_caches.insert(name, json!({"lookups": c.lookups, "hits": c.hits, "misses": c.misses, "hit_rate": ratio(c.hits, c.lookups)}));
     }
     let mut caches = Map::new();
     for c in &e.mem.caches {
@@ -416,8 +420,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
     let instr = e.run.instructions;
     let translation_cycles = e.cycles.tlb + e.cycles.walk + e.cycles.fault;
     let mem = e.os.mm.mem.counters();
-    let page_sizes: Map<String, Value> =
-        e.os.mm.mapped_by_size.iter().map(|(s, &n)| (s.to_string(), n.into())).collect();
+    let page_sizes: Map<String, Value> = e.os.mm.mapped_by_size.iter().map(|(s, &n)| (s.to_string(), n.into())).collect();
     let mut source = json!({
         "kind": info.kind, "name": info.name, "params": info.params,
         "meta": serde_json::to_value(meta).unwrap_or(Value::Null),
@@ -438,6 +441,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         "walks": {
             "count": w.count, "refs": w.refs, "steps": w.steps, "faulting": w.faulting,
             "nested_lookups": w.nested_lookups, "nested_misses": w.nested_misses,
+            "background_refs": w.background_refs,
             "refs_per_walk": ratio(w.refs, w.count), "steps_per_walk": ratio(w.steps, w.count),
             "per_kilo_instruction": 1000.0 * ratio(w.count, instr),
             // Memory references the MMU issued for walks, per kilo-instruction.

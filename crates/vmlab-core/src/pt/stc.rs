@@ -1,0 +1,95 @@
+//! The shortcut translation cache (STC; Stojkovic et al. §4.1, §5): a tiny, fully
+//! associative MMU cache of the guest-physical to host-physical translations of guest
+//! CWT (gCWT) entries. A gCWC miss knows only the gPA of the gCWT entry it must fetch;
+//! an STC hit gives its hPA without a host lookup. Probed only on gCWC misses. An entry
+//! is one host PTE (Table 2's byte budget: 8 bytes), so it covers one host page.
+
+use super::{CacheCounters, Translation};
+use crate::addr::{Asid, PageSize};
+use crate::error::Result;
+use crate::mmu::assoc::{AssocCache, Replacement};
+
+/// The host address space the entries belong to (one virtual machine).
+const VM: Asid = 0;
+
+pub struct ShortcutTranslationCache {
+    /// Key: host page number << 1 | (1 for a 2M host page); value: host-physical base.
+    store: Option<AssocCache<u64>>,
+    pub counters: CacheCounters,
+}
+
+#[inline(always)]
+fn key(gpa: u64, size: PageSize) -> u64 {
+    (gpa >> size.shift()) << 1 | (size != PageSize::K4) as u64
+}
+
+impl ShortcutTranslationCache {
+    /// `entries` = 0: no STC.
+    pub fn new(entries: usize, seed: u64) -> Result<ShortcutTranslationCache> {
+        let store = if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, "page_table.nested.stc_entries")?) };
+        Ok(ShortcutTranslationCache { store, counters: CacheCounters::default() })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// The host-physical address of `gpa`, if a cached host PTE covers it.
+    pub fn lookup(&mut self, gpa: u64) -> Option<u64> {
+        let s = self.store.as_mut()?;
+        let (k4, k2) = (key(gpa, PageSize::K4), key(gpa, PageSize::M2));
+        let hit = s.lookup_where(0, VM, |k| k == k4 || k == k2);
+        self.counters.record(hit.is_some());
+        let base = hit?;
+        let size = if s.peek(0, k4, VM).is_some() { PageSize::K4 } else { PageSize::M2 };
+        Some(base | (gpa & size.offset_mask()))
+    }
+
+    /// Cache the host translation `h` of `gpa`.
+    pub fn fill(&mut self, gpa: u64, h: Translation) {
+        if let Some(s) = &mut self.store {
+            s.insert(0, key(gpa, h.size), VM, h.pa);
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if let Some(s) = &mut self.store {
+            s.flush_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::Perms;
+
+    fn t(pa: u64, size: PageSize) -> Translation {
+        Translation { pa, size, perms: Perms::RW_USER }
+    }
+
+    #[test]
+    fn lru_eviction_at_ten_entries() {
+        let mut stc = ShortcutTranslationCache::new(10, 0).unwrap();
+        for p in 0..10u64 {
+            stc.fill(p << 12, t((100 + p) << 12, PageSize::K4));
+        }
+        assert_eq!(stc.lookup(0x123), Some((100 << 12) | 0x123));
+        // Page 1 is now least recently used; an 11th page evicts it.
+        stc.fill(10 << 12, t(110 << 12, PageSize::K4));
+        assert_eq!(stc.lookup(1 << 12), None);
+        assert_eq!(stc.lookup((2 << 12) | 8), Some((102 << 12) | 8));
+        assert_eq!((stc.counters.hits, stc.counters.misses), (2, 1));
+    }
+
+    #[test]
+    fn a_2m_host_entry_covers_its_whole_page() {
+        let mut stc = ShortcutTranslationCache::new(10, 0).unwrap();
+        stc.fill(0x40_0000 + 0x3000, t(0x8000_0000, PageSize::M2));
+        assert_eq!(stc.lookup(0x40_0000 + 0x1f_f008), Some(0x8000_0000 + 0x1f_f008));
+        assert_eq!(stc.lookup(0x60_0000), None);
+        let mut off = ShortcutTranslationCache::new(0, 0).unwrap();
+        off.fill(0, t(0, PageSize::K4));
+        assert_eq!((off.lookup(0), off.counters.lookups), (None, 0));
+    }
+}
