@@ -343,6 +343,11 @@ pub struct SimConfig {
     /// Stop after this many accesses (0 = the whole trace).
     #[serde(default)]
     pub max_accesses: u64,
+    /// Statistics warm-up: TLB, walk, walk-cache, cache and cycle counters (and the
+    /// totals they are normalised by) count only the accesses after the first this many
+    /// (0 = none). The simulation itself is unchanged. docs/metrics.md, "Warm-up".
+    #[serde(default)]
+    pub warmup_accesses: u64,
 }
 
 fn yes() -> bool {
@@ -431,6 +436,15 @@ impl Config {
         self.os.policy.validate(self)?;
         self.mmu.regions.validate(self.mmu.asid_tags, &self.page_table.kind)?;
         self.os.recolor.validate(self)?;
+        if self.sim.warmup_accesses > 0 && (self.os.policy.kind != crate::os::policy::PolicyName::Fixed || !self.os.recolor.is_default()) {
+            return Err(Error::config(
+                "sim.warmup_accesses",
+                "page-size and recolouring policies count their work over the whole run; a warm-up needs os.policy.kind = \"fixed\" and no os.recolor",
+            ));
+        }
+        if self.sim.max_accesses != 0 && self.sim.warmup_accesses >= self.sim.max_accesses {
+            return Err(Error::config("sim.warmup_accesses", "must be smaller than sim.max_accesses, or nothing is measured"));
+        }
         self.os.placement.validate(self)?;
         self.machine.fragmentation.validate()?;
         if self.tlb.is_empty() {

@@ -101,6 +101,23 @@ impl Histogram {
     }
 }
 
+/// `since(base)`: the counts made after a snapshot `base` of the same counters (the
+/// statistics warm-up, `sim.warmup_accesses`).
+#[macro_export]
+macro_rules! counters_since {
+    ($t:ty { $($f:ident),* $(,)? }) => {
+        impl $t {
+            pub fn since(&self, base: &Self) -> Self {
+                Self { $($f: self.$f - base.$f),* }
+            }
+        }
+    };
+}
+
+counters_since!(RunCounters { records, accesses, reads, writes, fetches, instructions, translations, page_crossings, os_events });
+counters_since!(CycleCounters { tlb, walk, fault, data, recolor_copy, recolor_policy });
+counters_since!(crate::pt::CacheCounters { lookups, hits, misses });
+
 /// Totals the engine counts per run.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunCounters {

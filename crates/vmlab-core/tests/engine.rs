@@ -368,6 +368,44 @@ fn nested_ecpt_walks_take_three_steps_with_background_fills() {
     assert!(e.to_string().contains("page_table.nested.pt_pages_4k_only"), "{e}");
 }
 
+/// The statistics warm-up: a run of X then Y, warmed up over X's accesses, counts
+/// exactly what the full run counts minus what X alone counts (the simulation is
+/// deterministic and unchanged by the warm-up), for every counter it covers.
+#[test]
+fn warmup_counts_exactly_the_accesses_after_it() {
+    let mut x = vec![mmap(BASE, 256 << 20), Record::Tick(500)];
+    x.extend((0..6_000u64).map(|i| Record::read(BASE + ((i * 7919) % 4096 << 12), 8, 1)));
+    let mut xy = x.clone();
+    xy.extend((0..6_000u64).map(|i| Record::write(BASE + ((i * 104_729) % 8192 << 12), 8, 1)));
+    for (preset, kind) in [("skylake", "radix"), ("ecpt-asplos22", "nested-ecpt"), ("ecpt-asplos22", "nested-radix")] {
+        let k = format!("page_table.kind={kind}");
+        let warm = ["sim.warmup_accesses=6000", k.as_str()];
+        let (a, full, w) = (simulate(preset, &[&k], x.clone()).unwrap(), simulate(preset, &[&k], xy.clone()).unwrap(), simulate(preset, &warm, xy.clone()).unwrap());
+        assert_eq!(w["warmup"]["completed"], true);
+        let mut paths = vec!["/totals/accesses".to_string(), "/totals/instructions".into(), "/walks/count".into(), "/walks/refs".into(), "/walks/steps".into(),
+                             "/cycles/walk".into(), "/cycles/tlb".into(), "/tlb_levels/0/lookups".into(), "/tlb_levels/1/hits".into()];
+        for name in full["tlb"].as_object().unwrap().keys() {
+            paths.push(format!("/tlb/{name}/misses"));
+        }
+        for name in full["caches"].as_object().unwrap().keys() {
+            paths.push(format!("/caches/{name}/walk_accesses"));
+        }
+        for name in full["walk_caches"].as_object().unwrap().keys() {
+            paths.push(format!("/walk_caches/{name}/lookups"));
+            paths.push(format!("/walk_caches/{name}/hits"));
+        }
+        for p in &paths {
+            assert_eq!(u(&w, p), u(&full, p) - u(&a, p), "{kind} {p}");
+        }
+        assert!(u(&w, "/walks/count") > 0 && u(&w, "/walks/latency/count") == u(&w, "/walks/count"), "{kind}");
+    }
+    // A warm-up longer than the run never completes: the whole run is counted, and said so.
+    let w = simulate("skylake", &["sim.warmup_accesses=100000"], x.clone()).unwrap();
+    assert_eq!((w["warmup"]["completed"].as_bool(), u(&w, "/totals/accesses")), (Some(false), 6000));
+    let e = simulate("skylake", &["sim.warmup_accesses=10", "os.policy.kind=asap"], x).unwrap_err();
+    assert!(e.to_string().contains("sim.warmup_accesses"), "{e}");
+}
+
 /// THP policies through the engine: eager maps a dense aligned region with 2M pages
 /// only; reservation-based THP promotes exactly when the threshold's page is touched.
 #[test]

@@ -43,6 +43,10 @@ pub struct CacheCounters {
     pub miss_cycles: u64,
 }
 
+crate::counters_since!(CacheCounters {
+    accesses, hits, misses, walk_accesses, walk_misses, copy_accesses, copy_misses, writebacks, slow_hits, victim_hits, miss_cycles,
+});
+
 /// Who made a reference (for the per-source counters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RefSource {

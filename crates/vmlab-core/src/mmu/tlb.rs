@@ -42,6 +42,8 @@ pub struct TlbCounters {
     pub splinters: u64,
 }
 
+crate::counters_since!(TlbCounters { lookups, hits, misses, fills, evictions, invalidations, splinters });
+
 pub struct Tlb {
     pub name: String,
     pub level: u8,

@@ -56,6 +56,12 @@ pub struct Engine<P: PageTable> {
     cur_pid: Option<Pid>,
     cur_asid: Asid,
     max_accesses: u64,
+    /// Access count at which the statistics warm-up ends (`u64::MAX`: none, or done).
+    warmup_at: u64,
+    /// The counters at the end of the warm-up, subtracted by [`Engine::finish`].
+    warmup_base: Option<Box<WarmupBase>>,
+    /// The walk caches' counters at the end of the warm-up (subtracted in the stats).
+    pub walk_cache_base: Vec<(String, crate::pt::CacheCounters)>,
     /// The page-size policy watches last-level TLB misses.
     policy_misses: bool,
     /// The recolouring policy watches TLB misses and contents.
@@ -122,6 +128,9 @@ impl<P: PageTable> Engine<P> {
             cur_pid: None,
             cur_asid: 0,
             max_accesses: cfg.sim.max_accesses,
+            warmup_at: if cfg.sim.warmup_accesses == 0 { u64::MAX } else { cfg.sim.warmup_accesses },
+            warmup_base: None,
+            walk_cache_base: Vec::new(),
             policy_misses,
             recolor_tlb: false,
             recolor_on: false,
@@ -181,13 +190,16 @@ impl<P: PageTable> Engine<P> {
             }
             self.record(r).map_err(|e| self.with_position(e))?;
             self.run.records += 1;
+            if self.run.accesses >= self.warmup_at {
+                self.end_warmup();
+            }
             if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
                 return Ok(true);
             }
         }
         // Prefetch while walks are frequent (> 1 in 8 records); otherwise it would
         // only cost time.
-        self.prefetch = (self.walks.count - walks_before) * 8 > buf.len() as u64;
+        self.prefetch = self.walks.count.saturating_sub(walks_before) * 8 > buf.len() as u64;
         Ok(false)
     }
 
@@ -654,8 +666,53 @@ impl<P: PageTable> Engine<P> {
         }
     }
 
-    /// Fold the same-page hits into the per-structure counters; once, at the end of a run.
+    /// End of the statistics warm-up: snapshot the counters that timing depends on (to
+    /// subtract at the end) and restart the walk statistics.
+    #[cold]
+    fn end_warmup(&mut self) {
+        self.warmup_at = u64::MAX;
+        self.fold_same_page_hits();
+        self.warmup_base = Some(Box::new(WarmupBase {
+            run: self.run.clone(),
+            cycles: self.cycles.clone(),
+            tlb_levels: self.tlb_levels.clone(),
+            tlbs: self.tlbs.tlbs.iter().map(|t| t.counters.clone()).collect(),
+            caches: self.mem.caches.iter().map(|c| c.counters.clone()).collect(),
+            memory_accesses: self.mem.memory_accesses,
+        }));
+        self.walk_cache_base = self.walk_caches.counters();
+        let steps = self.walks.step_refs.len();
+        self.walks = WalkCounters { step_refs: vec![0; steps], step_walks: vec![0; steps], ..Default::default() };
+    }
+
+    /// Whether the statistics warm-up ended (or there was none).
+    pub fn warmed_up(&self) -> bool {
+        self.warmup_at == u64::MAX
+    }
+
+    /// Once, at the end of a run: fold the same-page hits into the per-structure
+    /// counters, and subtract the warm-up's counts.
     pub fn finish(&mut self) {
+        self.fold_same_page_hits();
+        let Some(b) = self.warmup_base.take() else { return };
+        self.run = self.run.since(&b.run);
+        self.cycles = self.cycles.since(&b.cycles);
+        for (side, levels) in self.tlb_levels.iter_mut().enumerate() {
+            for (l, (lookups, hits)) in levels.iter_mut().enumerate() {
+                *lookups -= b.tlb_levels[side][l].0;
+                *hits -= b.tlb_levels[side][l].1;
+            }
+        }
+        for (t, base) in self.tlbs.tlbs.iter_mut().zip(&b.tlbs) {
+            t.counters = t.counters.since(base);
+        }
+        for (c, base) in self.mem.caches.iter_mut().zip(&b.caches) {
+            c.counters = c.counters.since(base);
+        }
+        self.mem.memory_accesses -= b.memory_accesses;
+    }
+
+    fn fold_same_page_hits(&mut self) {
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();
             if total == 0 {
@@ -674,4 +731,14 @@ impl<P: PageTable> Engine<P> {
             self.same_page_hits[side].iter_mut().for_each(|h| *h = 0);
         }
     }
+}
+
+/// Counters at the end of the statistics warm-up.
+struct WarmupBase {
+    run: RunCounters,
+    cycles: CycleCounters,
+    tlb_levels: [Vec<(u64, u64)>; 2],
+    tlbs: Vec<crate::mmu::tlb::TlbCounters>,
+    caches: Vec<crate::mem::cache::CacheCounters>,
+    memory_accesses: u64,
 }

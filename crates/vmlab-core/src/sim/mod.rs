@@ -398,6 +398,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
     });
     let mut walk_caches = Map::new();
     for (name, c) in e.walk_caches.counters() {
+        let c = e.walk_cache_base.iter().find(|(n, _)| *n == name).map_or(c.clone(), |(_, base)| c.since(base));
         walk_caches.insert(name, json!({"lookups": c.lookups, "hits": c.hits, "misses": c.misses, "hit_rate": ratio(c.hits, c.lookups)}));
     }
     let mut caches = Map::new();
@@ -435,6 +436,8 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         "config_hash": cfg.hash(),
         "source": source,
         "totals": e.run,
+        // Counters cover the accesses after the first `accesses` (docs/metrics.md).
+        "warmup": {"accesses": cfg.sim.warmup_accesses, "completed": cfg.sim.warmup_accesses > 0 && e.warmed_up()},
         "tlb": tlb,
         "tlb_levels": tlb_levels,
         "tlb_levels_by_side": by_side,
