@@ -415,6 +415,15 @@ pub fn summary_text(doc: &serde_json::Value) -> String {
     let g = |p: &str| doc.pointer(p).cloned().unwrap_or(serde_json::Value::Null);
     let _ = writeln!(s, "source      {} {}", g("/source/kind").as_str().unwrap_or(""), g("/source/name").as_str().unwrap_or(""));
     let _ = writeln!(s, "accesses    {}   instructions {}", g("/totals/accesses"), g("/totals/instructions"));
+    match (g("/warmup/accesses").as_u64().unwrap_or(0), g("/warmup/completed").as_bool() == Some(true)) {
+        (0, _) => {}
+        (n, true) => {
+            let _ = writeln!(s, "warm-up     counters exclude the first {n} accesses");
+        }
+        (n, false) => {
+            let _ = writeln!(s, "warm-up     of {n} accesses never ended: counters cover the whole run");
+        }
+    }
     if let Some(tlbs) = doc["tlb"].as_object() {
         let _ = writeln!(s, "{:<12} {:>5} {:>12} {:>12} {:>9}", "tlb", "level", "lookups", "misses", "miss %");
         for (name, t) in tlbs {
