@@ -406,6 +406,22 @@ fn warmup_counts_exactly_the_accesses_after_it() {
     assert!(e.to_string().contains("sim.warmup_accesses"), "{e}");
 }
 
+/// The hypervisor running out of host memory stops a nested run with a clear error,
+/// whether it happens backing a data page or a guest page-table page during a walk.
+#[test]
+fn nested_host_memory_exhaustion_is_a_clear_error() {
+    let mut recs = vec![mmap(BASE, 64 << 20)];
+    recs.extend((0..20_000u64).map(|i| Record::read(BASE + ((i * 7919) % (16 << 10) << 12), 8, 1)));
+    for kind in ["nested-ecpt", "nested-radix", "hybrid"] {
+        for host in ["4M", "12M"] {
+            let k = format!("page_table.kind={kind}");
+            let h = format!("page_table.nested.host_phys_mem={host}");
+            let e = simulate("ecpt-asplos22", &[&k, &h], recs.clone()).unwrap_err();
+            assert!(e.to_string().contains("page_table.nested.host_phys_mem"), "{kind} {host}: {e}");
+        }
+    }
+}
+
 /// THP policies through the engine: eager maps a dense aligned region with 2M pages
 /// only; reservation-based THP promotes exactly when the threshold's page is touched.
 #[test]

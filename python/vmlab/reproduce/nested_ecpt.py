@@ -144,7 +144,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
             rows.append([f"{title}{' + THP' if thp else ''}", steps_text(r["walks"]), f"{r['walks']['steps_per_walk']:.2f}",
                          f"{100 * size_share:.0f}%"])
     parts.append(md_table(["advanced nested ECPT", "parallel refs per step (1 / 2 / 3)", "steps/walk", "guest size walks"], rows,
-                          "Accesses per step (paper §9.4: 2.8 / 2.8 / 1.6 with THP, 1.7 in step 3 without)"))
+                          "Accesses per step (paper §9.4: 2.8 / 2.8 / 1.6 with THP, 1.7 in step 3 without; guest size walks over the whole run)"))
 
     # Walk-cache hit rates of the advanced design (Fig. 14-style; paper L448).
     rows = [PAPER_HITS]
@@ -192,5 +192,5 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
             rows.append([f"{title}{' + THP' if thp else ''}", hit(r, "host_pte_cwc"), hit(r, "host_pmd_cwc"),
                          a["counters"]["disables"], a["counters"]["enables"], "on" if a["enabled_now"] else "off"])
     parts.append(md_table(["workload", "hCWC step 3 PTE hit rate", "hCWC PMD hit rate", "disables", "re-enables", "at the end"], rows,
-                          "Adaptive PTE-hCWT caching in step 3 (paper Fig. 12: GUPS and SysBench end disabled, the rest enabled)"))
+                          "Adaptive PTE-hCWT caching in step 3 (paper Fig. 12: GUPS and SysBench end disabled, the rest enabled; hit rates after the warm-up, switches over the whole run)"))
     return "\n".join(parts)

@@ -121,6 +121,21 @@ pub struct EcptProbe {
     pub pmd_hit: bool,
     /// The table maps the address with a size outside the assumed `sizes`.
     pub outside_sizes: bool,
+    /// Set by the caller: CWC fills wait in `pending_fills` until [`EcptProbe::apply_fills`]
+    /// (lookups issued in parallel all see the CWCs as they were before the step).
+    pub defer_fills: bool,
+    /// (ASID, address, CWC: 0 PTE, 1 PMD, 2 PUD) fills not yet applied.
+    pub pending_fills: Vec<(Asid, u64, u8)>,
+}
+
+impl EcptProbe {
+    /// Apply the deferred CWC fills to `c`.
+    pub fn apply_fills(&mut self, c: &mut EcptWalkCaches) {
+        for &(asid, va, which) in &self.pending_fills {
+            [&mut c.pte, &mut c.pmd, &mut c.pud][which as usize].fill(asid, va);
+        }
+        self.pending_fills.clear();
+    }
 }
 
 pub struct ElasticCuckooPageTable {
@@ -300,10 +315,15 @@ impl ElasticCuckooPageTable {
             // No size could hold va: probe the 4K table.
             out.refs.push((s.tables[0].probe_pa(key_of(va, SIZES[0]).0, 0), 1));
         }
-        for (cwc, entry, hit, on) in [(&mut c.pte, pte_e, pte_hit, pte_on), (&mut c.pmd, pmd_e, pmd_hit, true), (&mut c.pud, pud_e, pud_hit, true)] {
+        let cwcs = [(&mut c.pte, pte_e, pte_hit, pte_on), (&mut c.pmd, pmd_e, pmd_hit, true), (&mut c.pud, pud_e, pud_hit, true)];
+        for (which, (cwc, entry, hit, on)) in cwcs.into_iter().enumerate() {
             if let Some((_, pa)) = entry.filter(|_| on && !hit && cwc.enabled()) {
                 out.cwt_fetches.push(pa);
-                cwc.fill(asid, va);
+                if out.defer_fills {
+                    out.pending_fills.push((asid, va, which as u8));
+                } else {
+                    cwc.fill(asid, va);
+                }
             }
         }
         let class = if direct { 0 } else { (mask.count_ones() as usize).clamp(1, 3) };
@@ -556,7 +576,10 @@ mod tests {
         let n = |k: &str| d["walks"][k].as_u64().unwrap();
         assert_eq!((n("complete"), n("size"), n("partial"), n("direct")), (1, 1, 1, 1));
         // Unmapping the last page of a region removes its CWT entry and the CWC's copy.
+        assert!(pt.cwt_entry(0, 0x4000_0000, PMD).is_some());
         pt.unmap(&mut mem, 0, 0x4000_0000).unwrap();
+        assert!(pt.cwt_entry(0, 0x4000_0000, PMD).is_none());
+        assert!(pt.cwt_entry(0, 0x4000_0000, PUD).is_some(), "the 2M page keeps the 1G region's entry");
         c.invalidate(0, 0x4000_0000);
         path.clear();
         assert!(pt.walk(0, 0x4000_0000, &mut c, &mut path).is_none());

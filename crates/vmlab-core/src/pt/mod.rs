@@ -166,6 +166,13 @@ pub trait PageTable {
     #[inline(always)]
     fn prefetch(&self, _asid: Asid, _va: u64) {}
 
+    /// An error a walk met but could not return (a nested table's hypervisor out of
+    /// host memory for a page-table page): the engine checks after a walk that found no
+    /// mapping, so the run stops with it instead of treating it as a fault.
+    fn take_error(&mut self) -> Option<crate::Error> {
+        None
+    }
+
     /// Current size of the structures.
     fn footprint(&self) -> PtFootprint;
     /// Extra kind-specific numbers for the stats document (e.g. nodes per level).

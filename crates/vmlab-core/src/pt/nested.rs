@@ -185,6 +185,14 @@ impl<GC: WalkCaches, HC: WalkCaches> WalkCaches for NestedWalkCaches<GC, HC> {
     }
 }
 
+/// Name the hypervisor's memory in an out-of-memory error of a host-table operation.
+fn in_host(e: Error) -> Error {
+    match e {
+        Error::OutOfMemory(m) => Error::OutOfMemory(format!("host memory (page_table.nested.host_phys_mem): {m}")),
+        e => e,
+    }
+}
+
 /// A guest page table over a host page table.
 pub struct NestedPageTable<G: PageTable, H: PageTable> {
     kind: &'static str,
@@ -201,6 +209,8 @@ pub struct NestedPageTable<G: PageTable, H: PageTable> {
     /// Guest-physical 4K pages backed on first use (EPT-violation-like host faults).
     host_faults: u64,
     host_fallbacks: u64,
+    /// Host memory ran out while a walk backed a guest page-table page.
+    pub(crate) walk_error: Option<Error>,
 }
 
 /// Guest radix over host radix.
@@ -217,7 +227,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             return Err(Error::config("page_table.nested.host_page_size", format!("the host {} table cannot map {host_size} pages", host.kind())));
         }
         let mut host_mem = BuddyAllocator::new(cfg.host_phys_mem.0).map_err(|e| Error::config("page_table.nested.host_phys_mem", e.to_string()))?;
-        host.create_space(&mut host_mem, VM)?;
+        host.create_space(&mut host_mem, VM).map_err(|e| Error::config("page_table.nested.host_phys_mem", format!("too small for the host page table: {e}")))?;
         Ok(NestedPageTable {
             kind,
             guest,
@@ -230,6 +240,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             hpas: Vec::with_capacity(64),
             host_faults: 0,
             host_fallbacks: 0,
+            walk_error: None,
         })
     }
 
@@ -251,13 +262,13 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             let partly = (0..512u64).any(|i| self.host.translate(VM, base + (i << 12)).is_some());
             if !partly {
                 if let Some(hpa) = self.host_mem.try_alloc(PageSize::M2, FrameUse::Data) {
-                    return self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::M2, Perms::RWX_USER);
+                    return self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::M2, Perms::RWX_USER).map_err(in_host);
                 }
             }
             self.host_fallbacks += 1;
         }
-        let hpa = self.host_mem.alloc(PageSize::K4, FrameUse::Data).map_err(|e| Error::OutOfMemory(format!("host memory: {e}")))?;
-        self.host.map(&mut self.host_mem, VM, PageSize::K4.align_down(gpa), hpa, PageSize::K4, Perms::RWX_USER)
+        let hpa = self.host_mem.alloc(PageSize::K4, FrameUse::Data).map_err(in_host)?;
+        self.host.map(&mut self.host_mem, VM, PageSize::K4.align_down(gpa), hpa, PageSize::K4, Perms::RWX_USER).map_err(in_host)
     }
 
     /// Split the host page backing `gpa` into 4K pages on the same frames (as KVM splits
@@ -269,7 +280,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         let base = h.size.align_down(gpa);
         self.host.unmap(&mut self.host_mem, VM, base);
         for off in (0..h.size.bytes()).step_by(4096) {
-            self.host.map(&mut self.host_mem, VM, base + off, h.pa + off, PageSize::K4, h.perms)?;
+            self.host.map(&mut self.host_mem, VM, base + off, h.pa + off, PageSize::K4, h.perms).map_err(in_host)?;
         }
         Ok(true)
     }
@@ -300,7 +311,10 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             }
         }
         if self.host.translate(VM, gpa).is_none() {
-            self.back(gpa).ok()?;
+            if let Err(e) = self.back(gpa) {
+                self.walk_error = Some(e);
+                return None;
+            }
         }
         self.hpath.clear();
         let h = self.host.walk(VM, gpa, &mut c.host, &mut self.hpath)?;
@@ -414,6 +428,10 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         let h = h?;
         let size = g.size.min(h.size);
         Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+    }
+
+    fn take_error(&mut self) -> Option<Error> {
+        self.walk_error.take()
     }
 
     fn footprint(&self) -> PtFootprint {

@@ -168,25 +168,32 @@ impl NestedEcptPageTable {
     /// Make sure the guest page-table page at `gpa` is backed (its first use); with
     /// 4K page-table backing, split a 2M host page that covers it.
     fn back_pt(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<()> {
-        if !self.pt_backing_4k {
-            return self.inner.back_with(gpa, self.inner.host_page_size()).ok();
-        }
-        if self.inner.split_host_page(gpa).ok()? {
-            self.counters.host_splits += 1;
-            // Cached host PTEs of the old page now name the wrong size.
-            stc.flush();
-        }
-        self.inner.back_with(gpa, PageSize::K4).ok()
+        let backed = if !self.pt_backing_4k {
+            self.inner.back_with(gpa, self.inner.host_page_size())
+        } else {
+            self.inner.split_host_page(gpa).and_then(|split| {
+                if split {
+                    self.counters.host_splits += 1;
+                    // Cached host PTEs of the old page now name the wrong size.
+                    stc.flush();
+                }
+                self.inner.back_with(gpa, PageSize::K4)
+            })
+        };
+        backed.map_err(|e| self.inner.walk_error = Some(e)).ok()
     }
 
     /// Host lookup of a guest page-table address through the step-1 hCWC: its hECPT
     /// entries go to the open step (`in_step`) or to the background, its hCWT fetches
     /// to the background. Returns the number of hECPT entries read and the translation.
     fn host_lookup_pt(&mut self, gpa: u64, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> Option<(u64, Translation)> {
+        // Without a step-1 hCWC, step 1 shares the step-3 one, PTE entries included
+        // only while adaptive caching has them on.
+        let use_pte = c.step1.is_some() || self.adaptive.as_ref().map_or(true, |a| a.enabled());
         let hc = c.step1.as_mut().unwrap_or(&mut c.hcwc);
         let sizes = if self.pt_pages_4k_only { ONLY_4K } else { ALL_SIZES };
         let p = &mut self.host_probe;
-        self.inner.host.probe(VM, gpa, hc, sizes, true, p);
+        self.inner.host.probe(VM, gpa, hc, sizes, use_pte, p);
         self.counters.pt4k_violations += p.outside_sizes as u64;
         for &(pa, what) in &p.refs {
             if in_step {
@@ -263,6 +270,10 @@ impl PageTable for NestedEcptPageTable {
         self.inner.compose(va, g)
     }
 
+    fn take_error(&mut self) -> Option<crate::Error> {
+        self.inner.take_error()
+    }
+
     fn footprint(&self) -> PtFootprint {
         self.inner.footprint()
     }
@@ -288,6 +299,8 @@ impl NestedEcptPageTable {
         let mut hpas = std::mem::take(&mut self.hpas);
         hpas.clear();
         let mut ok = true;
+        // The k host lookups are issued in parallel: none sees another's CWC fill.
+        self.host_probe.defer_fills = true;
         for &(gpa, what) in &gp.refs {
             let hit = self.back_pt(gpa, &mut c.stc).and_then(|_| self.host_lookup_pt(gpa, c, path, true));
             match hit {
@@ -298,6 +311,8 @@ impl NestedEcptPageTable {
                 None => ok = false,
             }
         }
+        self.host_probe.defer_fills = false;
+        self.host_probe.apply_fills(c.step1.as_mut().unwrap_or(&mut c.hcwc));
         // Step 2: read the guest entries.
         path.begin_step();
         for &(hpa, what) in &hpas {
@@ -397,6 +412,13 @@ mod tests {
             assert!(path.background().is_empty(), "no walk caches, nothing to fill");
             assert_eq!(pt.counters().pt4k_violations, 0);
         }
+        // The advanced design with Table 2's caches: a cold walk misses them all, and
+        // the k parallel host lookups of step 1 do not see each other's CWC fills.
+        let (mut pt, mut c, mut mem) = build(&advanced(4096), [0, 16, 2]);
+        map(&mut pt, &mut mem, 0x5555_0000_0000, PageSize::K4);
+        let mut path = WalkPath::new();
+        pt.walk(0, 0x5555_0000_0123, &mut c, &mut path).unwrap();
+        assert_eq!(per_step(&path), [27, 9, 9]);
     }
 
     /// Warm walks of the advanced design: a 4K guest page is a guest size walk (no PTE
@@ -422,7 +444,8 @@ mod tests {
         path.clear();
         let t = pt.walk(0, 0x801f_f123, &mut c, &mut path).unwrap();
         assert_eq!(per_step(&path), vec![1, 1, 1]);
-        assert_eq!((t.size, t.phys(0x801f_f123) & 0x1f_ffff), (PageSize::M2, (gpa + 0x1f_f123) & 0x1f_ffff));
+        assert_eq!((Some(t), t.size), (pt.translate(0, 0x801f_f123), PageSize::M2));
+        assert_eq!(pt.inner.host.translate(VM, gpa).unwrap().size, PageSize::M2);
     }
 
     /// A gCWC miss needs the host address of the gCWT entry: a host lookup in the
@@ -511,15 +534,16 @@ mod tests {
         assert!(e.to_string().contains("page_table.nested.adaptive_pte_cwc"), "{e}");
     }
 
-    /// With every mechanism off and the guest's CWCs off, the walker reads exactly what
-    /// the generic nested walker reads (which fetches CWT entries inline: left out).
+    /// With every walk cache off, the walker reads exactly what the generic nested
+    /// walker reads, step by step. (With host CWCs on they differ by design: the generic
+    /// walker's parallel host walks run one after another and see each other's fills.)
     #[test]
     fn plain_design_reads_what_the_generic_nested_walker_reads() {
         use rand::{Rng, SeedableRng};
-        let n = plain(4096);
+        let n = NestedConfig { host_pmd_cwc: 0, host_pud_cwc: 0, ..plain(4096) };
         let (mut pt, mut c, mut mem) = build(&n, [0, 0, 0]);
         let mut generic = NestedPageTable::new("nested-ecpt", small_ecpt(), host_ecpt(false), &n).unwrap();
-        let mut gc = NestedWalkCaches::new(EcptWalkCaches::none(), EcptWalkCaches::new(0, 4, 2, 4, 9).unwrap(), &n, 0).unwrap();
+        let mut gc = NestedWalkCaches::new(EcptWalkCaches::none(), EcptWalkCaches::none(), &n, 0).unwrap();
         let mut gmem = BuddyAllocator::new(4 << 30).unwrap();
         generic.create_space(&mut gmem, 0).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
@@ -547,8 +571,8 @@ mod tests {
     fn advanced_translation_composes_guest_and_host() {
         for host_page in [4096u64, 2 << 20] {
             for n in [plain(host_page), advanced(host_page)] {
-                let (pt, c, _) = build(&n, [0, 4, 2]);
-                check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 1, |pt, a, va| {
+                let (pt, c, mem) = build(&n, [0, 4, 2]);
+                check_composition(pt, c, mem, host_page + 1, |pt, a, va| {
                     compose_by_hand(&pt.inner.guest, &pt.inner.host, a, va)
                 });
             }

@@ -246,6 +246,10 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
         self.inner.walk_nested(asid, va, caches, path)
     }
 
+    fn take_error(&mut self) -> Option<crate::Error> {
+        self.inner.take_error()
+    }
+
     fn prefetch(&self, asid: Asid, va: u64) {
         self.inner.prefetch(asid, va)
     }

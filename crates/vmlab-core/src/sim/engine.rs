@@ -370,6 +370,9 @@ impl<P: PageTable> Engine<P> {
                     // TLB miss, one walk and one fault; the mapping the OS installs is
                     // filled into the TLBs without a second walk.
                     _ => {
+                        if let Some(e) = self.os.mm.pt.take_error() {
+                            return Err(e);
+                        }
                         self.walks.faulting += 1;
                         self.fault(va, kind)?
                     }
@@ -678,6 +681,7 @@ impl<P: PageTable> Engine<P> {
             tlb_levels: self.tlb_levels.clone(),
             tlbs: self.tlbs.tlbs.iter().map(|t| t.counters.clone()).collect(),
             caches: self.mem.caches.iter().map(|c| c.counters.clone()).collect(),
+            write_buffers: self.mem.caches.iter().map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls))).collect(),
             memory_accesses: self.mem.memory_accesses,
         }));
         self.walk_cache_base = self.walk_caches.counters();
@@ -706,8 +710,11 @@ impl<P: PageTable> Engine<P> {
         for (t, base) in self.tlbs.tlbs.iter_mut().zip(&b.tlbs) {
             t.counters = t.counters.since(base);
         }
-        for (c, base) in self.mem.caches.iter_mut().zip(&b.caches) {
+        for ((c, base), wb) in self.mem.caches.iter_mut().zip(&b.caches).zip(&b.write_buffers) {
             c.counters = c.counters.since(base);
+            if let Some(w) = &mut c.write_buffer {
+                (w.writes, w.stall_cycles, w.full_stalls) = (w.writes - wb.0, w.stall_cycles - wb.1, w.full_stalls - wb.2);
+            }
         }
         self.mem.memory_accesses -= b.memory_accesses;
     }
@@ -740,5 +747,7 @@ struct WarmupBase {
     tlb_levels: [Vec<(u64, u64)>; 2],
     tlbs: Vec<crate::mmu::tlb::TlbCounters>,
     caches: Vec<crate::mem::cache::CacheCounters>,
+    /// Per cache level: its write buffer's (writes, stall cycles, full stalls).
+    write_buffers: Vec<(u64, u64, u64)>,
     memory_accesses: u64,
 }
