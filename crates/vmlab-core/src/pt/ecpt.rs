@@ -297,7 +297,7 @@ impl ElasticCuckooPageTable {
             }
         }
         let mut mask = mask;
-        if !informed {
+        if !informed && mask != ALL_SIZES {
             if let Some((i, _)) = self.lookup(asid, va).filter(|&(i, _)| mask & 1 << i == 0) {
                 out.outside_sizes = true;
                 mask |= 1 << i;
