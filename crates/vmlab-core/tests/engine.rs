@@ -366,6 +366,8 @@ fn nested_ecpt_walks_take_three_steps_with_background_fills() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("page_table.nested.pt_pages_4k_only"), "{e}");
+    let e = simulate("ecpt-asplos22", &["page_table.kind=nested-ecpt", "page_table.nested.host_pt_backing=8K"], vec![]).unwrap_err();
+    assert!(e.to_string().contains("host_pt_backing"), "{e}");
 }
 
 /// The statistics warm-up: a run of X then Y, warmed up over X's accesses, counts

@@ -93,6 +93,14 @@ def l2_walk_misses(r: dict) -> int:
     return sum(c["walk_misses"] for c in r["caches"].values() if c["level"] == 2)
 
 
+def ablation_row(name: str, r: dict, abridge: bool = False) -> list:
+    w = r["walks"]
+    steps = steps_text(w)[:30] + " …" if abridge else steps_text(w)
+    return [name, steps, per_walk(r, w["background_refs"]), f"{w['latency']['mean']:.1f}",
+            w["latency"]["p95"], f"{w['mmu_requests_per_kilo_instruction']:.0f}", l2_walk_misses(r),
+            f"{r['cycles']['translation_per_kilo_instruction']:.0f}"]
+
+
 def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     n = 600_000 if quick else 4_000_000
     warm = n // 2
@@ -132,28 +140,24 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
             rows = [row(name + (" + THP" if thp else ""), b[(title, thp, name)]) for name, _, _, _ in DESIGNS]
             parts.append(md_table(HEADER, rows, label))
 
+    def advanced_runs():
+        """(label, result) of the advanced design, for every input that has walks."""
+        for title, _, _ in inputs:
+            for thp in (False, True):
+                if walked(title, thp):
+                    yield f"{title}{' + THP' if thp else ''}", b[(title, thp, "Nested ECPT (advanced)")]
+
     # Accesses per step of the advanced design, next to the paper's.
     rows = [[label, s, "", ""] for label, s in PAPER_STEPS]
-    for title, _, _ in inputs:
-        for thp in (False, True):
-            if not walked(title, thp):
-                continue
-            r = b[(title, thp, "Nested ECPT (advanced)")]
-            classes = r["page_table"]["details"]["guest"]["walks"]
-            size_share = classes["size"] / max(1, sum(classes.values()))
-            rows.append([f"{title}{' + THP' if thp else ''}", steps_text(r["walks"]), f"{r['walks']['steps_per_walk']:.2f}",
-                         f"{100 * size_share:.0f}%"])
+    for label, r in advanced_runs():
+        classes = r["page_table"]["details"]["guest"]["walks"]
+        size_share = classes["size"] / max(1, sum(classes.values()))
+        rows.append([label, steps_text(r["walks"]), f"{r['walks']['steps_per_walk']:.2f}", f"{100 * size_share:.0f}%"])
     parts.append(md_table(["advanced nested ECPT", "parallel refs per step (1 / 2 / 3)", "steps/walk", "guest size walks"], rows,
                           "Accesses per step (paper §9.4: 2.8 / 2.8 / 1.6 with THP, 1.7 in step 3 without; guest size walks over the whole run)"))
 
     # Walk-cache hit rates of the advanced design (Fig. 14-style; paper L448).
-    rows = [PAPER_HITS]
-    for title, _, _ in inputs:
-        for thp in (False, True):
-            if not walked(title, thp):
-                continue
-            r = b[(title, thp, "Nested ECPT (advanced)")]
-            rows.append([f"{title}{' + THP' if thp else ''}"] + [hit(r, c) for c in HIT_CACHES])
+    rows = [PAPER_HITS] + [[label] + [hit(r, c) for c in HIT_CACHES] for label, r in advanced_runs()]
     parts.append(md_table(["advanced nested ECPT", "STC", "gCWC PUD", "gCWC PMD", "hCWC PUD", "hCWC PMD", "hCWC step 1 PTE",
                            "hCWC step 3 PTE"], rows, "Walk-cache hit rates"))
 
@@ -164,18 +168,8 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         for thp in (False, True):
             if not walked(title, thp):
                 continue
-            rows = []
-            for step, _ in ABLATION:
-                r = b[(title, thp, "ablation", step)]
-                w = r["walks"]
-                rows.append([step, steps_text(w), per_walk(r, w["background_refs"]), f"{w['latency']['mean']:.1f}",
-                             w["latency"]["p95"], f"{w['mmu_requests_per_kilo_instruction']:.0f}", l2_walk_misses(r),
-                             f"{r['cycles']['translation_per_kilo_instruction']:.0f}"])
-            rr = b[(title, thp, "Nested Radix")]
-            rows.append(["(nested radix, for reference)", steps_text(rr["walks"])[:30] + " …", "0.00",
-                         f"{rr['walks']['latency']['mean']:.1f}", rr["walks"]["latency"]["p95"],
-                         f"{rr['walks']['mmu_requests_per_kilo_instruction']:.0f}", l2_walk_misses(rr),
-                         f"{rr['cycles']['translation_per_kilo_instruction']:.0f}"])
+            rows = [ablation_row(step, b[(title, thp, "ablation", step)]) for step, _ in ABLATION]
+            rows.append(ablation_row("(nested radix, for reference)", b[(title, thp, "Nested Radix")], abridge=True))
             parts.append(md_table(["nested ECPT", "parallel refs per step", "background refs/walk", "walk cycles mean", "p95",
                                    "MMU requests/KI", "L2 walk misses", "translation CPKI"], rows,
                                   f"Ablation, {title}, {'THP' if thp else '4 KiB pages'} (paper Fig. 9, speed-up with 4 KiB "
@@ -183,14 +177,10 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
 
     # Fig. 12: the adaptive controller's decisions.
     rows = []
-    for title, _, _ in inputs:
-        for thp in (False, True):
-            if not walked(title, thp):
-                continue
-            r = b[(title, thp, "Nested ECPT (advanced)")]
-            a = r["page_table"]["details"]["nested_ecpt"]["adaptive"]
-            rows.append([f"{title}{' + THP' if thp else ''}", hit(r, "host_pte_cwc"), hit(r, "host_pmd_cwc"),
-                         a["counters"]["disables"], a["counters"]["enables"], "on" if a["enabled_now"] else "off"])
+    for label, r in advanced_runs():
+        a = r["page_table"]["details"]["nested_ecpt"]["adaptive"]
+        rows.append([label, hit(r, "host_pte_cwc"), hit(r, "host_pmd_cwc"), a["counters"]["disables"], a["counters"]["enables"],
+                     "on" if a["enabled_now"] else "off"])
     parts.append(md_table(["workload", "hCWC step 3 PTE hit rate", "hCWC PMD hit rate", "disables", "re-enables", "at the end"], rows,
                           "Adaptive PTE-hCWT caching in step 3 (paper Fig. 12: GUPS and SysBench end disabled, the rest enabled; hit rates after the warm-up, switches over the whole run)"))
     return "\n".join(parts)

@@ -532,6 +532,14 @@ mod tests {
         let bad = NestedConfig { host_pte_cwc: 0, ..advanced(4096) };
         let e = NestedEcptPageTable::new(small_ecpt(), host_ecpt(true), &bad).err().unwrap();
         assert!(e.to_string().contains("page_table.nested.adaptive_pte_cwc"), "{e}");
+        for (bad, key) in [
+            (NestedConfig { adaptive_disable_below: 1.5, ..advanced(4096) }, "adaptive_disable_below"),
+            (NestedConfig { adaptive_enable_above: -0.1, ..advanced(4096) }, "adaptive_enable_above"),
+            (NestedConfig { adaptive_window: 0, ..advanced(4096) }, "adaptive_window"),
+        ] {
+            let e = NestedEcptPageTable::new(small_ecpt(), host_ecpt(true), &bad).err().unwrap();
+            assert!(e.to_string().contains(&format!("page_table.nested.{key}")), "{e}");
+        }
     }
 
     /// With every walk cache off, the walker reads exactly what the generic nested
