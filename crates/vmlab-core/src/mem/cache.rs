@@ -15,7 +15,7 @@ use super::victim::VictimCache;
 use super::write_buffer::WriteBuffer;
 use crate::config::{CacheConfig, Indexing, Organisation, Serves, WritePolicy};
 use crate::error::{Error, Result};
-use crate::mmu::assoc::{check_geometry, plru_touch, plru_victim, Replacement};
+use crate::mmu::assoc::{check_geometry, match_mask_ignoring, plru_touch, plru_victim, Replacement};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
@@ -129,6 +129,18 @@ impl LineStore {
     #[inline(always)]
     fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
         let set = self.set_of(idx_line);
+        if let Order::Lru = self.order {
+            // The common geometries, unrolled (docs/performance.md).
+            match self.ways {
+                1 => return self.lru_access::<1>(set, line, write, allocate),
+                2 => return self.lru_access::<2>(set, line, write, allocate),
+                4 => return self.lru_access::<4>(set, line, write, allocate),
+                8 => return self.lru_access::<8>(set, line, write, allocate),
+                12 => return self.lru_access::<12>(set, line, write, allocate),
+                16 => return self.lru_access::<16>(set, line, write, allocate),
+                _ => {}
+            }
+        }
         let ways = self.ways;
         let tags = &mut self.tags[set * ways..set * ways + ways];
         let want = line << 1;
@@ -177,6 +189,35 @@ impl LineStore {
                 self.fill_at(set, w, hit_way, want | dirty)
             }
         }
+    }
+
+    /// `access` for an LRU set of exactly N ways, kept in recency order.
+    #[inline(always)]
+    fn lru_access<const N: usize>(&mut self, set: usize, line: u64, write: bool, allocate: bool) -> Probe {
+        let tags: &mut [u64; N] = (&mut self.tags[set * N..set * N + N]).try_into().expect("set of N ways");
+        let want = line << 1;
+        let dirty = if write { DIRTY } else { 0 };
+        let hits = match_mask_ignoring::<N>(tags, want, DIRTY);
+        if hits != 0 {
+            let w = hits.trailing_zeros() as usize;
+            let t = tags[w] | dirty;
+            if w > 0 {
+                // Ways 0..w move down one place (a select per way: no memmove call).
+                let old = *tags;
+                for i in 1..N {
+                    tags[i] = if i <= w { old[i - 1] } else { old[i] };
+                }
+            }
+            tags[0] = t;
+            return Probe::hit();
+        }
+        if !allocate {
+            return Probe::miss(INVALID);
+        }
+        let victim = tags[N - 1];
+        tags.copy_within(0..N - 1, 1);
+        tags[0] = want | dirty;
+        Probe::miss(victim)
     }
 
     /// For the position-keeping policies: on a miss, put `tag` in way `w`.
@@ -344,7 +385,7 @@ mod tests {
     #[test]
     fn agrees_with_the_general_tag_store() {
         for repl in [Replacement::Lru, Replacement::Plru, Replacement::Random] {
-            for (lines, ways) in [(64usize, 4usize), (64, 16), (48, 12), (8, 1), (16, 16)] {
+            for (lines, ways) in [(64usize, 4usize), (64, 16), (48, 12), (8, 1), (16, 16), (32, 2), (64, 8), (60, 6)] {
                 if repl == Replacement::Plru && !ways.is_power_of_two() {
                     continue;
                 }

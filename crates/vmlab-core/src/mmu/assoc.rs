@@ -341,10 +341,18 @@ pub(crate) fn check_geometry(entries: usize, ways: usize, repl: Replacement, key
 /// Bit w set where `keys[w] == key`, for a set of exactly N ways (unrolled).
 #[inline(always)]
 fn match_mask<const N: usize>(keys: &[u64], key: u64) -> u64 {
+    match_mask_ignoring::<N>(keys, key, 0)
+}
+
+/// Bit w set where `keys[w]` equals `key` in every bit outside `ignore`, for a set of
+/// exactly N ways (unrolled; branch-free because keys are random, so an early-exit loop
+/// mispredicts on almost every way).
+#[inline(always)]
+pub(crate) fn match_mask_ignoring<const N: usize>(keys: &[u64], key: u64, ignore: u64) -> u64 {
     let keys: &[u64; N] = keys.try_into().expect("set of N ways");
     let mut mask = 0u64;
     for (w, &k) in keys.iter().enumerate() {
-        mask |= ((k == key) as u64) << w;
+        mask |= (((k | ignore) == (key | ignore)) as u64) << w;
     }
     mask
 }

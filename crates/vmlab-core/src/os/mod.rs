@@ -34,6 +34,7 @@ use reservation::{ReleaseReason, Reservation, Reservations};
 use touched::TouchedFrames;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
 use vma::Vma;
 
 /// A TLB/walk-cache invalidation the engine must apply.
@@ -111,7 +112,7 @@ pub struct Os<P: PageTable> {
 pub struct Mm<P: PageTable> {
     pub pt: P,
     pub mem: BuddyAllocator,
-    spaces: HashMap<Pid, AddressSpace>,
+    spaces: FxHashMap<Pid, AddressSpace>,
     free_asids: BTreeSet<Asid>,
     next_asid: Asid,
     objects: Vec<Option<SharedObject>>,
@@ -156,7 +157,7 @@ impl<P: PageTable> Os<P> {
         let mm = Mm {
             pt,
             mem,
-            spaces: HashMap::new(),
+            spaces: FxHashMap::default(),
             free_asids: BTreeSet::new(),
             next_asid: 0,
             objects: Vec::new(),

@@ -191,12 +191,33 @@ impl PageIndex {
 
     /// Whether any page overlaps [start, end).
     pub fn any_in(&self, start: u64, end: u64) -> bool {
-        let mut found = false;
-        self.scan(0, TOP, 0, start, end, &mut |_, _| {
-            found = true;
-            false
-        });
-        found
+        if start >= end {
+            return false;
+        }
+        // Descend while the range lies inside one slot (every demand fault asks this of
+        // one aligned page): a page there overlaps it, an empty slot rules it out, and a
+        // child that the range covers whole holds a page (emptied nodes are freed).
+        let mut node = 0u32;
+        for level in (0..=TOP).rev() {
+            let shift = slot_shift(level);
+            if start >> shift != (end - 1) >> shift {
+                // The range spans several slots of this node: scan them.
+                let node_base = if shift + BITS >= 64 { 0 } else { start & !((1u64 << (shift + BITS)) - 1) };
+                let mut found = false;
+                self.scan(node, level, node_base, start, end, &mut |_, _| {
+                    found = true;
+                    false
+                });
+                return found;
+            }
+            match self.slot(node, index(start, level)) {
+                Slot::Empty => return false,
+                Slot::Page(_) => return true,
+                Slot::Child(_) if start.trailing_zeros() >= shift && end - start == 1u64 << shift => return true,
+                Slot::Child(c) => node = c,
+            }
+        }
+        unreachable!("level-0 slots hold no children")
     }
 
     /// Base addresses of the pages overlapping [start, end), ascending.
@@ -290,6 +311,14 @@ mod tests {
                 assert_eq!(idx.get(va), covering, "round {round}");
                 let overlap = covering.is_some() || reference.range(va..end).next().is_some();
                 assert_eq!(idx.any_in(va, end), overlap);
+                // Unaligned ranges, within one slot or across several.
+                let lo = va.wrapping_add(rng.gen_range(0..1u64 << 22));
+                let bits = rng.gen_range(1..34);
+                let hi = lo.saturating_add(rng.gen_range(1..1u64 << bits));
+                let overlaps = |s: u64, e: u64| {
+                    reference.range(..e).next_back().is_some_and(|(&b, x)| b.saturating_add(x.size.bytes()) > s)
+                };
+                assert_eq!(idx.any_in(lo, hi), lo < hi && overlaps(lo, hi), "[{lo:#x}, {hi:#x})");
                 match rng.gen_range(0..3) {
                     0 | 1 if !overlap => {
                         idx.insert(va, m(va ^ 0x1000_0000, size));
