@@ -42,7 +42,7 @@ impl<const N: usize> NodeArena<N> {
             if p.is_null() {
                 std::alloc::handle_alloc_error(Self::layout());
             }
-            advise_huge(p as *mut libc::c_void, CHUNK_BYTES);
+            crate::host::advise_huge(p as *mut libc::c_void, CHUNK_BYTES);
             self.chunks.push(p);
         }
         self.len += 1;
@@ -95,16 +95,6 @@ impl<const N: usize> Drop for NodeArena<N> {
             unsafe { dealloc(c as *mut u8, Self::layout()) };
         }
     }
-}
-
-fn advise_huge(p: *mut libc::c_void, len: usize) {
-    #[cfg(target_os = "linux")]
-    // SAFETY: the range is a live allocation of ours; madvise is only a hint.
-    unsafe {
-        libc::madvise(p, len, libc::MADV_HUGEPAGE);
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (p, len);
 }
 
 #[cfg(test)]

@@ -16,17 +16,26 @@
 use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use crate::addr::PageSize;
+use crate::host::{HugeArray, Zeroable};
+
+/// Most ways a table may have (`page_table.ecpt.ways`).
+pub const MAX_WAYS: usize = 8;
 
 /// PTEs per entry (one 64-byte line).
 pub const CLUSTER: usize = 8;
 pub const ENTRY_BYTES: u64 = 64;
 
+// repr(C): the tag first, so the line a lookup prefetches is the one it checks.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
 pub struct Cluster {
     /// Key + 1 (0 = empty slot).
     tag: u64,
     pub ptes: [u64; CLUSTER],
 }
+
+// SAFETY: plain u64s; the zero cluster is the empty slot.
+unsafe impl Zeroable for Cluster {}
 
 impl Cluster {
     pub fn key(&self) -> Option<u64> {
@@ -39,7 +48,7 @@ impl Cluster {
 
 /// One way's array and its simulated memory.
 struct WayArray {
-    slots: Vec<Cluster>,
+    slots: HugeArray<Cluster>,
     pa: u64,
     size: PageSize,
 }
@@ -48,7 +57,7 @@ impl WayArray {
     fn new(mem: &mut BuddyAllocator, slots: usize) -> Result<WayArray> {
         let size = PageSize::from_bytes((slots as u64 * ENTRY_BYTES).max(4096)).map_err(|m| Error::config("page_table.ecpt", m))?;
         let pa = mem.alloc(size, FrameUse::PageTable)?;
-        Ok(WayArray { slots: vec![Cluster::default(); slots], pa, size })
+        Ok(WayArray { slots: HugeArray::zeroed(slots), pa, size })
     }
     fn free(self, mem: &mut BuddyAllocator) {
         mem.free(self.pa, self.size, FrameUse::PageTable);
@@ -103,6 +112,7 @@ pub fn way_hash(key: u64, way: usize) -> u64 {
 
 impl ElasticCuckooTable {
     pub fn new(mem: &mut BuddyAllocator, p: CuckooParams, slots: usize) -> Result<ElasticCuckooTable> {
+        assert!((1..=MAX_WAYS).contains(&p.ways), "ways checked by the config");
         let cur = (0..p.ways).map(|_| WayArray::new(mem, slots)).collect::<Result<Vec<_>>>()?;
         Ok(ElasticCuckooTable { p, cur, old: None, entries: 0, resizes: 0, migrated: 0, max_displacement: 0 })
     }
@@ -186,8 +196,15 @@ impl ElasticCuckooTable {
     }
 
     pub fn find(&self, key: u64) -> Option<(Probe, &Cluster)> {
+        // The ways' slots are independent host reads: start them all before checking
+        // any, so their host cache misses overlap.
+        let mut at = [(false, 0usize); MAX_WAYS];
+        for (w, a) in at.iter_mut().enumerate().take(self.p.ways) {
+            *a = self.locate(key, w);
+            crate::host::prefetch(&self.slot(a.0, w, a.1).tag);
+        }
         (0..self.p.ways).find_map(|w| {
-            let (old, i) = self.locate(key, w);
+            let (old, i) = at[w];
             let c = self.slot(old, w, i);
             (c.key() == Some(key)).then(|| (Probe { way: w, pa: self.slot_pa(old, w, i) }, c))
         })

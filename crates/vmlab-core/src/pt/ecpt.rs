@@ -164,7 +164,7 @@ fn pte(pa: u64, perms: Perms) -> u64 {
 
 impl ElasticCuckooPageTable {
     pub fn new(cfg: &EcptConfig) -> Result<ElasticCuckooPageTable> {
-        if !(1..=8).contains(&cfg.ways) {
+        if !(1..=super::cuckoo::MAX_WAYS).contains(&cfg.ways) {
             return Err(Error::config("page_table.ecpt.ways", "must be between 1 and 8"));
         }
         if cfg.initial_slots.iter().any(|&s| s < 8 || !s.is_power_of_two() || s > 1 << 24) {
@@ -176,7 +176,7 @@ impl ElasticCuckooPageTable {
         if cfg.growth < 2 || !cfg.growth.is_power_of_two() {
             return Err(Error::config("page_table.ecpt.growth", "must be a power of two >= 2"));
         }
-        if cfg.cwt_slots.iter().any(|&s| s < 8 || !s.is_power_of_two() || s > 1 << 24) || !(1..=8).contains(&cfg.cwt_ways) {
+        if cfg.cwt_slots.iter().any(|&s| s < 8 || !s.is_power_of_two() || s > 1 << 24) || !(1..=super::cuckoo::MAX_WAYS).contains(&cfg.cwt_ways) {
             return Err(Error::config("page_table.ecpt.cwt_slots", "CWT slots must be powers of two between 8 and 2^24, cwt_ways 1 to 8"));
         }
         if !cfg.cwt && (cfg.pte_cwc > 0 || cfg.pmd_cwc > 0 || cfg.pud_cwc > 0 || cfg.pte_cwt) {
