@@ -454,3 +454,100 @@ impl PageTable for LinearPageTable {
         d
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sizes(pairs: &[(usize, u64)]) -> Vec<Bytes> {
+        let mut v = default_region_page_sizes();
+        for &(r, b) in pairs {
+            v[r] = Bytes(b);
+        }
+        v
+    }
+
+    /// The one reference a walk makes: the PTE's virtual address.
+    fn pte_va_walked(pt: &mut LinearPageTable, va: u64) -> u64 {
+        let mut path = WalkPath::new();
+        pt.walk(0, va, &mut PageWalkCache::none(), &mut path);
+        assert_eq!(path.refs().len(), 1);
+        assert_eq!(path.refs()[0].what, crate::pt::WalkRef::VIRTUAL);
+        path.refs()[0].pa
+    }
+
+    proptest! {
+        /// With every region at 4K the regions' arrays are the old single array indexed
+        /// by VA >> 12, whatever the region selector.
+        #[test]
+        fn all_4k_regions_are_the_single_array(va in 0u64..(1 << 47), region_shift in 44u8..=61) {
+            let cfg = LinearConfig { region_shift, ..Default::default() };
+            let mut pt = LinearPageTable::new(&cfg).unwrap();
+            let mut mem = BuddyAllocator::new(64 << 20).unwrap();
+            pt.create_space(&mut mem, 0).unwrap();
+            prop_assert_eq!(pte_va_walked(&mut pt, va), 0xffff_a000_0000_0000 + (va >> 12) * 8);
+            prop_assert_eq!(pt.page_size_at(va), None);
+            prop_assert!(!pt.sizes_by_address());
+        }
+    }
+
+    #[test]
+    fn a_16k_region_indexes_its_own_array_by_16k_page() {
+        // Region 7 (VA bits 46:44 = 7) has 16K pages.
+        let cfg = LinearConfig { region_page_sizes: sizes(&[(7, 16 << 10)]), ..Default::default() };
+        let mut pt = LinearPageTable::new(&cfg).unwrap();
+        let mut mem = BuddyAllocator::new(64 << 20).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        assert_eq!(pt.page_sizes(), &[PageSize::K4, PageSize::from_bytes(16 << 10).unwrap()]);
+        assert!(pt.sizes_by_address());
+        let k16 = PageSize::from_bytes(16 << 10).unwrap();
+        // 0x7f00_0001_2345: offset in region 7 = 0xf00_0001_2345, 16K page 0x3c00_0004;
+        // region 7's array starts at slot 7 << 32 (8 bytes each: byte 0x38_0000_0000).
+        let va = 0x7f00_0001_2345;
+        assert_eq!(pt.page_size_at(va), Some(k16));
+        assert_eq!(pte_va_walked(&mut pt, va), 0xffff_a000_0000_0000 + 0x38_0000_0000 + 0x3c00_0004 * 8);
+        // Every 4K piece of the 16K page reads the same entry; the next 16K page the next.
+        assert_eq!(pte_va_walked(&mut pt, 0x7f00_0001_0000), pte_va_walked(&mut pt, 0x7f00_0001_3fff));
+        assert_eq!(pte_va_walked(&mut pt, 0x7f00_0001_4000), pte_va_walked(&mut pt, va) + 8);
+        // Region 0 keeps 4K pages in the first slot.
+        assert_eq!(pt.page_size_at(0x40_1000), Some(PageSize::K4));
+        assert_eq!(pte_va_walked(&mut pt, 0x40_1000), 0xffff_a000_0000_0000 + 0x401 * 8);
+
+        // The entry has no size field: the translation's size is the region's.
+        pt.map(&mut mem, 0, 0x7f00_0001_0000, 0x10_0000, k16, Perms::RW_USER).unwrap();
+        let t = pt.translate(0, va).unwrap();
+        assert_eq!((t.pa, t.size, t.phys(va)), (0x10_0000, k16, 0x10_2345));
+        assert_eq!(pt.walk(0, va, &mut PageWalkCache::none(), &mut WalkPath::new()), Some(t));
+        assert!(pt.protect(0, 0x7f00_0001_3000, Perms::R));
+        assert_eq!(pt.unmap(&mut mem, 0, 0x7f00_0001_1000).map(|t| (t.size, t.perms)), Some((k16, Perms::R)));
+        assert_eq!(pt.translate(0, va), None);
+
+        // A page of another size than the region's is refused, naming the key.
+        let e = pt.map(&mut mem, 0, 0x7f00_0002_0000, 0x20_0000, PageSize::K4, Perms::RW_USER).unwrap_err().to_string();
+        assert!(e.contains("page_table.linear.region_page_sizes[7]") && e.contains("16K"), "{e}");
+        let e = pt.map(&mut mem, 0, 0x40_0000, 0x20_0000, k16, Perms::RW_USER).unwrap_err().to_string();
+        assert!(e.contains("page_table.linear.region_page_sizes[0]"), "{e}");
+    }
+
+    #[test]
+    fn bad_region_keys_are_named() {
+        let err = |c: LinearConfig| LinearPageTable::new(&c).err().expect("rejected").to_string();
+        let e = err(LinearConfig { region_page_sizes: vec![Bytes(4096); 7], ..Default::default() });
+        assert!(e.contains("`page_table.linear.region_page_sizes`") && e.contains("8 page sizes"), "{e}");
+        for (b, what) in [(12u64 << 10, "power of two"), (2 << 10, "outside"), (8 << 30, "4G")] {
+            let e = err(LinearConfig { region_page_sizes: sizes(&[(5, b)]), ..Default::default() });
+            assert!(e.contains("`page_table.linear.region_page_sizes[5]`") && e.contains(what), "{b}: {e}");
+        }
+        // 8 regions must cover va_bits: 47 - 3 = 44 at least.
+        let e = err(LinearConfig { region_shift: 43, ..Default::default() });
+        assert!(e.contains("`page_table.linear.region_shift`"), "{e}");
+        // A 2^20-byte region cannot hold a 2M page.
+        let e = err(LinearConfig { va_bits: 23, region_shift: 20, region_page_sizes: sizes(&[(1, 2 << 20)]), ..Default::default() });
+        assert!(e.contains("`page_table.linear.region_page_sizes[1]`") && e.contains("does not fit"), "{e}");
+        // With va_bits = 40 only region 0 holds user addresses (region_shift 44).
+        let e = err(LinearConfig { va_bits: 40, region_page_sizes: sizes(&[(3, 16 << 10)]), ..Default::default() });
+        assert!(e.contains("`page_table.linear.region_page_sizes[3]`") && e.contains("va_bits"), "{e}");
+        assert!(LinearPageTable::new(&LinearConfig { va_bits: 40, region_page_sizes: sizes(&[(0, 16 << 10)]), ..Default::default() }).is_ok());
+    }
+}
