@@ -785,7 +785,7 @@ impl<P: PageTable> Mm<P> {
     /// it keeps the whole page, as the region's page is the OS's unit there (Linux/ia64
     /// rounds mappings to whole pages); it goes when no VMA overlaps it any more.
     fn still_in_use(&self, pid: Pid, base: u64, start: u64, end: u64) -> bool {
-        let Some(space) = self.spaces.get(&pid) else { return false };
+        let Some(space) = self.space(pid) else { return false };
         let Some((_, m)) = space.mapping_at(base) else { return false };
         let page_end = base.saturating_add(m.size.bytes());
         (base < start && space.vmas.iter_overlapping(base, start).next().is_some())

@@ -112,6 +112,9 @@ impl LinearConfig {
     /// from 4K to 4G, each no larger than its region; a region no user address reaches
     /// (above `va_bits`) must stay at 4K (a size there would never be used).
     pub fn region_shifts(&self) -> Result<[u8; REGIONS]> {
+        if !(20..=47).contains(&self.va_bits) {
+            return Err(Error::config("page_table.linear.va_bits", "must be between 20 and 47 (the user half)"));
+        }
         let lo = self.va_bits.saturating_sub(3);
         if !(lo..=61).contains(&self.region_shift) {
             return Err(Error::config(
