@@ -30,6 +30,9 @@ def test_quick_itanium_runs_traced_programs_and_says_what_is_not_built(tmp_path,
     assert "## docs/reproductions/itanium.md" in text and "Not built yet" in text
     # One table per traced program and per workload, every design in each.
     assert text.count("| short-vhpt |") == text.count("| long-vhpt-pt |") >= 3
+    # The short VHPT with a page size per region: 4 rows per input (traced program, GUPS).
+    assert text.count("**short VHPT, page size per region:") == 2
+    assert text.count("| 64K in region ") == 2 and text.count("| 16K in every region |") == 2
     assert "(traced)" in text  # valgrind is installed by `make setup`
     assert list((tmp_path / "cache" / "traces").glob("*.vmt"))
 

@@ -434,6 +434,9 @@ impl Config {
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         self.os.policy.validate(self)?;
+        if self.page_table.kind == "linear" {
+            self.page_table.linear.validate(self)?;
+        }
         self.mmu.regions.validate(self.mmu.asid_tags, &self.page_table.kind)?;
         self.os.recolor.validate(self)?;
         if self.sim.warmup_accesses > 0 && (self.os.policy.kind != crate::os::policy::PolicyName::Fixed || !self.os.recolor.is_default()) {

@@ -1,6 +1,7 @@
 //! The property suite every page-table kind must pass: random map, unmap and protect
-//! (several address spaces, every page size the kind supports), checked against a
-//! simple reference map after every operation through `translate` and `walk`.
+//! (several address spaces, every page size the kind supports — or, where the kind
+//! fixes the size by address, that size), checked against a simple reference map after
+//! every operation through `translate` and `walk`.
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -72,7 +73,8 @@ fn check_kind_in<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], fre
     for op in ops {
         match *op {
             Op::Map { asid, slot, size_ix, perms } => {
-                let size = sizes[size_ix % sizes.len()];
+                // A short-VHPT region maps its own page size only.
+                let size = pt.page_size_at(va_of(slot)).unwrap_or(sizes[size_ix % sizes.len()]);
                 let base = size.align_down(va_of(slot));
                 if overlaps(&reference, asid, base, size) {
                     continue;
@@ -246,6 +248,36 @@ proptest! {
     fn linear_array_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
         let pt = LinearPageTable::new(&LinearConfig::default()).unwrap();
         check_kind(pt, PageWalkCache::none(), &ops, true)?;
+    }
+
+    /// Itanium's short-format VHPT with a page size per region (Chapman et al. §2.3.1):
+    /// the clustered test addresses fall in regions 0 (0x40_0000, 0x1_0000_0000), 5
+    /// (0x5555_0000_0000) and 7 (0x7f00_0000_0000) with region_shift = 44, all in region
+    /// 0 with 47; each gets a random size, the others 4K.
+    #[test]
+    fn linear_regions_with_mixed_page_sizes_match_reference(
+        ops in proptest::collection::vec(op_strategy(), 1..300),
+        region_shift in prop_oneof![Just(44u8), Just(47)],
+        sizes in proptest::collection::vec(prop_oneof![Just(4u64 << 10), Just(16 << 10), Just(64 << 10), Just(2 << 20)], 3),
+        stlb in any::<bool>(),
+    ) {
+        let mut region_page_sizes = vec![vmlab::config::Bytes(4096); 8];
+        for (r, b) in [0usize, 5, 7].into_iter().zip(&sizes) {
+            region_page_sizes[r] = vmlab::config::Bytes(*b);
+        }
+        if region_shift == 47 {
+            region_page_sizes[5] = vmlab::config::Bytes(4096);
+            region_page_sizes[7] = vmlab::config::Bytes(4096);
+        }
+        let cfg = LinearConfig { region_shift, region_page_sizes, ..Default::default() };
+        let pt = LinearPageTable::new(&cfg).unwrap();
+        if stlb {
+            // A software TLB in front must pass the region's size through.
+            let s = SoftwareTlb::new(pt, &StlbConfig { entries: 64, ways: 2, ..Default::default() }).unwrap();
+            check_kind(s, PageWalkCache::none(), &ops, false)?;
+        } else {
+            check_kind(pt, PageWalkCache::none(), &ops, true)?;
+        }
     }
 
     /// Tailored Page Sizes: every 2^n page from 4K to 1G, pointer or copy aliases.

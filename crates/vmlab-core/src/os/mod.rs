@@ -79,8 +79,9 @@ pub struct OsCounters {
 }
 
 struct SharedObject {
-    /// Frame of each 4 KiB page, by offset in the object.
-    frames: HashMap<u64, u64>,
+    /// Frame (and page size) of each page, by offset in the object / 4 KiB. Pages are
+    /// 4 KiB, or a short-VHPT region's size (`PageTable::page_size_at`).
+    frames: HashMap<u64, (u64, PageSize)>,
     refs: u32,
 }
 
@@ -200,7 +201,10 @@ impl<P: PageTable> Os<P> {
     /// Handle a translation fault of `pid` at `va`: the walk found no mapping, or one
     /// without the permission `kind` needs. Returns the translation now in place.
     pub fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<Translation> {
-        let t = match self.mm.fault_begin(pid, va, kind, self.policy.granule())? {
+        // Where the page table fixes the page size (a short-VHPT region), an implicit
+        // VMA covers at least one such page.
+        let granule = self.mm.pt.page_size_at(va).map_or(self.policy.granule(), |s| s.max(self.policy.granule()));
+        let t = match self.mm.fault_begin(pid, va, kind, granule)? {
             Ok(t) => t,
             // Shared objects are mapped with base pages so every sharer sees the same frames.
             Err(f) if f.vma.object.is_some() => self.mm.map_shared(&f)?,
@@ -332,12 +336,16 @@ impl<P: PageTable> Mm<P> {
         v
     }
 
-    /// A base page of a shared object.
+    /// A base page of a shared object; in a short-VHPT region of larger pages, a page
+    /// of the region's size (Chapman et al. §2.3.1), shared by every process that maps
+    /// the object at the same address (vmlab shares objects through fork). Such a page
+    /// may start before the VMA (its offset then wraps).
     fn map_shared(&mut self, f: &DemandFault) -> Result<Translation> {
         let obj = f.vma.object.expect("shared VMA");
-        let base = PageSize::K4.align_down(f.va);
-        let pa = self.object_frame(obj, base - f.vma.start, base).ok_or_else(|| self.oom(f.pid, f.va))?;
-        self.map_page(f.pid, f.asid, base, pa, PageSize::K4, f.perms, Some(obj))
+        let size = self.pt.page_size_at(f.va).unwrap_or(PageSize::K4);
+        let base = size.align_down(f.va);
+        let pa = self.object_frame(obj, base.wrapping_sub(f.vma.start), base, size).ok_or_else(|| self.oom(f.pid, f.va))?;
+        self.map_page(f.pid, f.asid, base, pa, size, f.perms, Some(obj))
     }
 
     /// Whether the aligned page of `size` around `va` lies inside `vma` and overlaps no
@@ -571,13 +579,14 @@ impl<P: PageTable> Mm<P> {
         Ok(true)
     }
 
-    fn object_frame(&mut self, obj: u32, offset: u64, va: u64) -> Option<u64> {
+    fn object_frame(&mut self, obj: u32, offset: u64, va: u64, size: PageSize) -> Option<u64> {
         let page = offset >> 12;
-        if let Some(&pa) = self.objects[obj as usize].as_ref().expect("live object").frames.get(&page) {
+        if let Some(&(pa, s)) = self.objects[obj as usize].as_ref().expect("live object").frames.get(&page) {
+            debug_assert_eq!(s, size, "a shared page changed size");
             return Some(pa);
         }
-        let pa = self.alloc_base_frame(va)?;
-        self.objects[obj as usize].as_mut().unwrap().frames.insert(page, pa);
+        let pa = if size == PageSize::K4 { self.alloc_base_frame(va)? } else { self.alloc_frames(size, FrameUse::Data)? };
+        self.objects[obj as usize].as_mut().unwrap().frames.insert(page, (pa, size));
         Some(pa)
     }
 
@@ -597,10 +606,17 @@ impl<P: PageTable> Mm<P> {
                 let (s, e) = page_range(start, len);
                 let perms = Perms::from_prot(prot as u32);
                 self.split_straddling(pid, s, e)?;
+                let fixed_sizes = self.pt.sizes_by_address();
                 let space = self.spaces.get_mut(&pid).unwrap();
                 space.vmas.protect_range(s, e, perms);
                 let asid = space.asid;
                 for base in space.pages.bases_in(s, e) {
+                    // A page the table cannot split (a short-VHPT region's) that the
+                    // range covers only in part keeps its permissions; an access that
+                    // needs more is granted as a protection fault.
+                    if fixed_sizes && space.pages.get(base).is_some_and(|(_, m)| base < s || base + m.size.bytes() > e) {
+                        continue;
+                    }
                     let mut size = PageSize::K4;
                     space.pages.update(base, |m| {
                         m.perms = perms;
@@ -705,8 +721,8 @@ impl<P: PageTable> Mm<P> {
                         self.shootdowns.push(Shootdown::Space { asid: rid });
                     }
                 }
-                for (_, pa) in obj.frames {
-                    self.free_data(pa, PageSize::K4);
+                for (_, (pa, size)) in obj.frames {
+                    self.free_data(pa, size);
                 }
             }
         }
@@ -727,7 +743,9 @@ impl<P: PageTable> Mm<P> {
     fn split_straddling(&mut self, pid: Pid, start: u64, end: u64) -> Result<()> {
         for edge in [start, end] {
             let Some((base, m)) = self.spaces.get(&pid).and_then(|s| s.mapping_at(edge)) else { continue };
-            if base < edge && m.size > PageSize::K4 {
+            // A page whose size the table fixes (a short-VHPT region's) cannot be split:
+            // `unmap_range` keeps it while it is still in use.
+            if base < edge && m.size > PageSize::K4 && self.pt.page_size_at(base) != Some(m.size) {
                 self.demote(pid, base, PageSize::K4)?;
             }
         }
@@ -748,6 +766,9 @@ impl<P: PageTable> Mm<P> {
         }
         self.split_straddling(pid, start, end)?;
         for base in self.spaces[&pid].pages.bases_in(start, end) {
+            if self.pt.sizes_by_address() && self.still_in_use(pid, base, start, end) {
+                continue;
+            }
             let m = self.unmap_page(pid, base).unwrap();
             if m.object.is_none() {
                 self.free_data(m.pa, m.size);
@@ -755,6 +776,21 @@ impl<P: PageTable> Mm<P> {
             self.counters.pages_unmapped += 1;
         }
         Ok(())
+    }
+}
+
+impl<P: PageTable> Mm<P> {
+    /// Whether the page at `base`, which [start, end) covers only in part (only a page
+    /// the table cannot split, a short-VHPT region's, can be left so), still backs a
+    /// VMA outside the range: then an munmap, a shrinking brk or an mmap over part of
+    /// it keeps the whole page, as the region's page is the OS's unit there (Linux/ia64
+    /// rounds mappings to whole pages); it goes when no VMA overlaps it any more.
+    fn still_in_use(&self, pid: Pid, base: u64, start: u64, end: u64) -> bool {
+        let Some(space) = self.space(pid) else { return false };
+        let Some((_, m)) = space.mapping_at(base) else { return false };
+        let page_end = base.saturating_add(m.size.bytes());
+        (base < start && space.vmas.iter_overlapping(base, start).next().is_some())
+            || (page_end > end && space.vmas.iter_overlapping(end, page_end).next().is_some())
     }
 }
 

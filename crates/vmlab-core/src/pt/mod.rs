@@ -132,6 +132,18 @@ pub trait PageTable {
     fn kind(&self) -> &'static str;
     /// The page sizes this organisation can map, smallest first.
     fn page_sizes(&self) -> &[PageSize];
+    /// The one page size the table can map at `va`, if it fixes it by address: the
+    /// short-format VHPT's PTE has no size field, the walker takes it from the region
+    /// register (Chapman et al. §2.3.1). `None`: any of `page_sizes()` (the default).
+    #[inline(always)]
+    fn page_size_at(&self, _va: u64) -> Option<PageSize> {
+        None
+    }
+    /// Whether `page_size_at` fixes the size anywhere: the OS then maps exactly that
+    /// size (FIXED only) and cannot split or merge pages.
+    fn sizes_by_address(&self) -> bool {
+        false
+    }
 
     /// Set up the (empty) tables of a new address space.
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()>;

@@ -356,6 +356,14 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         self.guest.page_sizes()
     }
 
+    fn page_size_at(&self, va: u64) -> Option<PageSize> {
+        self.guest.page_size_at(va)
+    }
+
+    fn sizes_by_address(&self) -> bool {
+        self.guest.sizes_by_address()
+    }
+
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
         self.guest.create_space(mem, asid)
     }

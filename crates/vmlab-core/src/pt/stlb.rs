@@ -161,6 +161,14 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
         self.inner.page_sizes()
     }
 
+    fn page_size_at(&self, va: u64) -> Option<PageSize> {
+        self.inner.page_size_at(va)
+    }
+
+    fn sizes_by_address(&self) -> bool {
+        self.inner.sizes_by_address()
+    }
+
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
         if self.table_pa.is_none() {
             self.table_pa = Some(mem.alloc(self.table_size, FrameUse::PageTable)?);
