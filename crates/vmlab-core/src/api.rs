@@ -183,6 +183,9 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         "clustered" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=4", "page_table.hashed.buckets=2048"]),
         "inverted" => o(&["page_table.kind=inverted"]),
         "linear" => o(&["page_table.kind=linear"]),
+        // Elphinstone §3.3's other hybrid: the array pages' translations cached in a
+        // software TLB (the same 8192 x 16 B direct-mapped one as `guardedN+stlb`).
+        "linear+stlb" => o(&["page_table.kind=linear", "page_table.linear.backing=stlb", "page_table.linear.array_stlb.entries=8192"]),
         // Itanium, as Linux uses it: the short VHPT is a virtually mapped linear table
         // over the leaves of a multi-level table; the long VHPT a hashed cache in front.
         "short-vhpt" => o(&["page_table.kind=linear", "page_table.stlb.entries=0"]),
@@ -225,7 +228,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         other => {
             // `label:key=value;key=value`
             let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
+                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, linear+stlb, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
             })?;
             rest.split(';').map(|s| s.to_string()).collect()
         }

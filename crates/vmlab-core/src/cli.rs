@@ -161,7 +161,7 @@ struct PtInput {
     #[arg(value_name = "PARAM")]
     params: Vec<String>,
     /// Designs to compare, `name:key=value;key=value` or a preset design name.
-    #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear,guarded16+stlb")]
+    #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear,linear+stlb,guarded16+stlb")]
     designs: Vec<String>,
     #[arg(long)]
     json: bool,

@@ -286,6 +286,46 @@ fn vax_style_linear_array_resolves_nested_misses_in_one_physical_reference() {
     assert!(e.to_string().contains("page_table.linear.va_bits"), "{e}");
 }
 
+/// Elphinstone §3.3's other hybrid (after [BKW94]): the array pages' translations are
+/// cached in a software TLB. Eight pages 2 MiB apart (one array page each) cycle
+/// through a 2-entry TLB, so after the first pass every access misses and so does its
+/// array page. The second pass fills the STLB (the first created the array pages by
+/// faulting, no nested walk); on the third the STLB answers each nested miss in one
+/// reference (then the PTE read), where the radix table behind it (no PWC) takes four.
+#[test]
+fn linear_array_with_a_software_tlb_resolves_nested_misses_in_one_reference() {
+    let run = |backing: &str, passes: usize| {
+        let mut recs = vec![mmap(BASE, 1 << 30)];
+        for _ in 0..passes {
+            recs.extend((0..8u64).map(|p| Record::read(BASE + (p << 21), 8, 1)));
+        }
+        let mut sets = vec![
+            "page_table.kind=linear".to_string(),
+            format!("page_table.linear.backing={backing}"),
+            "pwc.entries=[]".into(),
+            "tlb={a={level=1,serves=\"data\",entries=2,ways=0,page_sizes=[\"4K\"]}}".into(),
+        ];
+        if backing == "stlb" {
+            sets.push("page_table.linear.array_stlb.entries=64".into());
+        }
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        simulate("tiny", &sets, recs).unwrap()
+    };
+    let second = |b: &str| {
+        let (one, two) = (run(b, 2), run(b, 3));
+        (u(&two, "/walks/refs") - u(&one, "/walks/refs"), u(&two, "/walks/nested_misses") - u(&one, "/walks/nested_misses"))
+    };
+    assert_eq!(second("mpt"), (8 * (4 + 1), 8));
+    assert_eq!(second("stlb"), (8 * (1 + 1), 8));
+    let doc = run("stlb", 3);
+    assert_eq!(u(&doc, "/page_table/details/array_stlb/hits"), 8, "the third pass hits every time");
+    assert_eq!(u(&doc, "/page_table/details/array_stlb/misses"), 16, "the first pass finds no array page yet, the second fills");
+    let e = simulate("tiny", &["page_table.kind=linear", "page_table.linear.backing=stlb"], vec![]).unwrap_err();
+    assert!(e.to_string().contains("page_table.linear.array_stlb.entries"), "{e}");
+    let e = simulate("tiny", &["page_table.kind=linear", "page_table.linear.array_stlb.entries=64"], vec![]).unwrap_err();
+    assert!(e.to_string().contains("page_table.linear.array_stlb"), "an STLB the backing does not use: {e}");
+}
+
 /// Nested radix through the whole engine: with every walk cache off, each TLB miss to
 /// a mapped page costs 24 sequential references (4-level guest over 4-level host); the
 /// TLB holds guest-virtual -> host-physical translations (the demand fault returns the

@@ -245,9 +245,16 @@ proptest! {
     }
 
     #[test]
-    fn linear_array_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
-        let pt = LinearPageTable::new(&LinearConfig::default()).unwrap();
-        check_kind(pt, PageWalkCache::none(), &ops, true)?;
+    fn linear_array_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300), stlb in any::<bool>()) {
+        // The array's pages mapped by the radix table alone, or cached in a software TLB.
+        let cfg = if stlb {
+            LinearConfig { backing: vmlab::pt::linear::LinearBacking::Stlb, array_stlb: StlbConfig { entries: 16, ..Default::default() }, ..Default::default() }
+        } else {
+            LinearConfig::default()
+        };
+        let pt = LinearPageTable::new(&cfg).unwrap();
+        // The software TLB is per CPU: its table outlives the address spaces.
+        check_kind(pt, PageWalkCache::none(), &ops, !stlb)?;
     }
 
     /// Itanium's short-format VHPT with a page size per region (Chapman et al. §2.3.1):

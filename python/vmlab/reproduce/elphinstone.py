@@ -13,7 +13,7 @@ from .. import api as vmlab
 DOC = "docs/reproductions/elphinstone.md"
 NOT_BUILT = ["The exact 6-level MPT with PTE pairs of the R4700 (our radix is the x86-64 4-level table)."]
 
-DESIGNS = ["radix", "hashed-h512", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "guarded16+stlb", "linear", "inverted"]
+DESIGNS = ["radix", "hashed-h512", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "guarded16+stlb", "linear", "linear+stlb", "inverted"]
 
 # The R4700 test machine: one 48-entry fully associative TLB for both sides (its
 # entries map page pairs; here 4 KiB pages), 16 KiB 2-way L1 with 32 B lines, a 512 KiB

@@ -26,6 +26,7 @@
 //! this is exactly the one array indexed by VA >> 12.
 
 use super::radix::PageWalkCache;
+use super::stlb::{SoftwareTlb, StlbConfig};
 use super::{PageTable, PtFootprint, RadixPageTable, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::{Bytes, Config, TlbConfig};
@@ -51,6 +52,9 @@ pub enum LinearBacking {
     Mpt,
     /// A physical root array of the array's PTEs (VAX).
     Linear,
+    /// The array pages' translations are cached in a software TLB in front of the radix
+    /// table (Elphinstone §3.3, after [BKW94]): a nested miss first reads the STLB.
+    Stlb,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -69,6 +73,14 @@ pub struct LinearConfig {
     /// every page mapped in that region.
     #[serde(skip_serializing_if = "all_4k")]
     pub region_page_sizes: Vec<Bytes>,
+    /// The software TLB of `backing = "stlb"` (left out of the resolved config when
+    /// unset, so older configs hash the same).
+    #[serde(skip_serializing_if = "is_unset_stlb")]
+    pub array_stlb: StlbConfig,
+}
+
+fn is_unset_stlb(c: &StlbConfig) -> bool {
+    *c == StlbConfig::default()
 }
 
 fn is_default_region_shift(s: &u8) -> bool {
@@ -91,6 +103,7 @@ impl Default for LinearConfig {
             base: 0xffff_a000_0000_0000,
             region_shift: DEFAULT_REGION_SHIFT,
             region_page_sizes: default_region_page_sizes(),
+            array_stlb: StlbConfig::default(),
         }
     }
 }
@@ -207,9 +220,26 @@ struct Space {
     root: Option<(u64, PageSize)>,
 }
 
+/// The table that maps the array's own pages (`backing = "mpt"` or `"stlb"`).
+enum ArrayTable {
+    Mpt(RadixPageTable),
+    Stlb(SoftwareTlb<RadixPageTable>),
+}
+
+/// Run `$e` with `$t` bound to the array table, whichever it is.
+macro_rules! on_array_table {
+    ($table:expr, $t:ident => $e:expr) => {
+        match $table {
+            ArrayTable::Mpt($t) => $e,
+            ArrayTable::Stlb($t) => $e,
+        }
+    };
+}
+
 pub struct LinearPageTable {
     cfg: LinearConfig,
-    backing: RadixPageTable,
+    /// Unused with `backing = "linear"`.
+    backing: ArrayTable,
     spaces: Vec<Option<Space>>,
     mapped: u64,
     array_frames: u64,
@@ -232,6 +262,9 @@ impl LinearPageTable {
                 "a physical root array (backing = \"linear\") is only practical up to 40 bits",
             ));
         }
+        if cfg.backing != LinearBacking::Stlb && !is_unset_stlb(&cfg.array_stlb) {
+            return Err(Error::config("page_table.linear.array_stlb", "applies only with backing = \"stlb\""));
+        }
         let shifts = cfg.region_shifts()?;
         // The regions' arrays together span what one array of 4K PTEs over va_bits does.
         let top = (cfg.base as i64) >> 47;
@@ -244,7 +277,10 @@ impl LinearPageTable {
         sizes.dedup();
         Ok(LinearPageTable {
             cfg: cfg.clone(),
-            backing: RadixPageTable::new(4)?,
+            backing: match cfg.backing {
+                LinearBacking::Stlb => ArrayTable::Stlb(SoftwareTlb::configured_at(RadixPageTable::new(4)?, &cfg.array_stlb, "page_table.linear.array_stlb")?),
+                _ => ArrayTable::Mpt(RadixPageTable::new(4)?),
+            },
             spaces: Vec::new(),
             mapped: 0,
             array_frames: 0,
@@ -252,6 +288,15 @@ impl LinearPageTable {
             by_region: shifts.iter().any(|&s| s != 12),
             sizes,
         })
+    }
+
+    /// Bytes of the table that maps the array's pages (0 for the VAX root arrays, which
+    /// `footprint` counts per space).
+    fn backing_bytes(&self) -> u64 {
+        match self.cfg.backing {
+            LinearBacking::Linear => 0,
+            _ => on_array_table!(&self.backing, t => t.footprint().bytes),
+        }
     }
 
     fn space(&self, asid: Asid) -> Option<&Space> {
@@ -325,8 +370,8 @@ impl PageTable for LinearPageTable {
             return Ok(());
         }
         let root = match self.cfg.backing {
-            LinearBacking::Mpt => {
-                self.backing.create_space(mem, asid)?;
+            LinearBacking::Mpt | LinearBacking::Stlb => {
+                on_array_table!(&mut self.backing, t => t.create_space(mem, asid))?;
                 None
             }
             LinearBacking::Linear => {
@@ -345,15 +390,15 @@ impl PageTable for LinearPageTable {
         self.mapped -= space.ptes.len() as u64;
         let base = self.cfg.base;
         for (&page, &frame) in &space.array_pages {
-            if self.cfg.backing == LinearBacking::Mpt {
-                self.backing.unmap(mem, asid, base + page * 4096);
+            if self.cfg.backing != LinearBacking::Linear {
+                on_array_table!(&mut self.backing, t => t.unmap(mem, asid, base + page * 4096));
             }
             mem.free(frame, PageSize::K4, FrameUse::PageTable);
             self.array_frames -= 1;
         }
         match space.root {
             Some((pa, size)) => mem.free(pa, size, FrameUse::PageTable),
-            None => self.backing.destroy_space(mem, asid),
+            None => on_array_table!(&mut self.backing, t => t.destroy_space(mem, asid)),
         }
     }
 
@@ -383,8 +428,8 @@ impl PageTable for LinearPageTable {
             let frame = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
             space.array_pages.insert(page, frame);
             self.array_frames += 1;
-            if backing == LinearBacking::Mpt {
-                self.backing.map(mem, asid, array_va, frame, PageSize::K4, Perms::RW)?;
+            if backing != LinearBacking::Linear {
+                on_array_table!(&mut self.backing, t => t.map(mem, asid, array_va, frame, PageSize::K4, Perms::RW))?;
             }
         }
         let space = self.spaces[asid as usize].as_mut().unwrap();
@@ -429,7 +474,7 @@ impl PageTable for LinearPageTable {
 
     fn walk_nested(&mut self, asid: Asid, va: u64, caches: &mut PageWalkCache, path: &mut WalkPath) -> Option<Translation> {
         match self.cfg.backing {
-            LinearBacking::Mpt => self.backing.walk(asid, va, caches, path),
+            LinearBacking::Mpt | LinearBacking::Stlb => on_array_table!(&mut self.backing, t => t.walk(asid, va, caches, path)),
             LinearBacking::Linear => {
                 let space = self.space(asid)?;
                 let (root_pa, _) = space.root?;
@@ -442,14 +487,17 @@ impl PageTable for LinearPageTable {
 
     fn footprint(&self) -> PtFootprint {
         let roots: u64 = self.spaces.iter().flatten().filter_map(|s| s.root).map(|(_, s)| s.bytes()).sum();
-        let backing = if self.cfg.backing == LinearBacking::Mpt { self.backing.footprint().bytes } else { 0 };
+        let backing = self.backing_bytes();
         PtFootprint { bytes: self.array_frames * 4096 + roots + backing, nodes: self.array_frames, mapped_pages: self.mapped }
     }
 
     fn details(&self) -> serde_json::Value {
         let mut d = serde_json::json!({"backing": self.cfg.backing, "va_bits": self.cfg.va_bits, "base": self.cfg.base,
                            "array_pages": self.array_frames,
-                           "backing_bytes": if self.cfg.backing == LinearBacking::Mpt { self.backing.footprint().bytes } else { 0 }});
+                           "backing_bytes": self.backing_bytes()});
+        if let ArrayTable::Stlb(t) = &self.backing {
+            d["array_stlb"] = t.details()["stlb"].clone();
+        }
         if self.by_region {
             d["region_shift"] = self.cfg.region_shift.into();
             d["region_page_sizes"] = self.shifts.iter().map(|&s| PageSize::from_valid_shift(s).to_string()).collect::<Vec<_>>().into();

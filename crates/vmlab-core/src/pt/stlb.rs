@@ -93,20 +93,25 @@ pub struct SoftwareTlb<P: PageTable> {
 
 impl<P: PageTable> SoftwareTlb<P> {
     pub fn new(inner: P, cfg: &StlbConfig) -> Result<SoftwareTlb<P>> {
+        Self::configured_at(inner, cfg, "page_table.stlb")
+    }
+
+    /// As `new`, for a configuration found at `key` (errors name its keys).
+    pub fn configured_at(inner: P, cfg: &StlbConfig, key: &str) -> Result<SoftwareTlb<P>> {
         if cfg.entries == 0 || !cfg.entries.is_power_of_two() {
-            return Err(Error::config("page_table.stlb.entries", "must be a power of two"));
+            return Err(Error::config(format!("{key}.entries"), "must be a power of two"));
         }
         if cfg.ways == 0 || cfg.entries % cfg.ways != 0 || !(cfg.entries / cfg.ways).is_power_of_two() {
-            return Err(Error::config("page_table.stlb.ways", format!("{} entries cannot form {}-way sets", cfg.entries, cfg.ways)));
+            return Err(Error::config(format!("{key}.ways"), format!("{} entries cannot form {}-way sets", cfg.entries, cfg.ways)));
         }
         if !(12..=30).contains(&cfg.index_shift) {
-            return Err(Error::config("page_table.stlb.index_shift", "must be between 12 and 30"));
+            return Err(Error::config(format!("{key}.index_shift"), "must be between 12 and 30"));
         }
         if !matches!(cfg.entry_bytes, 8 | 16 | 32 | 64) {
-            return Err(Error::config("page_table.stlb.entry_bytes", "must be 8, 16, 32 or 64"));
+            return Err(Error::config(format!("{key}.entry_bytes"), "must be 8, 16, 32 or 64"));
         }
         let table_size = PageSize::from_bytes((cfg.entries as u64 * cfg.entry_bytes).max(4096))
-            .map_err(|m| Error::config("page_table.stlb.entries", m))?;
+            .map_err(|m| Error::config(format!("{key}.entries"), m))?;
         Ok(SoftwareTlb {
             inner,
             sets: cfg.entries / cfg.ways,
