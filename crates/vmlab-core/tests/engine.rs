@@ -564,3 +564,31 @@ proptest! {
         common::tlbs_agree_with_page_table(&e)?;
     }
 }
+
+/// A shared mapping inherited through fork keeps sharing frames after one process
+/// unmaps a page in its middle: the piece after the hole still knows where the object's
+/// offset 0 lies (Linux's `vm_pgoff`), so its pages are the object's pages, not pages
+/// shifted by the hole.
+#[test]
+fn a_shared_mapping_split_by_munmap_still_shares_the_right_frames() {
+    use vmlab::pt::{radix::PageWalkCache, RadixPageTable};
+    let cfg = Config::load("tiny", &[]).unwrap();
+    let mut e = vmlab::sim::Engine::new(&cfg, RadixPageTable::new(4).unwrap(), PageWalkCache::none()).unwrap();
+    const B: u64 = 0x5000_0000;
+    let recs = [
+        Record::Mmap { pid: 1, start: B, len: 4 * 4096, prot: 3, flags: MapFlags::SHARED },
+        Record::Fork { parent: 1, child: 2 },
+        // The child cuts a hole at page 1, then touches page 2 first; the parent follows.
+        Record::Munmap { pid: 2, start: B + 4096, len: 4096 },
+        Record::read(B + 2 * 4096, 8, 2),
+        Record::read(B + 2 * 4096, 8, 1),
+        Record::read(B + 4096, 8, 1),
+    ];
+    for r in &recs {
+        e.record(r).unwrap();
+    }
+    let pa = |pid, va| e.os.mm.translation_at(pid, va).expect("mapped").pa;
+    assert_eq!(pa(1, B + 2 * 4096), pa(2, B + 2 * 4096), "page 2 is one frame for both");
+    assert_ne!(pa(1, B + 4096), pa(1, B + 2 * 4096), "page 1 is another object page");
+    assert_eq!(e.os.mm.mem.counters().frames_data, 2);
+}

@@ -331,7 +331,7 @@ impl<P: PageTable> Mm<P> {
             start = PageSize::K4.align_down(va);
             end = start + PageSize::K4.bytes();
         }
-        let v = Vma { start, end, perms: Perms::RWX_USER, flags: MapFlags::PRIVATE, object: None, implicit: true };
+        let v = Vma { start, end, perms: Perms::RWX_USER, flags: MapFlags::PRIVATE, object: None, object_start: 0, implicit: true };
         space.vmas.insert(v);
         v
     }
@@ -344,7 +344,7 @@ impl<P: PageTable> Mm<P> {
         let obj = f.vma.object.expect("shared VMA");
         let size = self.pt.page_size_at(f.va).unwrap_or(PageSize::K4);
         let base = size.align_down(f.va);
-        let pa = self.object_frame(obj, base.wrapping_sub(f.vma.start), base, size).ok_or_else(|| self.oom(f.pid, f.va))?;
+        let pa = self.object_frame(obj, base.wrapping_sub(f.vma.object_start), base, size).ok_or_else(|| self.oom(f.pid, f.va))?;
         self.map_page(f.pid, f.asid, base, pa, size, f.perms, Some(obj))
     }
 
@@ -658,7 +658,7 @@ impl<P: PageTable> Mm<P> {
         } else {
             None
         };
-        let vma = Vma { start: s, end: e, perms: Perms::from_prot(prot as u32), flags, object, implicit: false };
+        let vma = Vma { start: s, end: e, perms: Perms::from_prot(prot as u32), flags, object, object_start: s, implicit: false };
         self.spaces.get_mut(&pid).unwrap().vmas.insert(vma);
         Ok(())
     }
@@ -673,7 +673,7 @@ impl<P: PageTable> Mm<P> {
             Some((hs, he)) => {
                 let new_end = end.max(hs);
                 if new_end > he {
-                    let v = Vma { start: hs, end: new_end, perms: Perms::RW_USER, flags: MapFlags::PRIVATE, object: None, implicit: false };
+                    let v = Vma { start: hs, end: new_end, perms: Perms::RW_USER, flags: MapFlags::PRIVATE, object: None, object_start: 0, implicit: false };
                     space.vmas.insert(v);
                 } else if new_end < he {
                     space.vmas.remove_range(new_end, he);

@@ -13,6 +13,10 @@ pub struct Vma {
     pub flags: MapFlags,
     /// Shared memory object backing a MAP_SHARED region.
     pub object: Option<u32>,
+    /// Where the object's offset 0 is mapped: a page's offset in the object is its
+    /// address minus this. Kept when the VMA is split or trimmed (Linux's `vm_pgoff`),
+    /// so the pieces left by a partial munmap still share the right frames.
+    pub object_start: u64,
     /// Created by the OS model for an access outside every announced region.
     pub implicit: bool,
 }
@@ -116,7 +120,7 @@ mod tests {
     use super::*;
 
     fn vma(start: u64, end: u64) -> Vma {
-        Vma { start, end, perms: Perms::RW_USER, flags: MapFlags::PRIVATE, object: None, implicit: false }
+        Vma { start, end, perms: Perms::RW_USER, flags: MapFlags::PRIVATE, object: None, object_start: 0, implicit: false }
     }
 
     #[test]

@@ -106,6 +106,7 @@ pub fn summarize(src: &mut dyn TraceSource) -> Result<TraceInfo> {
                         perms: crate::addr::Perms::from_prot(prot as u32),
                         flags,
                         object: None,
+                        object_start: 0,
                         implicit: false,
                     };
                     procs.entry(pid).or_default().2.insert(v);
@@ -130,6 +131,7 @@ pub fn summarize(src: &mut dyn TraceSource) -> Result<TraceInfo> {
                             perms: crate::addr::Perms::RW_USER,
                             flags: Default::default(),
                             object: None,
+                        object_start: 0,
                             implicit: false,
                         }),
                         Some(_) => {}
