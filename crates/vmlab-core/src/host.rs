@@ -88,12 +88,6 @@ impl<T: Zeroable> Clone for HugeArray<T> {
     }
 }
 
-impl<T: Zeroable + std::fmt::Debug> std::fmt::Debug for HugeArray<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HugeArray").field("len", &self.len).finish()
-    }
-}
-
 impl<T: Zeroable> Drop for HugeArray<T> {
     fn drop(&mut self) {
         if let Some(layout) = Self::layout(self.len) {
