@@ -248,9 +248,17 @@ def _execute(runs: list[dict], trace_bytes: bytes | None = None) -> list[tuple[s
             else (r["key"], "ok", res.to_dict(), None, secs) for r, res in zip(runs, results)]
 
 
+def _one_core() -> None:
+    """Keep each worker's simulation on one core: the workers already fill the machine,
+    so a second thread per simulation (the memory model's) would only compete. Results
+    are the same either way. A user's explicit VMLAB_MEMORY_THREAD wins."""
+    os.environ.setdefault("VMLAB_MEMORY_THREAD", "off")
+
+
 def _ray_execute(runs: list[dict], trace_bytes: bytes | None, driver_version: str):
     """The Ray task body: refuse to simulate with a different engine than the driver's,
     since the run key (computed by the driver) names the driver's version."""
+    _one_core()
     worker_version = _core.version()
     if worker_version != driver_version:
         return [(r["key"], "error", None, f"worker has vmlab {worker_version}, the driver {driver_version}", 0.0) for r in runs]
@@ -259,7 +267,8 @@ def _ray_execute(runs: list[dict], trace_bytes: bytes | None, driver_version: st
 
 def _local_results(tasks: list[list[dict]], workers: int) -> Iterator[tuple]:
     """Run in a local process pool; yield results as their tasks finish."""
-    with cf.ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+    n = min(workers, len(tasks))
+    with cf.ProcessPoolExecutor(max_workers=n, initializer=_one_core if n > 1 else None) as pool:
         futures = [pool.submit(_execute, t) for t in tasks]
         for fut in cf.as_completed(futures):
             yield from fut.result()

@@ -43,6 +43,19 @@ impl Histogram {
         self.count
     }
 
+    /// Add another histogram's samples.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.exact.iter_mut().zip(&other.exact) {
+            *a += b;
+        }
+        for (a, b) in self.overflow.iter_mut().zip(&other.overflow) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
+
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
             0.0

@@ -6,15 +6,19 @@
 pub mod cache;
 pub mod cml_buffer;
 pub mod column;
+pub mod thread;
 pub mod victim;
 pub mod write_buffer;
 
 pub use cache::{Cache, CacheCounters, RefSource, Served};
 pub use cml_buffer::{CmlBuffer, CmlTuple};
+pub use thread::{MemOp, MemoryThread, WalkTimer};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 
+/// (`Default`: no caches; a placeholder while the hierarchy runs on its thread.)
+#[derive(Default)]
 pub struct MemoryHierarchy {
     pub caches: Vec<Cache>,
     /// Cache ids on the data path (L1D, L2, ...) and instruction path (L1I, L2, ...),
@@ -172,6 +176,18 @@ impl MemoryHierarchy {
             cycles += self.access_path(false, 0, to + off, to + off, true, RefSource::Copy, now + cycles) as u64;
         }
         cycles
+    }
+
+    /// Whether the hierarchy can run on a thread of its own (mem/thread.rs): it has
+    /// caches, and no reference's latency feeds back into the simulation (no write
+    /// buffer, whose stalls depend on the core's clock; no CML buffer or miss alarm
+    /// interrupting the OS; no per-colour reference counts for a policy).
+    pub fn can_detach(&self) -> bool {
+        !self.caches.is_empty()
+            && self.caches.iter().all(|c| c.write_buffer.is_none())
+            && self.cml.is_none()
+            && self.miss_alarm == u64::MAX
+            && self.colour_refs.is_none()
     }
 
     /// The level the page colours are taken from: the largest cache on the data path.

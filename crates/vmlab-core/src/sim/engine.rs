@@ -5,7 +5,7 @@
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::mem::MemoryHierarchy;
+use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
 use crate::mmu::regions::RegionIds;
 use crate::mmu::TlbHierarchy;
 use crate::os::policy::TlbMiss;
@@ -38,7 +38,15 @@ pub struct Engine<P: PageTable> {
     pub os: Os<P>,
     pub tlbs: TlbHierarchy,
     pub walk_caches: P::Caches,
+    /// The cache hierarchy (a placeholder while it runs on `mem_thread`: every reader
+    /// outside the per-access path calls [`Engine::attach_mem`] first).
     pub mem: MemoryHierarchy,
+    /// Times the walk in progress when the hierarchy runs inline.
+    timer: WalkTimer,
+    /// The hierarchy on a thread of its own, while the run goes on.
+    mem_thread: Option<MemoryThread>,
+    /// Run the hierarchy on its own thread during `feed` (`use_memory_thread`).
+    detach_mem: bool,
     path: WalkPath,
     /// The nested walk of a virtual walk reference.
     nested_path: WalkPath,
@@ -116,6 +124,9 @@ impl<P: PageTable> Engine<P> {
             tlbs,
             walk_caches,
             mem,
+            timer: WalkTimer::default(),
+            mem_thread: None,
+            detach_mem: false,
             path: WalkPath::new(),
             nested_path: WalkPath::new(),
             asid_tags: cfg.mmu.asid_tags,
@@ -177,6 +188,9 @@ impl<P: PageTable> Engine<P> {
     /// Simulate one batch of records. Returns `true` once `sim.max_accesses` is reached
     /// (the rest of the stream is then ignored). Call [`Engine::finish`] at the end.
     pub fn feed(&mut self, buf: &[Record]) -> Result<bool> {
+        if self.detach_mem && self.mem_thread.is_none() {
+            self.detach_memory()?;
+        }
         let walks_before = self.walks.count;
         for (i, r) in buf.iter().enumerate() {
             if self.prefetch {
@@ -310,9 +324,9 @@ impl<P: PageTable> Engine<P> {
             self.translate_slow(kind, va)?
         };
         if self.data_refs {
-            let now = self.now();
-            let lat = self.mem.data_ref(va, pa, kind == AccessKind::Write, kind.is_instr(), now);
-            self.cycles.data += lat as u64;
+            // Only write buffers read the clock, and they keep the hierarchy inline.
+            let now = if self.mem_thread.is_some() { 0 } else { self.now() };
+            self.mem_op(MemOp::Data { va, pa, now, write: kind == AccessKind::Write, instr: kind.is_instr() });
         }
         Ok(())
     }
@@ -463,8 +477,11 @@ impl<P: PageTable> Engine<P> {
         self.apply_shootdowns();
         if !self.os.mm.copies.is_empty() {
             for c in std::mem::take(&mut self.os.mm.copies) {
-                let now = self.now();
-                self.cycles.recolor_copy += self.mem.copy(c.from, c.to, c.bytes, now);
+                for off in (0..c.bytes).step_by(MemOp::MAX_COPY as usize) {
+                    let bytes = (c.bytes - off).min(MemOp::MAX_COPY) as u32;
+                    let now = if self.mem_thread.is_some() { 0 } else { self.now() };
+                    self.mem_op(MemOp::Copy { from: c.from + off, to: c.to + off, now, bytes });
+                }
             }
         }
         if let Some(r) = &self.os.recolor {
@@ -536,15 +553,15 @@ impl<P: PageTable> Engine<P> {
     fn walk(&mut self, va: u64) -> Option<Translation> {
         self.path.clear();
         let t = self.os.mm.pt.walk(self.cur_asid, va, &mut self.walk_caches, &mut self.path);
-        let mut latency = self.walk_caches.probe_latency() + self.path.extra_cycles();
+        // Cycles of the walk's own besides its steps' references.
+        let mut cycles = self.walk_caches.probe_latency() + self.path.extra_cycles();
         let mut step = u16::MAX;
-        let mut step_max = 0u64;
         let (mut refs, mut steps) = (self.path.refs().len() as u64, self.path.steps() as u64);
         for i in 0..self.path.refs().len() {
             let r = self.path.refs()[i];
             let pa = if r.what == WalkRef::VIRTUAL {
-                let (pa, nested_latency, nested_refs, nested_steps) = self.translate_array(r.pa);
-                latency += nested_latency;
+                let (pa, tlb_cycles, nested_refs, nested_steps) = self.translate_array(r.pa);
+                cycles += tlb_cycles;
                 refs += nested_refs;
                 steps += nested_steps;
                 match pa {
@@ -558,18 +575,13 @@ impl<P: PageTable> Engine<P> {
             } else {
                 r.pa
             };
-            let l = self.mem.walk_ref(pa) as u64;
-            if r.step != step {
-                latency += step_max;
-                step_max = 0;
-                step = r.step;
-            }
-            step_max = step_max.max(l);
+            let new_step = r.step != step;
+            step = r.step;
+            self.mem_op(MemOp::WalkRef { pa, new_step, nested: false });
         }
-        latency += step_max;
         // Background references (walk-table fills): cache traffic and MMU requests, no latency.
         for i in 0..self.path.background().len() {
-            self.mem.walk_ref(self.path.background()[i]);
+            self.mem_op(MemOp::Background { pa: self.path.background()[i] });
         }
         let background = self.path.background().len() as u64;
         refs += background;
@@ -586,14 +598,56 @@ impl<P: PageTable> Engine<P> {
         self.walks.refs += refs;
         self.walks.steps += steps;
         // A fixed miss-handler cost replaces the modelled latency (Romer §3.5.1).
-        let latency = self.fixed_miss_cycles.unwrap_or(latency);
-        self.walks.latency.record(latency);
-        self.cycles.walk += latency;
+        self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles.unwrap_or(u64::MAX) });
         t
     }
 
+    /// Send one op to the memory model: inline, or to its thread.
+    #[inline(always)]
+    fn mem_op(&mut self, op: MemOp) {
+        match &mut self.mem_thread {
+            Some(t) => t.push(op),
+            None => self.timer.apply(&mut self.mem, op).account(&mut self.cycles, &mut self.walks.latency),
+        }
+    }
+
+    /// Run the memory model on a thread of its own from the next batch on, if `on` and
+    /// nothing in this configuration depends on a reference's latency
+    /// ([`MemoryHierarchy::can_detach`], no recolouring). Results are identical either
+    /// way. Returns whether it will.
+    pub fn use_memory_thread(&mut self, on: bool) -> bool {
+        self.detach_mem = on && !self.recolor_on && self.mem.can_detach();
+        self.detach_mem
+    }
+
+    #[cold]
+    fn detach_memory(&mut self) -> Result<()> {
+        let mem = std::mem::take(&mut self.mem);
+        match MemoryThread::start(mem) {
+            Ok(t) => self.mem_thread = Some(t),
+            Err(e) => return Err(Error::Sim(format!("cannot start the memory-model thread: {e}"))),
+        }
+        Ok(())
+    }
+
+    /// Bring the memory model back inline (waiting for its thread to apply every op
+    /// sent), with the cycles and walk latencies it timed. Anything that reads the
+    /// hierarchy or those counters calls this first.
+    pub fn attach_mem(&mut self) {
+        if let Some(t) = self.mem_thread.take() {
+            let d = t.stop();
+            self.mem = d.mem;
+            self.cycles.walk += d.cycles.walk;
+            self.cycles.data += d.cycles.data;
+            self.cycles.recolor_copy += d.cycles.recolor_copy;
+            self.walks.latency.merge(&d.walk_latency);
+        }
+    }
+
     /// Translate an address of the page table's own virtual array: through the data TLB,
-    /// or by a nested walk. Returns (physical address, cycles, nested refs, nested steps).
+    /// or by a nested walk (whose references and cycles go to the memory model as the
+    /// walk's nested part). Returns (physical address, TLB cycles of a hit, nested refs,
+    /// nested steps).
     fn translate_array(&mut self, va: u64) -> (Option<u64>, u64, u64, u64) {
         let asid = self.cur_asid;
         self.walks.nested_lookups += 1;
@@ -613,24 +667,21 @@ impl<P: PageTable> Engine<P> {
         let levels = self.tlbs.levels();
         self.nested_path.clear();
         let t = self.os.mm.pt.walk_nested(asid, va, &mut self.walk_caches, &mut self.nested_path);
-        let mut latency = self.tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
-        let (mut step, mut step_max) = (u16::MAX, 0u64);
-        for r in self.nested_path.refs() {
-            let l = self.mem.walk_ref(r.pa) as u64;
-            if r.step != step {
-                latency += step_max;
-                step_max = 0;
-                step = r.step;
-            }
-            step_max = step_max.max(l);
+        let cycles = self.tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
+        let mut step = u16::MAX;
+        for i in 0..self.nested_path.refs().len() {
+            let r = self.nested_path.refs()[i];
+            let new_step = r.step != step;
+            step = r.step;
+            self.mem_op(MemOp::WalkRef { pa: r.pa, new_step, nested: true });
         }
-        latency += step_max;
+        self.mem_op(MemOp::NestedEnd { cycles });
         let (n_refs, n_steps) = (self.nested_path.refs().len() as u64, self.nested_path.steps() as u64);
         let pa = t.map(|t| {
             self.tlbs.fill(false, va, asid, &t, levels);
             t.phys(va)
         });
-        (pa, latency, n_refs, n_steps)
+        (pa, 0, n_refs, n_steps)
     }
 
     fn fault(&mut self, va: u64, kind: AccessKind) -> Result<Translation> {
@@ -673,6 +724,7 @@ impl<P: PageTable> Engine<P> {
     /// subtract at the end) and restart the walk statistics.
     #[cold]
     fn end_warmup(&mut self) {
+        self.attach_mem();
         self.warmup_at = u64::MAX;
         self.fold_same_page_hits();
         self.warmup_base = Some(Box::new(WarmupBase {
@@ -697,6 +749,7 @@ impl<P: PageTable> Engine<P> {
     /// Once, at the end of a run: fold the same-page hits into the per-structure
     /// counters, and subtract the warm-up's counts.
     pub fn finish(&mut self) {
+        self.attach_mem();
         self.fold_same_page_hits();
         let Some(b) = self.warmup_base.take() else { return };
         self.run = self.run.since(&b.run);

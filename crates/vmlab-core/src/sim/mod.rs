@@ -179,6 +179,9 @@ pub trait Simulation: Send {
     /// Simulate one batch. Returns `true` once the run wants no more records
     /// (`sim.max_accesses` reached); later batches are ignored.
     fn feed(&mut self, batch: &[Record]) -> Result<bool>;
+    /// Run the memory model on a thread of its own if `on` and the configuration allows
+    /// ([`Engine::use_memory_thread`]); returns whether it will.
+    fn use_memory_thread(&mut self, on: bool) -> bool;
     /// End the run: its stats document, and the OFFLINE plan a first pass made.
     fn finish(self: Box<Self>, meta: &TraceMeta) -> (Value, Option<OfflinePlan>);
 }
@@ -201,6 +204,10 @@ where
         Ok(self.done)
     }
 
+    fn use_memory_thread(&mut self, on: bool) -> bool {
+        self.engine.use_memory_thread(on)
+    }
+
     fn finish(mut self: Box<Self>, meta: &TraceMeta) -> (Value, Option<OfflinePlan>) {
         self.engine.finish();
         let plan = self.engine.os.policy.offline_plan(&self.cfg);
@@ -211,6 +218,7 @@ where
 /// Drain a pass's source through a fresh simulation of `cfg`.
 fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl FnMut(u64)) -> Result<Value> {
     let mut sim = build(cfg, info, pass.plan.take())?;
+    sim.use_memory_thread(crate::mem::thread::memory_thread_wanted());
     let mut buf = Vec::with_capacity(crate::trace::BATCH);
     let mut records = 0u64;
     while pass.src.next_batch(&mut buf)? {
@@ -251,6 +259,10 @@ pub fn run_many(
         }
     }
     let threads = threads.clamp(1, sims.len().max(1));
+    if let [(_, sim)] = sims.as_mut_slice() {
+        // A lone simulation has the second core to itself; several keep theirs busy.
+        sim.use_memory_thread(crate::mem::thread::memory_thread_wanted());
+    }
     // Round-robin groups, one per worker thread.
     let mut groups: Vec<Vec<(usize, Box<dyn Simulation>)>> = (0..threads).map(|_| Vec::new()).collect();
     for (n, s) in sims.into_iter().enumerate() {

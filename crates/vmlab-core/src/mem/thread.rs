@@ -1,0 +1,332 @@
+//! The memory model's timing of references, inline or on a thread of its own.
+//!
+//! The engine describes everything it sends to the cache hierarchy as a [`MemOp`], and
+//! one function, [`WalkTimer::apply`], turns ops into cache state and cycles. Inline,
+//! the engine applies each op at once. When nothing the engine decides depends on a
+//! reference's latency — no write buffers (whose stalls depend on the core's clock) and
+//! no recolouring (whose CML buffer and miss interrupts drive the OS) — the latencies
+//! only end up in counters. Then a [`MemoryThread`] owns the hierarchy on a second host
+//! core and applies the ops in the order they were sent, so every counter and
+//! histogram comes out exactly as inline (docs/performance.md, "The memory thread").
+
+use super::MemoryHierarchy;
+use crate::stats::{CycleCounters, Histogram};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+/// One request to the memory model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemOp {
+    /// A reference of the current walk (`nested`: of the nested walk that translates
+    /// one of its virtual references). `new_step`: it starts a sequential step; the
+    /// references of one step are issued in parallel, so a step costs its slowest.
+    WalkRef { pa: u64, new_step: bool, nested: bool },
+    /// A walk reference off the critical path (a walk-table fill): cache traffic, no
+    /// latency.
+    Background { pa: u64 },
+    /// The nested walk ended; `cycles` of its own (TLB probe, handler) join its steps',
+    /// and the sum joins the outer walk's latency.
+    NestedEnd { cycles: u64 },
+    /// The walk ended: its latency is `cycles` (probes, handlers, translated virtual
+    /// references) plus its steps', or `fixed` if not `u64::MAX` (`mmu.fixed_miss_cycles`).
+    WalkEnd { cycles: u64, fixed: u64 },
+    /// A program reference at core cycle `now`.
+    Data { va: u64, pa: u64, now: u64, write: bool, instr: bool },
+    /// The OS copies `bytes` (at most [`MemOp::MAX_COPY`]) from frame `from` to `to`.
+    Copy { from: u64, to: u64, now: u64, bytes: u32 },
+}
+
+impl MemOp {
+    /// The largest copy one op carries (larger copies are split; splitting is exact,
+    /// since a copy is a sequence of line references).
+    pub const MAX_COPY: u64 = 1 << 30;
+}
+
+/// What an op cost, for the engine's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timing {
+    None,
+    Walk(u64),
+    Data(u64),
+    Copy(u64),
+}
+
+impl Timing {
+    /// Add to the cycle counters and the walk-latency histogram.
+    #[inline(always)]
+    pub fn account(self, cycles: &mut CycleCounters, walk_latency: &mut Histogram) {
+        match self {
+            Timing::None => {}
+            Timing::Walk(l) => {
+                walk_latency.record(l);
+                cycles.walk += l;
+            }
+            Timing::Data(l) => cycles.data += l,
+            Timing::Copy(c) => cycles.recolor_copy += c,
+        }
+    }
+}
+
+/// The latency of a walk being timed: finished steps, and the slowest reference of the
+/// current one.
+#[derive(Clone, Copy, Debug, Default)]
+struct Steps {
+    latency: u64,
+    step_max: u64,
+}
+
+impl Steps {
+    #[inline(always)]
+    fn add(&mut self, l: u64, new_step: bool) {
+        if new_step {
+            self.latency += self.step_max;
+            self.step_max = 0;
+        }
+        self.step_max = self.step_max.max(l);
+    }
+
+    #[inline(always)]
+    fn end(&mut self) -> u64 {
+        let l = self.latency + self.step_max;
+        *self = Steps::default();
+        l
+    }
+}
+
+/// Times the walk in progress (and the nested walk inside it) as its references go
+/// through the hierarchy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WalkTimer {
+    outer: Steps,
+    nested: Steps,
+}
+
+impl WalkTimer {
+    /// Apply one op to the hierarchy.
+    #[inline(always)]
+    pub fn apply(&mut self, mem: &mut MemoryHierarchy, op: MemOp) -> Timing {
+        match op {
+            MemOp::WalkRef { pa, new_step, nested } => {
+                let l = mem.walk_ref(pa) as u64;
+                if nested {
+                    self.nested.add(l, new_step);
+                } else {
+                    self.outer.add(l, new_step);
+                }
+                Timing::None
+            }
+            MemOp::Background { pa } => {
+                mem.walk_ref(pa);
+                Timing::None
+            }
+            MemOp::NestedEnd { cycles } => {
+                self.outer.latency += self.nested.end() + cycles;
+                Timing::None
+            }
+            MemOp::WalkEnd { cycles, fixed } => {
+                let l = self.outer.end() + cycles;
+                Timing::Walk(if fixed == u64::MAX { l } else { fixed })
+            }
+            MemOp::Data { va, pa, now, write, instr } => Timing::Data(mem.data_ref(va, pa, write, instr, now) as u64),
+            MemOp::Copy { from, to, now, bytes } => Timing::Copy(mem.copy(from, to, bytes as u64, now)),
+        }
+    }
+}
+
+/// Ops per buffer handed to the thread: large enough that the hand-over is rare, small
+/// enough that a buffer stays in the host's L2 cache between the cores.
+const OPS_PER_BUFFER: usize = 2048;
+/// Buffers in flight; the engine waits when the thread is this far behind.
+const BUFFERS: usize = 4;
+
+/// What the thread hands back when it stops: the hierarchy, and the cycles and walk
+/// latencies of the ops it applied.
+pub struct Detached {
+    pub mem: MemoryHierarchy,
+    pub cycles: CycleCounters,
+    pub walk_latency: Histogram,
+}
+
+/// The memory hierarchy running on a thread of its own, fed ops in order.
+pub struct MemoryThread {
+    buf: Vec<MemOp>,
+    full: Option<SyncSender<Vec<MemOp>>>,
+    empty: Receiver<Vec<MemOp>>,
+    /// Buffers made so far (at most `BUFFERS + 1`: no allocation once running).
+    made: usize,
+    handle: Option<JoinHandle<Detached>>,
+}
+
+impl MemoryThread {
+    /// Move `mem` to a new thread. Fails only if the host cannot start a thread.
+    pub fn start(mem: MemoryHierarchy) -> std::io::Result<MemoryThread> {
+        let (full_tx, full_rx) = sync_channel::<Vec<MemOp>>(BUFFERS);
+        let (empty_tx, empty_rx) = sync_channel::<Vec<MemOp>>(BUFFERS + 1);
+        let handle = std::thread::Builder::new().name("vmlab-memory".into()).spawn(move || {
+            let mut d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default() };
+            let mut timer = WalkTimer::default();
+            for mut ops in full_rx {
+                for &op in &ops {
+                    timer.apply(&mut d.mem, op).account(&mut d.cycles, &mut d.walk_latency);
+                }
+                ops.clear();
+                // The engine may have stopped listening (it is finishing): fine.
+                let _ = empty_tx.try_send(ops);
+            }
+            d
+        })?;
+        Ok(MemoryThread {
+            buf: Vec::with_capacity(OPS_PER_BUFFER),
+            full: Some(full_tx),
+            empty: empty_rx,
+            made: 1,
+            handle: Some(handle),
+        })
+    }
+
+    /// Queue one op.
+    #[inline(always)]
+    pub fn push(&mut self, op: MemOp) {
+        self.buf.push(op);
+        if self.buf.len() == OPS_PER_BUFFER {
+            self.hand_over();
+        }
+    }
+
+    #[inline(never)]
+    fn hand_over(&mut self) {
+        let next = match self.empty.try_recv() {
+            Ok(b) => b,
+            Err(_) if self.made <= BUFFERS => {
+                self.made += 1;
+                Vec::with_capacity(OPS_PER_BUFFER)
+            }
+            // All buffers are in flight: wait for the thread to return one.
+            Err(_) => self.empty.recv().unwrap_or_else(|_| Vec::with_capacity(OPS_PER_BUFFER)),
+        };
+        let ops = std::mem::replace(&mut self.buf, next);
+        if let Some(tx) = &self.full {
+            // A send fails only if the thread died; `stop` then reports its panic.
+            let _ = tx.send(ops);
+        }
+    }
+
+    /// Apply everything queued, stop the thread and take the hierarchy back.
+    pub fn stop(mut self) -> Detached {
+        if !self.buf.is_empty() {
+            self.hand_over();
+        }
+        self.full = None;
+        let handle = self.handle.take().expect("a running memory thread");
+        match handle.join() {
+            Ok(d) => d,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+impl Drop for MemoryThread {
+    /// A run abandoned mid-way (an error): let the thread finish and discard its state.
+    fn drop(&mut self) {
+        self.full = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Whether single simulations may run their memory model on a second thread:
+/// `VMLAB_MEMORY_THREAD` = `on`, `off`, or `auto` (the default: when the host has two or
+/// more cores). Results are identical either way; only wall time changes.
+pub fn memory_thread_wanted() -> bool {
+    match std::env::var("VMLAB_MEMORY_THREAD").as_deref().map(str::trim) {
+        Ok("on") | Ok("1") | Ok("true") => true,
+        Ok("off") | Ok("0") | Ok("false") => false,
+        _ => std::thread::available_parallelism().map_or(false, |n| n.get() >= 2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn skylake() -> MemoryHierarchy {
+        MemoryHierarchy::new(&Config::load("skylake", &[]).unwrap()).unwrap()
+    }
+
+    /// A mixed op stream: walks with parallel steps and nested walks, background
+    /// references, data references, copies and fixed-cost walks.
+    fn ops(n: u64) -> Vec<MemOp> {
+        let mut v = Vec::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let pa = (x % (64 << 20)) & !7;
+            v.push(MemOp::WalkRef { pa, new_step: true, nested: false });
+            v.push(MemOp::WalkRef { pa: pa ^ 0x1000, new_step: i % 3 != 0, nested: false });
+            if i % 5 == 0 {
+                v.push(MemOp::WalkRef { pa: pa ^ 0x40_0000, new_step: true, nested: true });
+                v.push(MemOp::NestedEnd { cycles: 9 });
+            }
+            if i % 7 == 0 {
+                v.push(MemOp::Background { pa: pa ^ 0x80_0000 });
+            }
+            v.push(MemOp::WalkEnd { cycles: 1, fixed: if i % 11 == 0 { 30 } else { u64::MAX } });
+            v.push(MemOp::Data { va: x, pa: pa ^ 0x20_0000, now: i, write: i % 2 == 0, instr: false });
+            if i % 1000 == 0 {
+                v.push(MemOp::Copy { from: pa & !0xfff, to: (pa ^ 0x100_0000) & !0xfff, now: i, bytes: 4096 });
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn the_thread_times_every_op_exactly_as_inline() {
+        let stream = ops(20_000);
+        let mut inline = skylake();
+        let (mut cycles, mut hist, mut timer) = (CycleCounters::default(), Histogram::default(), WalkTimer::default());
+        for &op in &stream {
+            timer.apply(&mut inline, op).account(&mut cycles, &mut hist);
+        }
+        let mut t = MemoryThread::start(skylake()).unwrap();
+        for &op in &stream {
+            t.push(op);
+        }
+        let d = t.stop();
+        assert!(cycles.walk > 0 && cycles.data > 0 && cycles.recolor_copy > 0);
+        assert_eq!((d.cycles.walk, d.cycles.data, d.cycles.recolor_copy), (cycles.walk, cycles.data, cycles.recolor_copy));
+        assert_eq!(d.walk_latency.buckets(), hist.buckets());
+        assert_eq!(d.mem.memory_accesses, inline.memory_accesses);
+        for (a, b) in d.mem.caches.iter().zip(&inline.caches) {
+            assert_eq!(a.counters, b.counters, "cache {}", a.name);
+        }
+    }
+
+    #[test]
+    fn a_walk_costs_its_steps_slowest_references_plus_its_own_cycles() {
+        let mut mem = skylake();
+        let mut timer = WalkTimer::default();
+        // Cold: every reference goes to memory (200 cycles); the second of step 0 is
+        // parallel, so step 0 costs 200, step 1 another 200, the nested walk 200 + 5.
+        let walk = [
+            MemOp::WalkRef { pa: 0x1000, new_step: true, nested: false },
+            MemOp::WalkRef { pa: 0x2000, new_step: false, nested: false },
+            MemOp::WalkRef { pa: 0x3000, new_step: true, nested: true },
+            MemOp::NestedEnd { cycles: 5 },
+            MemOp::WalkRef { pa: 0x4000, new_step: true, nested: false },
+        ];
+        for op in walk {
+            assert_eq!(timer.apply(&mut mem, op), Timing::None);
+        }
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 3, fixed: u64::MAX }), Timing::Walk(200 + 205 + 200 + 3));
+        // Warm: L1 hits (4 cycles) per step.
+        for op in walk {
+            timer.apply(&mut mem, op);
+        }
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: u64::MAX }), Timing::Walk(4 + 9 + 4));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: 77 }), Timing::Walk(77));
+    }
+}
