@@ -219,7 +219,14 @@ impl<V: Copy + Default> AssocCache<V> {
         self.keys[slot] = key;
         self.asids[slot] = asid;
         self.vals[slot] = val;
-        self.touch(set, slot);
+        match &mut self.repl {
+            // The victim was the least recent way: rotate it to the front.
+            ReplState::LruOrder { order } => {
+                let way = (slot - base) as u64;
+                order[set] = ((order[set] << 4) | way) & low_nibbles(self.ways as u32);
+            }
+            _ => self.touch(set, slot),
+        }
         evicted
     }
 

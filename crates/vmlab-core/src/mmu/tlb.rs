@@ -162,11 +162,11 @@ impl Tlb {
             }
             return hit;
         }
-        for i in 0..self.sizes.len() {
-            let shift = self.sizes[i].shift();
-            if filled & (1u64 << shift) == 0 {
-                continue;
-            }
+        // Held sizes, smallest first.
+        let mut sizes = self.held & filled;
+        while sizes != 0 {
+            let shift = sizes.trailing_zeros() as u8;
+            sizes &= sizes - 1;
             let vpn = va >> shift;
             let set = self.store.set_of(vpn);
             if let Some(p) = self.store.lookup(set, key(vpn, shift), asid) {

@@ -442,8 +442,9 @@ impl PageTable for RadixPageTable {
                 }
                 return Some(leaf_translation(e, level));
             }
-            // A non-leaf entry read at `level` may be cached by the PWC.
-            pwc.fill(asid, va, level);
+            // A non-leaf entry read at `level` may be cached by the PWC. Levels at or
+            // below `start` missed in `start_level` (a hit there would start lower).
+            pwc.fill(asid, va, level, level <= start);
             idx = (e >> 12) as u32;
             level -= 1;
         }
@@ -536,13 +537,19 @@ impl PageWalkCache {
         start
     }
 
+    /// Cache the entry read at `level`. `missed`: this walk's probe of that level
+    /// missed, so the entry is absent and no search is needed.
     #[inline]
-    fn fill(&mut self, asid: Asid, va: u64, level: u8) {
+    fn fill(&mut self, asid: Asid, va: u64, level: u8, missed: bool) {
         let k = level as usize - 2;
         if let Some(Some(c)) = self.levels.get_mut(k) {
             let tag = Self::tag(va, level);
             let set = c.set_of(tag);
-            c.insert(set, tag, asid, ());
+            if missed {
+                c.fill_absent(set, tag, asid, ());
+            } else {
+                c.insert(set, tag, asid, ());
+            }
         }
     }
 }
