@@ -61,6 +61,9 @@ pub struct Engine<P: PageTable> {
     same_page: [SamePage; 2],
     /// same_page_hits[side][slot]: L1 hits counted without a lookup, per structure.
     same_page_hits: [Vec<u64>; 2],
+    /// l1_slot_of[side][shift]: the first level-1 structure of the side holding pages
+    /// of 2^shift bytes (its position in the side's level-1 list), or u8::MAX.
+    l1_slot_of: [[u8; 64]; 2],
     cur_pid: Option<Pid>,
     cur_asid: Asid,
     max_accesses: u64,
@@ -117,6 +120,16 @@ impl<P: PageTable> Engine<P> {
         });
         let l1_len = |instr: bool| tlbs.side(instr).first().map_or(0, |v| v.len());
         let same_page_hits = [vec![0; l1_len(false)], vec![0; l1_len(true)]];
+        let mut l1_slot_of = [[u8::MAX; 64]; 2];
+        for (side, slots) in l1_slot_of.iter_mut().enumerate() {
+            for (shift, slot) in slots.iter_mut().enumerate() {
+                let Ok(size) = PageSize::from_shift(shift as u8) else { continue };
+                let l1 = tlbs.side(side == 1).first().map_or(&[][..], |v| &v[..]);
+                if let Some(p) = l1.iter().position(|&id| tlbs.tlbs[id].holds(size)) {
+                    *slot = p as u8;
+                }
+            }
+        }
         let policy_misses = os.policy.wants_tlb_misses();
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
         let mut e = Engine {
@@ -136,6 +149,7 @@ impl<P: PageTable> Engine<P> {
             shared_l1,
             same_page: [SamePage::default(); 2],
             same_page_hits,
+            l1_slot_of,
             cur_pid: None,
             cur_asid: 0,
             max_accesses: cfg.sim.max_accesses,
@@ -192,12 +206,16 @@ impl<P: PageTable> Engine<P> {
             self.detach_memory()?;
         }
         let walks_before = self.walks.count;
+        // The page last prefetched for: consecutive accesses to one page (a read, then
+        // its write) need one prefetch.
+        let mut prefetched = u64::MAX;
         for (i, r) in buf.iter().enumerate() {
             if self.prefetch {
                 // Look ahead: the walk of a later access then finds its entries in
                 // the host cache. A hint only; no simulated state changes.
                 if let Some(Record::Access(a)) = buf.get(i + PREFETCH_DISTANCE) {
-                    if Some(a.pid) == self.cur_pid {
+                    if Some(a.pid) == self.cur_pid && a.vaddr >> 12 != prefetched {
+                        prefetched = a.vaddr >> 12;
                         self.os.mm.pt.prefetch(self.cur_asid, a.vaddr);
                     }
                 }
@@ -532,15 +550,15 @@ impl<P: PageTable> Engine<P> {
 
     /// Remember the L1 structure that now holds `t`, for the same-page fast path.
     fn note_same_page(&mut self, side: usize, va: u64, t: &Translation) {
-        let l1 = &self.tlbs.side(side == 1)[0];
-        if let Some(slot) = l1.iter().position(|&id| self.tlbs.tlbs[id].holds(t.size)) {
+        let slot = self.l1_slot_of[side][t.size.shift() as usize];
+        if slot != u8::MAX {
             self.same_page[side] = SamePage {
                 valid: true,
                 vpn: va >> 12,
                 asid: self.cur_asid,
                 perms: t.perms.bits(),
                 pa: t.phys(va) & !0xfff,
-                l1_slot: slot,
+                l1_slot: slot as usize,
             };
         }
     }
