@@ -44,6 +44,16 @@ def test_runs_are_deterministic_to_the_byte():
     assert json.dumps(a.to_dict(), sort_keys=True) == json.dumps(b.to_dict(), sort_keys=True)
 
 
+def test_the_memory_thread_changes_nothing_but_wall_time(monkeypatch):
+    # Read at each run: the cache hierarchy inline, then on its own thread.
+    docs = []
+    for mode in ("off", "on"):
+        monkeypatch.setenv("VMLAB_MEMORY_THREAD", mode)
+        docs.append(vmlab.run("skylake", overrides={"memory.data_refs": True}, workload="gups", accesses="60k", footprint="64M").to_dict())
+    assert docs[0]["walks"]["count"] > 0 and docs[0]["cycles"]["walk"] > 0
+    assert docs[0] == docs[1]
+
+
 def test_bad_input_raises_vmlab_error_with_the_key():
     with pytest.raises(vmlab.VmlabError, match=r"tlb\.l1d\.entriez"):
         vmlab.run("tiny", workload="gups", accesses="1k", overrides={"tlb.l1d.entriez": 3})
