@@ -238,11 +238,17 @@ impl Drop for MemoryThread {
 /// Whether single simulations may run their memory model on a second thread:
 /// `VMLAB_MEMORY_THREAD` = `on`, `off`, or `auto` (the default: when the host has two or
 /// more cores). Results are identical either way; only wall time changes.
-pub fn memory_thread_wanted() -> bool {
-    match std::env::var("VMLAB_MEMORY_THREAD").as_deref().map(str::trim) {
-        Ok("on") | Ok("1") | Ok("true") => true,
-        Ok("off") | Ok("0") | Ok("false") => false,
-        _ => std::thread::available_parallelism().map_or(false, |n| n.get() >= 2),
+pub fn memory_thread_wanted() -> crate::Result<bool> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    parse_memory_thread(std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)
+}
+
+fn parse_memory_thread(value: Option<&str>, cores: usize) -> crate::Result<bool> {
+    match value.map(str::trim) {
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        None | Some("") | Some("auto") => Ok(cores >= 2),
+        Some(other) => Err(crate::Error::Sim(format!("environment variable VMLAB_MEMORY_THREAD=`{other}`: expected on, off or auto"))),
     }
 }
 
@@ -303,6 +309,16 @@ mod tests {
         for (a, b) in d.mem.caches.iter().zip(&inline.caches) {
             assert_eq!(a.counters, b.counters, "cache {}", a.name);
         }
+    }
+
+    #[test]
+    fn the_environment_setting_is_on_off_or_auto() {
+        assert!(parse_memory_thread(Some("on"), 1).unwrap());
+        assert!(!parse_memory_thread(Some("off"), 8).unwrap());
+        assert!(parse_memory_thread(None, 2).unwrap() && !parse_memory_thread(None, 1).unwrap());
+        assert!(parse_memory_thread(Some(" auto "), 4).unwrap());
+        let e = parse_memory_thread(Some("yes"), 2).unwrap_err().to_string();
+        assert!(e.contains("VMLAB_MEMORY_THREAD") && e.contains("yes"), "{e}");
     }
 
     #[test]
