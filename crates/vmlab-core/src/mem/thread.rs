@@ -28,8 +28,8 @@ pub enum MemOp {
     /// and the sum joins the outer walk's latency.
     NestedEnd { cycles: u64 },
     /// The walk ended: its latency is `cycles` (probes, handlers, translated virtual
-    /// references) plus its steps', or `fixed` if not `u64::MAX` (`mmu.fixed_miss_cycles`).
-    WalkEnd { cycles: u64, fixed: u64 },
+    /// references) plus its steps', or `fixed` if set (`mmu.fixed_miss_cycles`).
+    WalkEnd { cycles: u64, fixed: Option<u64> },
     /// A program reference at core cycle `now`.
     Data { va: u64, pa: u64, now: u64, write: bool, instr: bool },
     /// The OS copies `bytes` (at most [`MemOp::MAX_COPY`]) from frame `from` to `to`.
@@ -125,7 +125,7 @@ impl WalkTimer {
             }
             MemOp::WalkEnd { cycles, fixed } => {
                 let l = self.outer.end() + cycles;
-                Timing::Walk(if fixed == u64::MAX { l } else { fixed })
+                Timing::Walk(fixed.unwrap_or(l))
             }
             MemOp::Data { va, pa, now, write, instr } => Timing::Data(mem.data_ref(va, pa, write, instr, now) as u64),
             MemOp::Copy { from, to, now, bytes } => Timing::Copy(mem.copy(from, to, bytes as u64, now)),
@@ -280,7 +280,7 @@ mod tests {
             if i % 7 == 0 {
                 v.push(MemOp::Background { pa: pa ^ 0x80_0000 });
             }
-            v.push(MemOp::WalkEnd { cycles: 1, fixed: if i % 11 == 0 { 30 } else { u64::MAX } });
+            v.push(MemOp::WalkEnd { cycles: 1, fixed: (i % 11 == 0).then_some(30) });
             v.push(MemOp::Data { va: x, pa: pa ^ 0x20_0000, now: i, write: i % 2 == 0, instr: false });
             if i % 1000 == 0 {
                 v.push(MemOp::Copy { from: pa & !0xfff, to: (pa ^ 0x100_0000) & !0xfff, now: i, bytes: 4096 });
@@ -337,12 +337,12 @@ mod tests {
         for op in walk {
             assert_eq!(timer.apply(&mut mem, op), Timing::None);
         }
-        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 3, fixed: u64::MAX }), Timing::Walk(200 + 205 + 200 + 3));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 3, fixed: None }), Timing::Walk(200 + 205 + 200 + 3));
         // Warm: L1 hits (4 cycles) per step.
         for op in walk {
             timer.apply(&mut mem, op);
         }
-        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: u64::MAX }), Timing::Walk(4 + 9 + 4));
-        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: 77 }), Timing::Walk(77));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: None }), Timing::Walk(4 + 9 + 4));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: Some(77) }), Timing::Walk(77));
     }
 }

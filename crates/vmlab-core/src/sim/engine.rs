@@ -342,8 +342,7 @@ impl<P: PageTable> Engine<P> {
             self.translate_slow(kind, va)?
         };
         if self.data_refs {
-            // Only write buffers read the clock, and they keep the hierarchy inline.
-            let now = if self.mem_thread.is_some() { 0 } else { self.now() };
+            let now = self.mem_clock();
             self.mem_op(MemOp::Data { va, pa, now, write: kind == AccessKind::Write, instr: kind.is_instr() });
         }
         Ok(())
@@ -497,7 +496,7 @@ impl<P: PageTable> Engine<P> {
             for c in std::mem::take(&mut self.os.mm.copies) {
                 for off in (0..c.bytes).step_by(MemOp::MAX_COPY as usize) {
                     let bytes = (c.bytes - off).min(MemOp::MAX_COPY) as u32;
-                    let now = if self.mem_thread.is_some() { 0 } else { self.now() };
+                    let now = self.mem_clock();
                     self.mem_op(MemOp::Copy { from: c.from + off, to: c.to + off, now, bytes });
                 }
             }
@@ -616,8 +615,20 @@ impl<P: PageTable> Engine<P> {
         self.walks.refs += refs;
         self.walks.steps += steps;
         // A fixed miss-handler cost replaces the modelled latency (Romer §3.5.1).
-        self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles.unwrap_or(u64::MAX) });
+        self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles });
         t
+    }
+
+    /// The core's cycle for an op. Only write buffers read it, and they keep the
+    /// hierarchy inline, so a detached hierarchy is sent 0 (its cycle counters are on
+    /// its thread until `attach_mem`).
+    #[inline(always)]
+    fn mem_clock(&self) -> u64 {
+        if self.mem_thread.is_some() {
+            0
+        } else {
+            self.now()
+        }
     }
 
     /// Send one op to the memory model: inline, or to its thread.
@@ -640,11 +651,9 @@ impl<P: PageTable> Engine<P> {
 
     #[cold]
     fn detach_memory(&mut self) -> Result<()> {
-        let mem = std::mem::take(&mut self.mem);
-        match MemoryThread::start(mem) {
-            Ok(t) => self.mem_thread = Some(t),
-            Err(e) => return Err(Error::Sim(format!("cannot start the memory-model thread: {e}"))),
-        }
+        let t = MemoryThread::start(std::mem::take(&mut self.mem))
+            .map_err(|e| Error::Sim(format!("cannot start the memory-model thread: {e}")))?;
+        self.mem_thread = Some(t);
         Ok(())
     }
 
