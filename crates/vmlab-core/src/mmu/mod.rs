@@ -9,6 +9,8 @@ pub mod tlb;
 
 pub use tlb::{Tlb, TlbCounters, TlbPayload};
 
+use tlb::{piece_of, ANY_SIZE};
+
 use crate::addr::{Asid, PageSize};
 use crate::config::Config;
 use crate::error::Result;
@@ -28,6 +30,40 @@ pub struct TlbHierarchy {
     /// The structures a page-size policy watches (Romer's `tlbcount`, §3.5.2): per
     /// side (data, instr), the first structure of the side's last level.
     watched: [TlbId; 2],
+    /// Per side (data, instr): the probes a lookup makes, rebuilt when a new page size
+    /// is first filled. Levels and structures in order, each structure's sizes
+    /// smallest first; sizes never filled are not probed.
+    plans: [ProbePlan; 2],
+    /// Per side and page-size shift: the structures a fill of that size writes, by
+    /// level, with the size of the entry each caches (smaller if it splinters).
+    fills: [Vec<Vec<FillStep>>; 2],
+    /// Lookups that reached each level, per side, and hits per structure, since the
+    /// last `fold_counts` (which turns them into each structure's counters).
+    level_lookups: [Vec<u64>; 2],
+    probe_hits: Vec<u64>,
+}
+
+/// One probe of a lookup: structure `tlb`, for pages of 2^shift bytes (`ANY_SIZE`: its
+/// masked any-size compare).
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    tlb: u16,
+    shift: u8,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ProbePlan {
+    probes: Vec<Probe>,
+    /// `probes[level_ends[l-1]..level_ends[l]]` are level l+1's.
+    level_ends: Vec<usize>,
+}
+
+/// One structure a fill writes: at 0-based `level`, an entry of 2^piece bytes.
+#[derive(Clone, Copy, Debug)]
+struct FillStep {
+    tlb: u16,
+    level: u8,
+    piece: u8,
 }
 
 /// Where a lookup hit.
@@ -78,7 +114,65 @@ impl TlbHierarchy {
         }
         let last = |side: &Vec<Vec<TlbId>>| side.iter().rev().find(|ids| !ids.is_empty()).map_or(0, |ids| ids[0]);
         let watched = [last(&data), last(&instr)];
-        Ok(TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched })
+        let fills = [&data, &instr].map(|side| {
+            (0..64u8)
+                .map(|shift| {
+                    let mut steps = Vec::new();
+                    for (level, ids) in side.iter().enumerate() {
+                        for &id in ids {
+                            if let Some(piece) = tlbs[id].piece_shift(shift) {
+                                steps.push(FillStep { tlb: id as u16, level: level as u8, piece });
+                            }
+                        }
+                    }
+                    steps
+                })
+                .collect()
+        });
+        let level_lookups = [vec![0; max_level], vec![0; max_level]];
+        let probe_hits = vec![0; tlbs.len()];
+        let mut h = TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched, plans: Default::default(), fills, level_lookups, probe_hits };
+        h.plan_probes();
+        Ok(h)
+    }
+
+    /// Rebuild the per-side probe plans for the sizes filled so far.
+    fn plan_probes(&mut self) {
+        for (side, ids_by_level) in [&self.data, &self.instr].into_iter().enumerate() {
+            let plan = &mut self.plans[side];
+            plan.probes.clear();
+            plan.level_ends.clear();
+            for ids in ids_by_level {
+                for &id in ids {
+                    let t = &self.tlbs[id];
+                    if t.any_size() {
+                        plan.probes.push(Probe { tlb: id as u16, shift: ANY_SIZE });
+                        continue;
+                    }
+                    let mut sizes = t.held_shifts() & self.filled_shifts;
+                    while sizes != 0 {
+                        plan.probes.push(Probe { tlb: id as u16, shift: sizes.trailing_zeros() as u8 });
+                        sizes &= sizes - 1;
+                    }
+                }
+                plan.level_ends.push(plan.probes.len());
+            }
+        }
+    }
+
+    /// Turn the lookups counted per level and the hits per structure into each
+    /// structure's lookups, hits and misses. Every structure of a level a lookup
+    /// reaches is probed, so its lookups are its levels' on the sides it serves.
+    pub fn fold_counts(&mut self) {
+        for (id, t) in self.tlbs.iter_mut().enumerate() {
+            let l = t.level as usize - 1;
+            let lookups = t.serves.serves_data() as u64 * self.level_lookups[0][l] + t.serves.serves_instr() as u64 * self.level_lookups[1][l];
+            let hits = std::mem::take(&mut self.probe_hits[id]);
+            t.counters.lookups += lookups;
+            t.counters.hits += hits;
+            t.counters.misses += lookups - hits;
+        }
+        self.level_lookups.iter_mut().for_each(|v| v.fill(0));
     }
 
     /// The watched structure's slot for a side: 0, or 1 for a separate instruction one.
@@ -129,19 +223,30 @@ impl TlbHierarchy {
     /// the next level is probed only if all missed. Returns where it hit.
     #[inline]
     pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid) -> Option<TlbHit> {
-        let side = if instr { &self.instr } else { &self.data };
-        for (level, ids) in side.iter().enumerate() {
-            let mut found = None;
-            for &id in ids {
-                if let Some(e) = self.tlbs[id].lookup(va, asid, self.filled_shifts) {
+        let side = instr as usize;
+        let plan = &self.plans[side];
+        let mut from = 0;
+        for (level, &to) in plan.level_ends.iter().enumerate() {
+            self.level_lookups[side][level] += 1;
+            let mut found: Option<TlbHit> = None;
+            // A structure stops at its first hitting size.
+            let mut hit_tlb = u16::MAX;
+            for p in &plan.probes[from..to] {
+                if p.tlb == hit_tlb {
+                    continue;
+                }
+                if let Some(e) = self.tlbs[p.tlb as usize].probe(va, asid, p.shift) {
+                    hit_tlb = p.tlb;
+                    self.probe_hits[p.tlb as usize] += 1;
                     // A translation lives in at most one structure per level in a
                     // well-formed configuration; keep the first hit.
-                    found.get_or_insert(TlbHit { level, tlb: id, entry: e });
+                    found.get_or_insert(TlbHit { level, tlb: p.tlb as usize, entry: e });
                 }
             }
             if found.is_some() {
                 return found;
             }
+            from = to;
         }
         None
     }
@@ -150,17 +255,21 @@ impl TlbHierarchy {
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     #[inline]
     pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
-        let side = if instr { &self.instr } else { &self.data };
-        for ids in side.iter().take(upto) {
-            for &id in ids {
-                if let Some(e) = self.tlbs[id].entry_for(va, t) {
-                    if e.size != t.size {
-                        self.tlbs[id].note_splinter();
-                    }
-                    self.filled_shifts |= 1u64 << e.size.shift();
-                    self.tlbs[id].fill(va, asid, &e);
-                }
+        let steps = &self.fills[instr as usize][t.size.shift() as usize];
+        for i in 0..steps.len() {
+            let f = self.fills[instr as usize][t.size.shift() as usize][i];
+            if f.level as usize >= upto {
+                break;
             }
+            let e = piece_of(va, t, f.piece);
+            if e.size != t.size {
+                self.tlbs[f.tlb as usize].note_splinter();
+            }
+            if self.filled_shifts & (1u64 << f.piece) == 0 {
+                self.filled_shifts |= 1u64 << f.piece;
+                self.plan_probes();
+            }
+            self.tlbs[f.tlb as usize].fill(va, asid, &e);
         }
     }
 

@@ -69,6 +69,19 @@ fn page_of(k: u64, asid: Asid, p: &TlbPayload) -> TlbPage {
     TlbPage { asid, va: (k >> 6) << p.shift, size: PageSize::from_valid_shift(p.shift) }
 }
 
+/// `Tlb::probe`'s shift for an any-size structure (no page size is 2^255 bytes).
+pub const ANY_SIZE: u8 = u8::MAX;
+
+/// The piece of 2^piece bytes of `t` (the translation of `va`) that holds `va`.
+#[inline(always)]
+pub fn piece_of(va: u64, t: &Translation, piece: u8) -> Translation {
+    if piece == t.size.shift() {
+        return *t;
+    }
+    let s = PageSize::from_valid_shift(piece);
+    Translation { pa: t.pa + (s.align_down(va) - t.size.align_down(va)), size: s, perms: t.perms }
+}
+
 /// Tag of a page of `size` containing `va`: the VPN, with the size folded in so pages of
 /// different sizes never alias within one structure.
 #[inline(always)]
@@ -117,18 +130,29 @@ impl Tlb {
     /// held size below `t`'s; else none.
     #[inline(always)]
     pub fn entry_for(&self, va: u64, t: &Translation) -> Option<Translation> {
-        if self.holds(t.size) {
-            return Some(*t);
+        let piece = self.piece_shift(t.size.shift())?;
+        Some(piece_of(va, t, piece))
+    }
+
+    /// The size (shift) of the entry this structure caches for a page of 2^shift bytes:
+    /// the page's own if held; the largest held size below it if the structure
+    /// splinters; else none.
+    pub fn piece_shift(&self, shift: u8) -> Option<u8> {
+        if self.held & (1u64 << shift) != 0 {
+            return Some(shift);
         }
-        if !self.splinter {
-            return None;
-        }
-        let below = self.held & ((1u64 << t.size.shift()) - 1);
-        if below == 0 {
-            return None;
-        }
-        let s = PageSize::from_valid_shift(63 - below.leading_zeros() as u8);
-        Some(Translation { pa: t.pa + (s.align_down(va) - t.size.align_down(va)), size: s, perms: t.perms })
+        let below = self.held & ((1u64 << shift) - 1);
+        (self.splinter && below != 0).then(|| 63 - below.leading_zeros() as u8)
+    }
+
+    /// The sizes held, as a bit mask (bit s: pages of 2^s bytes).
+    pub fn held_shifts(&self) -> u64 {
+        self.held
+    }
+
+    /// Fully associative with a per-entry page mask (`any_size`).
+    pub fn any_size(&self) -> bool {
+        self.any_size
     }
 
     /// Every valid entry: its ASID, the virtual base of what it maps, and the
@@ -150,32 +174,40 @@ impl Tlb {
     /// Probe every held page size; counts one lookup and one hit or miss.
     /// `filled` has bit s set if a page of size 2^s was ever filled into any TLB: other
     /// sizes cannot be present, so their probe is skipped (same outcome, less work).
-    #[inline]
     pub fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
         self.counters.lookups += 1;
-        if self.any_size {
+        let hit = if self.any_size {
+            self.probe(va, asid, ANY_SIZE)
+        } else {
+            // Held sizes, smallest first.
+            let mut sizes = self.held & filled;
+            let mut hit = None;
+            while sizes != 0 && hit.is_none() {
+                let shift = sizes.trailing_zeros() as u8;
+                sizes &= sizes - 1;
+                hit = self.probe(va, asid, shift);
+            }
+            hit
+        };
+        match hit {
+            Some(_) => self.counters.hits += 1,
+            None => self.counters.misses += 1,
+        }
+        hit
+    }
+
+    /// Probe for the page of 2^shift bytes holding `va` (`ANY_SIZE`: the any-size
+    /// structure's masked compare); a hit becomes most recently used. Counts nothing:
+    /// the hierarchy counts its lookups per level (mmu/mod.rs).
+    #[inline(always)]
+    pub fn probe(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
+        if shift == ANY_SIZE {
             // TPS Fig. 7: each entry masks the incoming VPN with its own page mask.
-            let hit = self.store.lookup_where(0, asid, |k| (va >> (k & 63)) == k >> 6);
-            match hit {
-                Some(_) => self.counters.hits += 1,
-                None => self.counters.misses += 1,
-            }
-            return hit;
+            return self.store.lookup_where(0, asid, |k| (va >> (k & 63)) == k >> 6);
         }
-        // Held sizes, smallest first.
-        let mut sizes = self.held & filled;
-        while sizes != 0 {
-            let shift = sizes.trailing_zeros() as u8;
-            sizes &= sizes - 1;
-            let vpn = va >> shift;
-            let set = self.store.set_of(vpn);
-            if let Some(p) = self.store.lookup(set, key(vpn, shift), asid) {
-                self.counters.hits += 1;
-                return Some(p);
-            }
-        }
-        self.counters.misses += 1;
-        None
+        let vpn = va >> shift;
+        let set = self.store.set_of(vpn);
+        self.store.lookup(set, key(vpn, shift), asid)
     }
 
     /// Install the translation of `va`, which this structure just missed (so no entry

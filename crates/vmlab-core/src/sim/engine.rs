@@ -800,6 +800,7 @@ impl<P: PageTable> Engine<P> {
     }
 
     fn fold_same_page_hits(&mut self) {
+        self.tlbs.fold_counts();
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();
             if total == 0 {
