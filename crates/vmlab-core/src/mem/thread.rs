@@ -11,7 +11,7 @@
 
 use super::MemoryHierarchy;
 use crate::stats::{CycleCounters, Histogram};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 
 /// One request to the memory model.
@@ -147,6 +147,23 @@ pub struct Detached {
     pub walk_latency: Histogram,
 }
 
+/// Polls of an empty queue before the memory thread sleeps (roughly a millisecond).
+const SPIN_POLLS: u32 = 20_000;
+
+/// The next buffer of ops, or None once the engine hung up. The thread polls a while
+/// before it sleeps: the engine hands over a buffer every few tens of microseconds,
+/// and waking a sleeping thread would cost the engine's thread a system call each time.
+fn next_buffer(rx: &Receiver<Vec<MemOp>>) -> Option<Vec<MemOp>> {
+    for _ in 0..SPIN_POLLS {
+        match rx.try_recv() {
+            Ok(ops) => return Some(ops),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => std::hint::spin_loop(),
+        }
+    }
+    rx.recv().ok()
+}
+
 /// The memory hierarchy running on a thread of its own, fed ops in order.
 pub struct MemoryThread {
     buf: Vec<MemOp>,
@@ -165,7 +182,7 @@ impl MemoryThread {
         let handle = std::thread::Builder::new().name("vmlab-memory".into()).spawn(move || {
             let mut d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default() };
             let mut timer = WalkTimer::default();
-            for mut ops in full_rx {
+            while let Some(mut ops) = next_buffer(&full_rx) {
                 for &op in &ops {
                     timer.apply(&mut d.mem, op).account(&mut d.cycles, &mut d.walk_latency);
                 }
