@@ -209,13 +209,31 @@ impl<V: Copy + Default> AssocCache<V> {
     /// picks an invalid way or the replacement victim.
     #[inline]
     pub fn fill_absent(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
-        let base = set * self.ways;
-        let slot = base + self.victim_way(set);
+        let slot = set * self.ways + self.victim_way(set);
         let evicted = (self.keys[slot] != INVALID).then(|| Evicted {
             key: self.keys[slot],
             asid: self.asids[slot],
             val: self.vals[slot],
         });
+        self.write(set, slot, key, asid, val);
+        evicted
+    }
+
+    /// `fill_absent` for a caller that needs only whether a valid entry was pushed out:
+    /// the victim's ASID and value are not read (with random sets they are host cache
+    /// misses).
+    #[inline]
+    pub fn fill_absent_evicts(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
+        let slot = set * self.ways + self.victim_way(set);
+        let evicted = self.keys[slot] != INVALID;
+        self.write(set, slot, key, asid, val);
+        evicted
+    }
+
+    /// Put an entry in `slot` (of `set`), the way `victim_way` chose.
+    #[inline(always)]
+    fn write(&mut self, set: usize, slot: usize, key: u64, asid: Asid, val: V) {
+        let base = set * self.ways;
         self.keys[slot] = key;
         self.asids[slot] = asid;
         self.vals[slot] = val;
@@ -227,7 +245,6 @@ impl<V: Copy + Default> AssocCache<V> {
             }
             _ => self.touch(set, slot),
         }
-        evicted
     }
 
     /// The way to fill: an invalid one if any, else the replacement policy's victim.

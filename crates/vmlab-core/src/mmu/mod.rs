@@ -269,7 +269,7 @@ impl TlbHierarchy {
                 self.filled_shifts |= 1u64 << f.piece;
                 self.plan_probes();
             }
-            self.tlbs[f.tlb as usize].fill(va, asid, &e);
+            self.tlbs[f.tlb as usize].install(va, asid, &e);
         }
     }
 

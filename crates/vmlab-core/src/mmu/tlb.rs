@@ -238,6 +238,26 @@ impl Tlb {
         ev
     }
 
+    /// `fill`, for the hierarchy: the same entry and counts, but an unwatched
+    /// structure does not read the victim it pushes out (nothing needs it).
+    #[inline]
+    pub fn install(&mut self, va: u64, asid: Asid, t: &Translation) {
+        if self.log.is_some() {
+            self.fill(va, asid, t);
+            return;
+        }
+        let shift = t.size.shift();
+        let vpn = va >> shift;
+        let set = self.store.set_of(vpn);
+        self.counters.fills += 1;
+        debug_assert!(self.holds(t.size), "fill of a size the structure does not hold");
+        debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
+        let payload = TlbPayload { pa: t.pa, shift, perms: t.perms.bits() };
+        if self.store.fill_absent_evicts(set, key(vpn, shift), asid, payload) {
+            self.counters.evictions += 1;
+        }
+    }
+
     /// Drop any entry translating `va` for `asid` (all held sizes).
     pub fn invalidate(&mut self, va: u64, asid: Asid) {
         if self.any_size {

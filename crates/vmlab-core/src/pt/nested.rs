@@ -321,7 +321,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         self.merge.extend_from_slice(self.hpath.refs());
         if let Some(ntlb) = &mut c.ntlb {
             let set = ntlb.set_of(page);
-            ntlb.fill_absent(set, page, VM, h.phys(gpa) >> 12);
+            ntlb.fill_absent_evicts(set, page, VM, h.phys(gpa) >> 12);
         }
         Some(h.phys(gpa))
     }

@@ -546,7 +546,7 @@ impl PageWalkCache {
             let tag = Self::tag(va, level);
             let set = c.set_of(tag);
             if missed {
-                c.fill_absent(set, tag, asid, ());
+                c.fill_absent_evicts(set, tag, asid, ());
             } else {
                 c.insert(set, tag, asid, ());
             }
