@@ -604,6 +604,31 @@ mod tests {
         assert_eq!(plru_victim(bits, 4), 0);
     }
 
+    /// The victim-free fill makes the same choices as the one that reports the victim,
+    /// under every replacement policy: same hits afterwards, and it reports an eviction
+    /// exactly when the other returns one.
+    #[test]
+    fn fill_absent_evicts_matches_fill_absent() {
+        use rand::{Rng, SeedableRng};
+        for repl in [Replacement::Lru, Replacement::Plru, Replacement::Random] {
+            let mut full = AssocCache::<u64>::new(32, 4, repl, 5, "t").unwrap();
+            let mut quiet = full.clone();
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+            for _ in 0..5_000 {
+                let key = rng.gen_range(0..200u64);
+                let asid = rng.gen_range(0..3u16);
+                let set = full.set_of(key);
+                let hit = full.lookup(set, key, asid);
+                assert_eq!(hit, quiet.lookup(set, key, asid), "{repl:?} key {key}");
+                if hit.is_none() {
+                    let ev = full.fill_absent(set, key, asid, key * 10);
+                    assert_eq!(ev.is_some(), quiet.fill_absent_evicts(set, key, asid, key * 10), "{repl:?} key {key}");
+                }
+            }
+            assert_eq!(full.occupancy(), quiet.occupancy());
+        }
+    }
+
     #[test]
     fn impossible_geometries_name_the_key() {
         let e = AssocCache::<u8>::new(0, 0, Replacement::Lru, 0, "tlb.l1d").unwrap_err();

@@ -293,3 +293,65 @@ impl TlbHierarchy {
         self.tlbs.iter_mut().for_each(|t| t.flush_asid(asid));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::Perms;
+    use rand::{Rng, SeedableRng};
+
+    /// The planned lookups and fills give the same hits and, once folded, the same
+    /// per-structure counters as probing every structure of every level in turn with
+    /// `Tlb::lookup` and filling through `entry_for` (the plain reading of the
+    /// hierarchy). Split L1s, a unified L2, 4K and 2M pages on both sides, and a
+    /// splintering structure.
+    #[test]
+    fn probe_plan_matches_probing_every_structure() {
+        let sets = ["tlb.l1d_2m.splinter=true".to_string()];
+        let cfg = Config::load("skylake", &sets).unwrap();
+        let mut planned = TlbHierarchy::new(&cfg).unwrap();
+        let mut plain = TlbHierarchy::new(&cfg).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(4);
+        let mut filled = 0u64;
+        for _ in 0..20_000 {
+            let instr = rng.gen_bool(0.3);
+            let asid = rng.gen_range(0..2u16);
+            let size = if rng.gen_bool(0.2) { PageSize::G1 } else if rng.gen_bool(0.3) { PageSize::M2 } else { PageSize::K4 };
+            let va = rng.gen_range(0..(8u64 << 30));
+            let t = Translation { pa: size.align_down(va) ^ (1 << 40), size, perms: Perms::RW_USER };
+            let side = if instr { plain.instr.clone() } else { plain.data.clone() };
+            // Reference: every structure of a level, in order; first hit kept.
+            let mut expect = None;
+            for (level, ids) in side.iter().enumerate() {
+                for &id in ids {
+                    if plain.tlbs[id].lookup(va, asid, filled).is_some() && expect.is_none() {
+                        expect = Some((level, id));
+                    }
+                }
+                if expect.is_some() {
+                    break;
+                }
+            }
+            let got = planned.lookup(instr, va, asid).map(|h| (h.level, h.tlb));
+            assert_eq!(got, expect);
+            let upto = got.map_or(side.len(), |(l, _)| l);
+            planned.fill(instr, va, asid, &t, upto);
+            for ids in side.iter().take(upto) {
+                for &id in ids {
+                    if let Some(e) = plain.tlbs[id].entry_for(va, &t) {
+                        if e.size != t.size {
+                            plain.tlbs[id].note_splinter();
+                        }
+                        filled |= 1u64 << e.size.shift();
+                        plain.tlbs[id].fill(va, asid, &e);
+                    }
+                }
+            }
+        }
+        planned.fold_counts();
+        for (p, q) in planned.tlbs.iter().zip(&plain.tlbs) {
+            assert_eq!(p.counters, q.counters, "{}", p.name);
+        }
+        assert!(planned.tlbs.iter().any(|t| t.counters.splinters > 0 && t.counters.hits > 0));
+    }
+}
