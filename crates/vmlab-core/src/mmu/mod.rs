@@ -255,9 +255,9 @@ impl TlbHierarchy {
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     #[inline]
     pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
-        let steps = &self.fills[instr as usize][t.size.shift() as usize];
-        for i in 0..steps.len() {
-            let f = self.fills[instr as usize][t.size.shift() as usize][i];
+        let (side, shift) = (instr as usize, t.size.shift() as usize);
+        for i in 0..self.fills[side][shift].len() {
+            let f = self.fills[side][shift][i];
             if f.level as usize >= upto {
                 break;
             }

@@ -214,18 +214,8 @@ impl Tlb {
     /// for it exists); the caller checks `holds(t.size)`.
     #[inline]
     pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation) -> Option<Evicted<TlbPayload>> {
-        let shift = t.size.shift();
-        let vpn = va >> shift;
-        let set = self.store.set_of(vpn);
-        self.counters.fills += 1;
-        debug_assert!(self.holds(t.size), "fill of a size the structure does not hold");
-        debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
-        let ev = self.store.fill_absent(
-            set,
-            key(vpn, shift),
-            asid,
-            TlbPayload { pa: t.pa, shift, perms: t.perms.bits() },
-        );
+        let (set, k, payload) = self.begin_fill(va, asid, t);
+        let ev = self.store.fill_absent(set, k, asid, payload);
         if ev.is_some() {
             self.counters.evictions += 1;
         }
@@ -233,7 +223,7 @@ impl Tlb {
             if let Some(e) = &ev {
                 log.push(TlbChange::Evicted { slot: *slot, page: page_of(e.key, e.asid, &e.val) });
             }
-            log.push(TlbChange::Filled { slot: *slot, page: TlbPage { asid, va: vpn << shift, size: t.size } });
+            log.push(TlbChange::Filled { slot: *slot, page: TlbPage { asid, va: t.size.align_down(va), size: t.size } });
         }
         ev
     }
@@ -246,16 +236,22 @@ impl Tlb {
             self.fill(va, asid, t);
             return;
         }
+        let (set, k, payload) = self.begin_fill(va, asid, t);
+        if self.store.fill_absent_evicts(set, k, asid, payload) {
+            self.counters.evictions += 1;
+        }
+    }
+
+    /// The set, key and payload of a fill of `t` (the translation of `va`); counts it.
+    #[inline(always)]
+    fn begin_fill(&mut self, va: u64, asid: Asid, t: &Translation) -> (usize, u64, TlbPayload) {
         let shift = t.size.shift();
         let vpn = va >> shift;
         let set = self.store.set_of(vpn);
         self.counters.fills += 1;
         debug_assert!(self.holds(t.size), "fill of a size the structure does not hold");
         debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
-        let payload = TlbPayload { pa: t.pa, shift, perms: t.perms.bits() };
-        if self.store.fill_absent_evicts(set, key(vpn, shift), asid, payload) {
-            self.counters.evictions += 1;
-        }
+        (set, key(vpn, shift), TlbPayload { pa: t.pa, shift, perms: t.perms.bits() })
     }
 
     /// Drop any entry translating `va` for `asid` (all held sizes).

@@ -40,18 +40,18 @@ struct PackedSlot {
     perms: u8,
 }
 
-const EMPTY: u8 = 0;
-const CHILD: u8 = 1;
-const PAGE: u8 = 2;
+const KIND_EMPTY: u8 = 0;
+const KIND_CHILD: u8 = 1;
+const KIND_PAGE: u8 = 2;
 
 impl PackedSlot {
-    const EMPTY: PackedSlot = PackedSlot { pa: 0, aux: 0, kind: EMPTY, shift: 0, perms: 0 };
+    const EMPTY: PackedSlot = PackedSlot { pa: 0, aux: 0, kind: KIND_EMPTY, shift: 0, perms: 0 };
 
     #[inline(always)]
     fn unpack(self) -> Slot {
         match self.kind {
-            EMPTY => Slot::Empty,
-            CHILD => Slot::Child(self.aux),
+            KIND_EMPTY => Slot::Empty,
+            KIND_CHILD => Slot::Child(self.aux),
             _ => Slot::Page(Mapping {
                 pa: self.pa,
                 size: PageSize::from_valid_shift(self.shift),
@@ -67,11 +67,11 @@ impl Slot {
     fn pack(self) -> PackedSlot {
         match self {
             Slot::Empty => PackedSlot::EMPTY,
-            Slot::Child(c) => PackedSlot { aux: c, kind: CHILD, ..PackedSlot::EMPTY },
+            Slot::Child(c) => PackedSlot { aux: c, kind: KIND_CHILD, ..PackedSlot::EMPTY },
             Slot::Page(m) => PackedSlot {
                 pa: m.pa,
                 aux: m.object.map_or(0, |o| o.checked_add(1).expect("fewer than 2^32 - 1 shared objects")),
-                kind: PAGE,
+                kind: KIND_PAGE,
                 shift: m.size.shift(),
                 perms: m.perms.bits(),
             },
@@ -176,7 +176,7 @@ impl PageIndex {
         let first = index(base, level);
         let page = Slot::Page(m).pack();
         for s in &mut self.slots[node as usize * FANOUT + first..][..n] {
-            debug_assert!(s.kind == EMPTY, "insert over a mapped page at {base:#x}");
+            debug_assert!(s.kind == KIND_EMPTY, "insert over a mapped page at {base:#x}");
             *s = page;
         }
         self.used[node as usize] += n as u16;

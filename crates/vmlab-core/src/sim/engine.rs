@@ -753,7 +753,7 @@ impl<P: PageTable> Engine<P> {
     fn end_warmup(&mut self) {
         self.attach_mem();
         self.warmup_at = u64::MAX;
-        self.fold_same_page_hits();
+        self.fold_tlb_counts();
         self.warmup_base = Some(Box::new(WarmupBase {
             run: self.run.clone(),
             cycles: self.cycles.clone(),
@@ -773,11 +773,11 @@ impl<P: PageTable> Engine<P> {
         self.warmup_at == u64::MAX
     }
 
-    /// Once, at the end of a run: fold the same-page hits into the per-structure
+    /// Once, at the end of a run: fold the TLB lookups and same-page hits into the per-structure
     /// counters, and subtract the warm-up's counts.
     pub fn finish(&mut self) {
         self.attach_mem();
-        self.fold_same_page_hits();
+        self.fold_tlb_counts();
         let Some(b) = self.warmup_base.take() else { return };
         self.run = self.run.since(&b.run);
         self.cycles = self.cycles.since(&b.cycles);
@@ -799,7 +799,9 @@ impl<P: PageTable> Engine<P> {
         self.mem.memory_accesses -= b.memory_accesses;
     }
 
-    fn fold_same_page_hits(&mut self) {
+    /// Bring every TLB structure's counters up to date: the hierarchy's per-level
+    /// lookup counts, then the same-page hits counted per L1 slot.
+    fn fold_tlb_counts(&mut self) {
         self.tlbs.fold_counts();
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();
