@@ -119,10 +119,7 @@ impl<V: Copy + Default> AssocCache<V> {
             16 => match_mask::<16>(keys, key),
             _ => {
                 for (c, chunk) in keys.chunks(64).enumerate() {
-                    let mut mask = 0u64;
-                    for (w, &k) in chunk.iter().enumerate() {
-                        mask |= ((k == key) as u64) << w;
-                    }
+                    let mask = crate::host::match_mask(chunk, key, 0);
                     if let Some(slot) = self.first_asid_match(base + c * 64, mask, asid) {
                         return Some(slot);
                     }
@@ -374,11 +371,7 @@ fn match_mask<const N: usize>(keys: &[u64], key: u64) -> u64 {
 #[inline(always)]
 pub(crate) fn match_mask_ignoring<const N: usize>(keys: &[u64], key: u64, ignore: u64) -> u64 {
     let keys: &[u64; N] = keys.try_into().expect("set of N ways");
-    let mut mask = 0u64;
-    for (w, &k) in keys.iter().enumerate() {
-        mask |= (((k | ignore) == (key | ignore)) as u64) << w;
-    }
-    mask
+    crate::host::match_mask(keys, key, ignore)
 }
 
 /// Position of `way` in a packed recency order.
