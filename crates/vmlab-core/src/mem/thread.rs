@@ -175,11 +175,16 @@ pub struct MemoryThread {
 }
 
 impl MemoryThread {
-    /// Move `mem` to a new thread. Fails only if the host cannot start a thread.
-    pub fn start(mem: MemoryHierarchy) -> std::io::Result<MemoryThread> {
+    /// Move `mem` to a new thread. Fails only if the host cannot start a thread; then
+    /// `mem` comes back with the error, so the caller can run it inline.
+    pub fn start(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, (MemoryHierarchy, std::io::Error)> {
         let (full_tx, full_rx) = sync_channel::<Vec<MemOp>>(BUFFERS);
         let (empty_tx, empty_rx) = sync_channel::<Vec<MemOp>>(BUFFERS + 1);
-        let handle = std::thread::Builder::new().name("vmlab-memory".into()).spawn(move || {
+        // The hierarchy follows the thread's start over a channel: a failed spawn
+        // drops only the closure, not the hierarchy.
+        let (mem_tx, mem_rx) = sync_channel::<MemoryHierarchy>(1);
+        let spawned = std::thread::Builder::new().name("vmlab-memory".into()).spawn(move || {
+            let mem = mem_rx.recv().expect("the engine sends the hierarchy once the thread starts");
             let mut d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default() };
             let mut timer = WalkTimer::default();
             while let Some(mut ops) = next_buffer(&full_rx) {
@@ -191,7 +196,12 @@ impl MemoryThread {
                 let _ = empty_tx.try_send(ops);
             }
             d
-        })?;
+        });
+        let handle = match spawned {
+            Ok(h) => h,
+            Err(e) => return Err((mem, e)),
+        };
+        mem_tx.send(mem).expect("the memory thread waits for its hierarchy");
         Ok(MemoryThread {
             buf: Vec::with_capacity(OPS_PER_BUFFER),
             full: Some(full_tx),
@@ -314,7 +324,7 @@ mod tests {
         for &op in &stream {
             timer.apply(&mut inline, op).account(&mut cycles, &mut hist);
         }
-        let mut t = MemoryThread::start(skylake()).unwrap();
+        let mut t = MemoryThread::start(skylake()).map_err(|(_, e)| e).unwrap();
         for &op in &stream {
             t.push(op);
         }

@@ -487,7 +487,10 @@ impl<P: PageTable> Mm<P> {
     /// Frames used for data that the program never touched (memory overhead against a
     /// 4K-only system).
     pub fn bloat_frames(&self) -> u64 {
-        self.mem.counters().frames_data - self.touched.count()
+        let (data, touched) = (self.mem.counters().frames_data, self.touched.count());
+        // Touched frames are data frames; saturate rather than wrap should that ever break.
+        debug_assert!(touched <= data, "{touched} touched frames but {data} data frames");
+        data.saturating_sub(touched)
     }
 
     fn note_bloat(&mut self) {

@@ -203,7 +203,7 @@ impl<P: PageTable> Engine<P> {
     /// (the rest of the stream is then ignored). Call [`Engine::finish`] at the end.
     pub fn feed(&mut self, buf: &[Record]) -> Result<bool> {
         if self.detach_mem && self.mem_thread.is_none() {
-            self.detach_memory()?;
+            self.detach_memory();
         }
         let walks_before = self.walks.count;
         // The page last prefetched for: consecutive accesses to one page (a read, then
@@ -649,12 +649,18 @@ impl<P: PageTable> Engine<P> {
         self.detach_mem
     }
 
+    /// Move the hierarchy to its own thread. If the host cannot start one, the run goes
+    /// on inline (the results are the same) after a warning.
     #[cold]
-    fn detach_memory(&mut self) -> Result<()> {
-        let t = MemoryThread::start(std::mem::take(&mut self.mem))
-            .map_err(|e| Error::Sim(format!("cannot start the memory-model thread: {e}")))?;
-        self.mem_thread = Some(t);
-        Ok(())
+    fn detach_memory(&mut self) {
+        match MemoryThread::start(std::mem::take(&mut self.mem)) {
+            Ok(t) => self.mem_thread = Some(t),
+            Err((mem, e)) => {
+                eprintln!("vmlab: warning: cannot start the memory-model thread ({e}); simulating the caches inline");
+                self.mem = mem;
+                self.detach_mem = false;
+            }
+        }
     }
 
     /// Bring the memory model back inline (waiting for its thread to apply every op
