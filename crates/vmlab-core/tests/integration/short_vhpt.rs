@@ -3,7 +3,7 @@
 //! the OS maps each region's page size, a refill reads the entry of the region's page,
 //! the all-4K default is the old single array, and bad settings are named.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Romer's superpage-promotion policies (thesis ch. 3, §6.5) through the engine: the
 //! invariants every policy keeps, and the directions the thesis reports.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use serde_json::Value;

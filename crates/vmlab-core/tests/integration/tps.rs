@@ -1,7 +1,7 @@
 //! Tailored Page Sizes through the engine (TPS §III, §IV): the directions the paper
 //! reports, and its OS policy's invariants.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use serde_json::Value;

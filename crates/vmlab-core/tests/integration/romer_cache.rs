@@ -2,7 +2,7 @@
 //! bin hopping, the software recolouring policies, CML, and COMBINED; and the safety of
 //! recolouring (a page's translation changes only in where it sits).
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use serde_json::Value;

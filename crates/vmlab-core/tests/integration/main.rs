@@ -1,0 +1,19 @@
+//! vmlab-core's integration tests, one module per area, built as one test binary: a
+//! release test build links the library once here instead of once per file, which was
+//! most of the test command's build time on a 2-core machine.
+
+mod common;
+
+mod engine;
+mod importers;
+mod memory_thread;
+mod mrc;
+mod one_pass;
+mod pt_props;
+mod regions;
+mod romer;
+mod romer_cache;
+mod short_vhpt;
+mod synth;
+mod tps;
+mod vmt_format;
