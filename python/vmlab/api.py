@@ -258,7 +258,7 @@ def read_trace(path: Union[str, os.PathLike, None] = None, workload: str | None 
         yield from batch
 
 
-DEFAULT_PT_DESIGNS = ["radix", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "inverted", "guarded16+stlb"]
+DEFAULT_PT_DESIGNS = ["radix", "mpt", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "inverted", "guarded16+stlb"]
 
 
 def pt_compare(

@@ -81,29 +81,35 @@ def test_info_on_a_real_trace(real_trace):
 
 def test_pt_compare_orders_sizes_like_the_thesis():
     p = run_cli("pt", "compare", "-w", "sparse", "pages=512", "accesses=20k",
-                "--designs", "radix,hashed,clustered,guarded16", "--json")
+                "--designs", "radix,mpt,hashed,clustered,guarded16", "--json")
     assert p.returncode == 0, p.stderr
     rows = {r["design"]: r for r in json.loads(p.stdout)}
-    # Sparse space: the multilevel table blows up, hashed/clustered/guarded stay small.
+    # Sparse space: the multilevel tables blow up, hashed/clustered/guarded stay small.
     for d in ("hashed", "clustered", "guarded16"):
         assert rows["radix"]["bytes_per_mapped_page"] > 10 * rows[d]["bytes_per_mapped_page"]
+        assert rows["mpt"]["bytes_per_mapped_page"] > 10 * rows[d]["bytes_per_mapped_page"]
+    # Elphinstone's MPT has six levels to radix's four: more references per refill.
+    assert rows["mpt"]["refs_per_walk"] > rows["radix"]["refs_per_walk"]
     # Same input, same TLB: every design sees the same walks.
     assert len({r["walks"] for r in rows.values()}) == 1
 
 
 def test_pt_size_dense_and_sparse_spaces():
     def size(*workload):
-        p = run_cli("pt", "size", "-w", *workload, "--designs", "radix,hashed,guarded16", "--json")
+        p = run_cli("pt", "size", "-w", *workload, "--designs", "radix,mpt,hashed,guarded16", "--json")
         assert p.returncode == 0, p.stderr
         return {r["design"]: r["bytes_per_mapped_page"] for r in json.loads(p.stdout)}
 
     # Dense: 64 MiB touched page by page; 32 leaf tables + 3 upper nodes for 16384 pages.
     dense = size("stream", "footprint=64M", "stride=4096", "accesses=16384")
     assert dense["radix"] == 35 * 4096 / 16384
+    # Elphinstone's MPT: 32 leaves of 256 PTE pairs, 4 internal nodes, one frame of roots.
+    assert dense["mpt"] == 37 * 4096 / 16384
     # Sparse: one page per 4 MiB-aligned region somewhere in the space; radix pays a
     # leaf table per page, the others stay proportional to the pages mapped.
     sparse = size("sparse", "pages=512", "accesses=20k")
     assert sparse["radix"] > 100 * dense["radix"]
+    assert sparse["mpt"] > 100 * dense["mpt"]
     assert sparse["hashed"] < sparse["radix"] / 10 and sparse["guarded16"] < sparse["radix"] / 10
 
 

@@ -9,7 +9,7 @@ use vmlab::os::buddy::BuddyAllocator;
 use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::hashed::HashedConfig;
 use vmlab::pt::inverted::InvertedConfig;
-use vmlab::pt::{GuardedPageTable, HashedPageTable, InvertedPageTable, PageTable, RadixPageTable};
+use vmlab::pt::{GuardedPageTable, HashedPageTable, InvertedPageTable, MultilevelPageTable, PageTable, RadixPageTable};
 
 const PHYS: u64 = 1 << 30;
 const BASE: u64 = 0x7f00_0000_0000;
@@ -17,6 +17,7 @@ const BASE: u64 = 0x7f00_0000_0000;
 fn kinds() -> Vec<(&'static str, Box<dyn Fn() -> Box<dyn PtOps>>)> {
     vec![
         ("radix", Box::new(|| Box::new(RadixPageTable::new(4).unwrap()) as Box<dyn PtOps>)),
+        ("mpt", Box::new(|| Box::new(MultilevelPageTable::new()))),
         ("hashed", Box::new(|| Box::new(HashedPageTable::new(&HashedConfig::default()).unwrap()))),
         ("clustered", Box::new(|| Box::new(HashedPageTable::new(&HashedConfig { subblock: 4, buckets: 2048, ..Default::default() }).unwrap()))),
         ("guarded2", Box::new(|| Box::new(GuardedPageTable::new(&GuardedConfig { node_entries: 2, va_bits: 48 }).unwrap()))),

@@ -178,6 +178,8 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
     Ok(match name {
         "radix" => o(&["page_table.kind=radix"]),
         "radix5" => o(&["page_table.kind=radix", "page_table.radix.levels=5"]),
+        // Elphinstone's own MPT (§6.1.1): six levels, PTE-pair leaves, 4K pages.
+        "mpt" => o(&["page_table.kind=mpt"]),
         "hashed" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2"]),
         "hashed-h512" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=2", "page_table.hashed.buckets=256"]),
         "clustered" => o(&["page_table.kind=hashed", "page_table.hashed.subblock=4", "page_table.hashed.buckets=2048"]),
@@ -228,7 +230,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         other => {
             // `label:key=value;key=value`
             let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, hashed, hashed-h512, clustered, inverted, linear, linear+stlb, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
+                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, mpt, hashed, hashed-h512, clustered, inverted, linear, linear+stlb, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
             })?;
             rest.split(';').map(|s| s.to_string()).collect()
         }

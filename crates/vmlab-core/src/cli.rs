@@ -161,7 +161,7 @@ struct PtInput {
     #[arg(value_name = "PARAM")]
     params: Vec<String>,
     /// Designs to compare, `name:key=value;key=value` or a preset design name.
-    #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear,linear+stlb,guarded16+stlb")]
+    #[arg(long, value_delimiter = ',', default_value = "radix,mpt,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear,linear+stlb,guarded16+stlb")]
     designs: Vec<String>,
     #[arg(long)]
     json: bool,
@@ -197,7 +197,7 @@ enum PtCmd {
         config: String,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        #[arg(long, value_delimiter = ',', default_value = "radix,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear")]
+        #[arg(long, value_delimiter = ',', default_value = "radix,mpt,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear")]
         designs: Vec<String>,
         #[arg(long)]
         json: bool,

@@ -21,7 +21,7 @@ pub const PRESETS: &[(&str, &str)] = &[
 ];
 
 /// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "hashed", "inverted", "guarded", "linear", "ecpt", "nested-radix", "nested-ecpt", "hybrid"];
+pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "mpt", "hashed", "inverted", "guarded", "linear", "ecpt", "nested-radix", "nested-ecpt", "hybrid"];
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +117,7 @@ pub struct OsConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// Organisation: "radix", "hashed" (hashed and clustered tables), "inverted", "guarded" or "linear".
+    /// Organisation: "radix", "mpt" (Elphinstone's MIPS MPT), "hashed" (hashed and clustered tables), "inverted", "guarded", "linear", ... (`PAGE_TABLE_KINDS`).
     pub kind: String,
     #[serde(default)]
     pub radix: RadixConfig,

@@ -15,6 +15,7 @@ pub mod guarded;
 pub mod hashed;
 pub mod inverted;
 pub mod linear;
+pub mod mpt;
 pub mod nested;
 pub mod nested_ecpt;
 pub mod radix;
@@ -25,6 +26,7 @@ pub mod walk;
 
 pub use ecpt::ElasticCuckooPageTable;
 pub use guarded::GuardedPageTable;
+pub use mpt::MultilevelPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
 pub use linear::LinearPageTable;

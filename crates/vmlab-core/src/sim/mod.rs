@@ -13,7 +13,7 @@ use crate::pt::ecpt::EcptConfig;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
 use crate::pt::nested_ecpt::{NestedEcptCaches, NestedEcptPageTable};
 use crate::pt::{
-    radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, NoWalkCaches, PageTable,
+    radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches, PageTable,
     RadixPageTable, SoftwareTlb, WalkCaches,
 };
 use crate::stats::SCHEMA;
@@ -83,6 +83,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
             with_stlb(cfg, pt, pwc, plan, info)
         }
         "guarded" => with_stlb(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, plan, info),
+        "mpt" => with_stlb(cfg, MultilevelPageTable::new(), NoWalkCaches, plan, info),
         "ecpt" => {
             let e = &cfg.page_table.ecpt;
             let cwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;

@@ -16,7 +16,7 @@ use vmlab::pt::stlb::StlbConfig;
 use vmlab::pt::SoftwareTlb;
 use vmlab::pt::{linear::LinearConfig, LinearPageTable};
 use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
-use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable};
+use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable, MultilevelPageTable};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -83,6 +83,9 @@ fn check_kind_in<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], fre
                 let perms = Perms::from_bits(perms);
                 pt.map(&mut mem, asid, base, pa, size, perms).unwrap();
                 reference.insert((asid, base), (pa, size, perms));
+                // Random probes rarely land on one given 4K page: check the new one.
+                let t = pt.translate(asid, va_of(slot)).map(|t| (t.pa, t.size, t.perms));
+                prop_assert_eq!(t, Some((pa, size, perms)), "translate after map {:#x}", va_of(slot));
             }
             Op::Unmap { asid, slot } => {
                 let va = va_of(slot);
@@ -103,6 +106,9 @@ fn check_kind_in<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], fre
                 if let Some((b, (pa, s, _))) = expected {
                     reference.insert((asid, b), (pa, s, perms));
                     caches.invalidate(asid, b);
+                    path.clear();
+                    let w = pt.walk(asid, va, &mut caches, &mut path).map(|t| (t.pa, t.size, t.perms));
+                    prop_assert_eq!(w, Some((pa, s, perms)), "walk after protect {:#x}", va);
                 }
             }
             Op::Probe { asid, slot, offset } => {
@@ -222,6 +228,12 @@ proptest! {
     ) {
         let pt = GuardedPageTable::new(&GuardedConfig { node_entries, va_bits: 48 }).unwrap();
         check_kind(pt, NoWalkCaches, &ops, true)?;
+    }
+
+    /// Elphinstone's six-level MIPS MPT (4K pages only): nodes freed as they empty.
+    #[test]
+    fn mpt_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {
+        check_kind(MultilevelPageTable::new(), NoWalkCaches, &ops, true)?;
     }
 
     /// Tiny initial tables: every run resizes (and migrates) many times.
