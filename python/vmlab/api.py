@@ -274,7 +274,7 @@ def pt_compare(
     Returns a DataFrame, one row per design: walks, references and sequential steps per
     refill (a reference is one cache line), mean walk cycles, and page-table bytes (and
     bytes per mapped page) when the most pages were mapped. Designs are names
-    (``radix``, ``radix5``, ``hashed``, ``hashed-h512``, ``clustered``, ``inverted``,
+    (``radix``, ``radix5``, ``mpt``, ``hashed``, ``hashed-h512``, ``clustered``, ``inverted``,
     ``guardedN``, ``guardedN+stlb``) or ``"label:key=value;key=value"``.
     """
     import pandas as pd
