@@ -96,6 +96,10 @@ fn check_kind_in<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], fre
                     reference.remove(&(asid, b));
                     mem.free(pa, s, FrameUse::Data);
                     caches.invalidate(asid, b);
+                    // Gone from the table and from every cache in front of it.
+                    prop_assert_eq!(pt.translate(asid, va), None, "translate after unmap {:#x}", va);
+                    path.clear();
+                    prop_assert_eq!(pt.walk(asid, va, &mut caches, &mut path), None, "walk after unmap {:#x}", va);
                 }
             }
             Op::Protect { asid, slot, perms } => {
