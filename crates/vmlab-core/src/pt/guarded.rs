@@ -157,6 +157,14 @@ impl GuardedPageTable {
         (0..g).find(|&i| self.guard_digit(e, i) != self.digit(key, d + i)).unwrap_or(g)
     }
 
+    /// Whether `e`'s whole guard matches `key` from digit `d`: one masked compare of
+    /// the packed digits (a guard holds exactly its `glen` digits), where `common`
+    /// counts digit by digit (map and unmap need the count; a walk does not).
+    #[inline]
+    fn guard_matches(&self, e: &Entry, key: u64, d: u32) -> bool {
+        self.digits_of(key, d, e.glen as u32) == e.guard
+    }
+
     fn get(&self, slot: Slot) -> Entry {
         match slot {
             Slot::Root(a) => self.roots[a as usize].expect("live space").0,
@@ -218,7 +226,7 @@ impl GuardedPageTable {
                 t.push(slot);
             }
             let e = self.get(slot);
-            if e.kind == EMPTY || self.common(&e, key, d) != e.glen as u32 {
+            if e.kind == EMPTY || !self.guard_matches(&e, key, d) {
                 return None;
             }
             d += e.glen as u32;
@@ -401,7 +409,7 @@ impl PageTable for GuardedPageTable {
         let mut d = 0u32;
         let mut depth = 1u8;
         loop {
-            if e.kind == EMPTY || self.common(&e, key, d) != e.glen as u32 {
+            if e.kind == EMPTY || !self.guard_matches(&e, key, d) {
                 return None;
             }
             d += e.glen as u32;
