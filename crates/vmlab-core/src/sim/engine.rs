@@ -206,10 +206,31 @@ impl<P: PageTable> Engine<P> {
             self.detach_memory();
         }
         let walks_before = self.walks.count;
+        // Only counting is left for a same-page access while nothing else looks at each
+        // access (see `same_page_run`).
+        let runs = !self.data_refs && !self.recolor_on && self.background_at == u64::MAX;
         // The page last prefetched for: consecutive accesses to one page (a read, then
         // its write) need one prefetch.
         let mut prefetched = u64::MAX;
-        for (i, r) in buf.iter().enumerate() {
+        let mut i = 0;
+        while i < buf.len() {
+            if runs {
+                // A cheap look first: a run pays off from two same-page accesses on
+                // (gups's write after its read is a run of one, left to the ordinary path).
+                let on_page = |r: &Record| match r {
+                    Record::Access(a) => a.vaddr >> 12 == self.same_page[a.kind.is_instr() as usize].vpn,
+                    _ => false,
+                };
+                if on_page(&buf[i]) && buf.get(i + 1).is_some_and(on_page) {
+                    {
+                        i = self.same_page_run(buf, i);
+                        if i == buf.len() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let r = &buf[i];
             if self.prefetch {
                 // Look ahead: the walk of a later access then finds its entries in
                 // the host cache. A hint only; no simulated state changes.
@@ -228,11 +249,74 @@ impl<P: PageTable> Engine<P> {
             if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
                 return Ok(true);
             }
+            i += 1;
         }
         // Prefetch while walks are frequent (> 1 in 8 records); otherwise it would
         // only cost time.
         self.prefetch = self.walks.count.saturating_sub(walks_before) * 8 > buf.len() as u64;
         Ok(false)
+    }
+
+    /// Consume the records from `from` on that need nothing but counting, and return
+    /// the index of the first one that needs more: ticks, and accesses of the running
+    /// process within one page that is the page of its side's same-page entry, with the
+    /// permissions the access needs (the same-page path of `translate`). Only called
+    /// while no per-access hook runs (data references, recolouring, background policy
+    /// work). Stops one access short of the warm-up's end and of `sim.max_accesses`, so
+    /// the ordinary path takes the access that reaches them. The counters end up exactly
+    /// as the ordinary path leaves them.
+    #[inline]
+    fn same_page_run(&mut self, buf: &[Record], from: usize) -> usize {
+        let Some(pid) = self.cur_pid else { return from };
+        let stop = if self.max_accesses == 0 { self.warmup_at } else { self.warmup_at.min(self.max_accesses) };
+        if stop <= self.run.accesses {
+            // A threshold is due after the very next record, whatever it is.
+            return from;
+        }
+        let budget = stop - self.run.accesses - 1;
+        let (sp, asid) = (&self.same_page, self.cur_asid);
+        let mut by_kind = [0u64; 3];
+        let mut ticks = 0u64;
+        let mut i = from;
+        while i < buf.len() {
+            match buf[i] {
+                Record::Access(a) => {
+                    let taken = by_kind[0] + by_kind[1] + by_kind[2];
+                    let s = &sp[a.kind.is_instr() as usize];
+                    let need = Perms::needed_for(a.kind).bits();
+                    let last = a.vaddr.wrapping_add(a.size.max(1) as u64 - 1) >> 12;
+                    if taken == budget
+                        || a.pid != pid
+                        || !(s.valid && s.vpn == a.vaddr >> 12 && last == s.vpn && s.asid == asid && s.perms & need == need)
+                    {
+                        break;
+                    }
+                    by_kind[a.kind as usize] += 1;
+                }
+                Record::Tick(n) => ticks += n,
+                _ => break,
+            }
+            i += 1;
+        }
+        if i == from {
+            return from;
+        }
+        let [reads, writes, fetches] = by_kind;
+        let r = &mut self.run;
+        r.records += (i - from) as u64;
+        r.accesses += reads + writes + fetches;
+        r.translations += reads + writes + fetches;
+        r.reads += reads;
+        r.writes += writes;
+        r.fetches += fetches;
+        r.instructions += fetches + ticks;
+        if reads + writes != 0 {
+            self.same_page_hits[0][self.same_page[0].l1_slot] += reads + writes;
+        }
+        if fetches != 0 {
+            self.same_page_hits[1][self.same_page[1].l1_slot] += fetches;
+        }
+        i
     }
 
     fn with_position(&self, e: Error) -> Error {

@@ -592,3 +592,58 @@ fn a_shared_mapping_split_by_munmap_still_shares_the_right_frames() {
     assert_ne!(pa(1, B + 4096), pa(1, B + 2 * 4096), "page 1 is another object page");
     assert_eq!(e.os.mm.mem.counters().frames_data, 2);
 }
+
+/// The document of `records` fed in batches of `batch` records.
+fn document_in_batches(overrides: &[String], records: &[Record], batch: usize) -> Value {
+    let cfg = Config::load("skylake", overrides).unwrap();
+    let mut sim = vmlab::sim::build(&cfg, &SourceInfo::default(), None).unwrap();
+    for chunk in records.chunks(batch) {
+        if sim.feed(chunk).unwrap() {
+            break;
+        }
+    }
+    sim.finish(&vmlab::trace::TraceMeta::default()).0
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// A batch of one record always takes the engine's per-record path (a same-page run
+    /// needs two records of one batch); a whole stream in one batch counts same-page
+    /// runs in bulk. Every counter must come out the same: accesses of two processes
+    /// (implied switches), reads, writes and fetches on a few pages, page-crossing
+    /// sizes, ticks, a warm-up and `max_accesses` that can fall inside a run, and with
+    /// and without ASID tags (flushes on a switch).
+    #[test]
+    fn same_page_runs_count_exactly_what_the_per_record_path_counts(
+        ops in proptest::collection::vec((0u8..8, 0u64..12, 1u32..3, prop_oneof![4 => Just(8u16), 1 => 1u16..9000], 1usize..24), 1..120),
+        warmup in prop_oneof![Just(0u64), 1u64..600],
+        max in prop_oneof![Just(0u64), 1u64..1200],
+        asid_tags in any::<bool>(),
+    ) {
+        // Each op repeats `run` times on its page, interleaving kinds, so same-page runs
+        // are long and a threshold often falls inside one.
+        let records: Vec<Record> = ops
+            .iter()
+            .flat_map(|&(op, page, pid, size, run)| {
+                (0..run).map(move |k| {
+                    let va = BASE + page * 4096 + (k as u64 * 520) % 4096;
+                    match (op as usize + k % 3) % 8 {
+                        0..=2 => Record::read(va, size, pid),
+                        3 | 4 => Record::write(va, size, pid),
+                        5 | 6 => Record::fetch(va, 4, pid),
+                        _ => Record::Tick(page + 1),
+                    }
+                })
+            })
+            .collect();
+        let mut overrides = vec![format!("mmu.asid_tags={asid_tags}"), format!("sim.max_accesses={max}")];
+        if warmup > 0 && (max == 0 || warmup < max) {
+            overrides.push(format!("sim.warmup_accesses={warmup}"));
+        }
+        let one_by_one = document_in_batches(&overrides, &records, 1);
+        let whole = document_in_batches(&overrides, &records, records.len());
+        prop_assert_eq!(&one_by_one["tlbs"], &whole["tlbs"]);
+        prop_assert_eq!(one_by_one, whole);
+    }
+}
