@@ -134,6 +134,8 @@ impl<T: Zeroable> Drop for HugeArray<T> {
 }
 
 /// Ask the host to back [p, p + len) with huge pages (a hint; ignored where unsupported).
+// madvise never dereferences the pointer: a bad range is an error return, not UB.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn advise_huge(p: *mut libc::c_void, len: usize) {
     #[cfg(target_os = "linux")]
     // SAFETY: the range is a live allocation of the caller's; madvise is only a hint.

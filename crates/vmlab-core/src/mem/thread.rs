@@ -177,7 +177,7 @@ pub struct MemoryThread {
 impl MemoryThread {
     /// Move `mem` to a new thread. Fails only if the host cannot start a thread; then
     /// `mem` comes back with the error, so the caller can run it inline.
-    pub fn start(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, (MemoryHierarchy, std::io::Error)> {
+    pub fn start(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, Box<(MemoryHierarchy, std::io::Error)>> {
         let (full_tx, full_rx) = sync_channel::<Vec<MemOp>>(BUFFERS);
         let (empty_tx, empty_rx) = sync_channel::<Vec<MemOp>>(BUFFERS + 1);
         // The hierarchy follows the thread's start over a channel: a failed spawn
@@ -199,7 +199,7 @@ impl MemoryThread {
         });
         let handle = match spawned {
             Ok(h) => h,
-            Err(e) => return Err((mem, e)),
+            Err(e) => return Err(Box::new((mem, e))),
         };
         mem_tx.send(mem).expect("the memory thread waits for its hierarchy");
         Ok(MemoryThread {
@@ -324,7 +324,7 @@ mod tests {
         for &op in &stream {
             timer.apply(&mut inline, op).account(&mut cycles, &mut hist);
         }
-        let mut t = MemoryThread::start(skylake()).map_err(|(_, e)| e).unwrap();
+        let mut t = MemoryThread::start(skylake()).map_err(|b| b.1).unwrap();
         for &op in &stream {
             t.push(op);
         }

@@ -739,7 +739,8 @@ impl<P: PageTable> Engine<P> {
     fn detach_memory(&mut self) {
         match MemoryThread::start(std::mem::take(&mut self.mem)) {
             Ok(t) => self.mem_thread = Some(t),
-            Err((mem, e)) => {
+            Err(failed) => {
+                let (mem, e) = *failed;
                 eprintln!("vmlab: warning: cannot start the memory-model thread ({e}); simulating the caches inline");
                 self.mem = mem;
                 self.detach_mem = false;
