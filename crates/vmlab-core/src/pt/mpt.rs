@@ -15,6 +15,7 @@
 //! unmap are freed at once (a leaf when its last pair empties, then every ancestor left
 //! without children), so the table's size follows the mapped pages.
 
+use super::arena::NodeArena;
 use super::slab::Slab;
 use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
@@ -31,6 +32,8 @@ const ROOT_BYTES: u64 = 64;
 /// Pointers per internal node and PTEs (two per pair) per leaf node.
 const POINTERS: usize = 1024;
 const LEAF_PTES: usize = 512;
+/// No child (roots hold `u32` children; node entries hold `child + 1`, 0 = none, so a
+/// freshly zeroed node is empty).
 const NONE: u32 = u32::MAX;
 /// Host PTE encoding: bit 0 present, bits 1–4 permissions, bits 12.. the frame.
 const PRESENT: u64 = 1;
@@ -57,16 +60,39 @@ fn pte_index(va: u64) -> usize {
     ((va >> 12) & (LEAF_PTES as u64 - 1)) as usize
 }
 
-struct Internal {
+/// A node's simulated frame and how many of its entries are in use.
+#[derive(Clone, Copy, Default)]
+struct NodeMeta {
     pa: u64,
-    children: Box<[u32; POINTERS]>,
     live: u32,
 }
 
-struct Leaf {
-    pa: u64,
-    ptes: Box<[u64; LEAF_PTES]>,
-    live: u32,
+/// Nodes of one shape: entries in a [`NodeArena`], frame and use count beside them.
+struct Nodes<const N: usize> {
+    entries: NodeArena<N>,
+    meta: Vec<NodeMeta>,
+}
+
+impl<const N: usize> Nodes<N> {
+    fn new() -> Self {
+        Nodes { entries: NodeArena::new(), meta: Vec::new() }
+    }
+
+    /// A zeroed node in a fresh 4 KiB frame of simulated memory.
+    fn alloc(&mut self, mem: &mut BuddyAllocator) -> Result<u32> {
+        let pa = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
+        let i = self.entries.alloc();
+        if self.meta.len() <= i as usize {
+            self.meta.resize(i as usize + 1, NodeMeta::default());
+        }
+        self.meta[i as usize] = NodeMeta { pa, live: 0 };
+        Ok(i)
+    }
+
+    fn free(&mut self, mem: &mut BuddyAllocator, i: u32) {
+        mem.free(self.meta[i as usize].pa, PageSize::K4, FrameUse::PageTable);
+        self.entries.free(i);
+    }
 }
 
 struct Root {
@@ -77,12 +103,12 @@ struct Root {
 pub struct MultilevelPageTable {
     /// Root per ASID (index = ASID).
     roots: Vec<Option<Root>>,
-    /// Internal nodes (levels 2–5) and leaves, by index; freed slots are reused.
-    internal: Vec<Internal>,
-    leaves: Vec<Leaf>,
-    free_internal: Vec<u32>,
-    free_leaves: Vec<u32>,
+    /// Levels 2–5: 1024 pointers per node (`child + 1`).
+    internal: Nodes<POINTERS>,
+    /// Level 1: 256 pairs = 512 PTEs per node.
+    leaves: Nodes<LEAF_PTES>,
     root_slab: Slab,
+    /// Live internal nodes per level (index 2–5), and live leaves.
     live_internal: [u64; LEVELS as usize + 1],
     live_leaves: u64,
     mapped: u64,
@@ -98,10 +124,8 @@ impl MultilevelPageTable {
     pub fn new() -> MultilevelPageTable {
         MultilevelPageTable {
             roots: Vec::new(),
-            internal: Vec::new(),
-            leaves: Vec::new(),
-            free_internal: Vec::new(),
-            free_leaves: Vec::new(),
+            internal: Nodes::new(),
+            leaves: Nodes::new(),
             root_slab: Slab::new(ROOT_BYTES),
             live_internal: [0; LEVELS as usize + 1],
             live_leaves: 0,
@@ -120,7 +144,18 @@ impl MultilevelPageTable {
         if level == LEVELS {
             root.children[index(va, level)]
         } else {
-            self.internal[node as usize].children[index(va, level)]
+            (self.internal.entries.get(node)[index(va, level)] as u32).wrapping_sub(1)
+        }
+    }
+
+    /// Point entry `index(va, level)` of the node at `level` (`node`, or the root) at
+    /// `child` (NONE to clear it).
+    fn set_child(&mut self, asid: Asid, node: u32, level: u8, va: u64, child: u32) {
+        let i = index(va, level);
+        if level == LEVELS {
+            self.roots[asid as usize].as_mut().expect("live address space").children[i] = child;
+        } else {
+            self.internal.entries.get_mut(node)[i] = child.wrapping_add(1) as u64;
         }
     }
 
@@ -139,68 +174,26 @@ impl MultilevelPageTable {
 
     fn pte(&self, asid: Asid, va: u64) -> Option<(u32, u64)> {
         let leaf = self.leaf_of(asid, va)?;
-        let e = self.leaves[leaf as usize].ptes[pte_index(va)];
+        let e = self.leaves.entries.get(leaf)[pte_index(va)];
         (e & PRESENT != 0).then_some((leaf, e))
-    }
-
-    fn alloc_internal(&mut self, mem: &mut BuddyAllocator, level: u8) -> Result<u32> {
-        let pa = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
-        self.live_internal[level as usize] += 1;
-        let node = Internal { pa, children: Box::new([NONE; POINTERS]), live: 0 };
-        Ok(match self.free_internal.pop() {
-            Some(i) => {
-                self.internal[i as usize] = node;
-                i
-            }
-            None => {
-                self.internal.push(node);
-                self.internal.len() as u32 - 1
-            }
-        })
-    }
-
-    fn alloc_leaf(&mut self, mem: &mut BuddyAllocator) -> Result<u32> {
-        let pa = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
-        self.live_leaves += 1;
-        let leaf = Leaf { pa, ptes: Box::new([0; LEAF_PTES]), live: 0 };
-        Ok(match self.free_leaves.pop() {
-            Some(i) => {
-                self.leaves[i as usize] = leaf;
-                i
-            }
-            None => {
-                self.leaves.push(leaf);
-                self.leaves.len() as u32 - 1
-            }
-        })
-    }
-
-    fn free_internal_node(&mut self, mem: &mut BuddyAllocator, node: u32, level: u8) {
-        mem.free(self.internal[node as usize].pa, PageSize::K4, FrameUse::PageTable);
-        self.live_internal[level as usize] -= 1;
-        self.free_internal.push(node);
-    }
-
-    fn free_leaf(&mut self, mem: &mut BuddyAllocator, leaf: u32) {
-        mem.free(self.leaves[leaf as usize].pa, PageSize::K4, FrameUse::PageTable);
-        self.live_leaves -= 1;
-        self.free_leaves.push(leaf);
     }
 
     /// Free the subtree under `node` at `level` (for `destroy_space`).
     fn free_subtree(&mut self, mem: &mut BuddyAllocator, node: u32, level: u8) {
         if level == 1 {
-            self.mapped -= self.leaves[node as usize].live as u64;
-            self.free_leaf(mem, node);
+            self.mapped -= self.leaves.meta[node as usize].live as u64;
+            self.leaves.free(mem, node);
+            self.live_leaves -= 1;
             return;
         }
         for i in 0..POINTERS {
-            let c = self.internal[node as usize].children[i];
+            let c = (self.internal.entries.get(node)[i] as u32).wrapping_sub(1);
             if c != NONE {
                 self.free_subtree(mem, c, level - 1);
             }
         }
-        self.free_internal_node(mem, node, level);
+        self.internal.free(mem, node);
+        self.live_internal[level as usize] -= 1;
     }
 
     fn translation(e: u64) -> Translation {
@@ -254,22 +247,23 @@ impl PageTable for MultilevelPageTable {
             let root = self.roots[asid as usize].as_ref().expect("created above");
             let mut node = self.child(root, parent, level + 1, va);
             if node == NONE {
-                node = if level == 1 { self.alloc_leaf(mem)? } else { self.alloc_internal(mem, level)? };
-                let i = index(va, level + 1);
-                if level + 1 == LEVELS {
-                    self.roots[asid as usize].as_mut().expect("created above").children[i] = node;
+                node = if level == 1 {
+                    self.live_leaves += 1;
+                    self.leaves.alloc(mem)?
                 } else {
-                    let p = &mut self.internal[parent as usize];
-                    p.children[i] = node;
-                    p.live += 1;
+                    self.live_internal[level as usize] += 1;
+                    self.internal.alloc(mem)?
+                };
+                self.set_child(asid, parent, level + 1, va, node);
+                if level + 1 < LEVELS {
+                    self.internal.meta[parent as usize].live += 1;
                 }
             }
             parent = node;
         }
-        let leaf = &mut self.leaves[parent as usize];
-        let slot = &mut leaf.ptes[pte_index(va)];
+        let slot = &mut self.leaves.entries.get_mut(parent)[pte_index(va)];
         if *slot & PRESENT == 0 {
-            leaf.live += 1;
+            self.leaves.meta[parent as usize].live += 1;
             self.mapped += 1;
         }
         *slot = (pa & !0xfff) | ((perms.bits() as u64) << 1) | PRESENT;
@@ -277,7 +271,7 @@ impl PageTable for MultilevelPageTable {
     }
 
     fn unmap(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
-        // The path, root first: (node, level) for levels 5..1.
+        // The path: the node at each level 5..1.
         let root = self.root(asid)?;
         let mut path = [NONE; LEVELS as usize];
         let mut node = NONE;
@@ -288,33 +282,30 @@ impl PageTable for MultilevelPageTable {
             }
             path[level as usize] = node;
         }
-        let leaf = &mut self.leaves[node as usize];
-        let e = leaf.ptes[pte_index(va)];
+        let e = self.leaves.entries.get(node)[pte_index(va)];
         if e & PRESENT == 0 {
             return None;
         }
-        leaf.ptes[pte_index(va)] = 0;
-        leaf.live -= 1;
+        self.leaves.entries.get_mut(node)[pte_index(va)] = 0;
+        self.leaves.meta[node as usize].live -= 1;
         self.mapped -= 1;
         // Free the nodes left empty, leaf first, and clear the pointer to each.
-        if leaf.live == 0 {
-            self.free_leaf(mem, node);
-            let mut level = 2;
-            loop {
-                let i = index(va, level);
+        if self.leaves.meta[node as usize].live == 0 {
+            self.leaves.free(mem, node);
+            self.live_leaves -= 1;
+            for level in 2..=LEVELS {
+                let n = if level == LEVELS { NONE } else { path[level as usize] };
+                self.set_child(asid, n, level, va, NONE);
                 if level == LEVELS {
-                    self.roots[asid as usize].as_mut().expect("walked above").children[i] = NONE;
                     break;
                 }
-                let n = path[level as usize];
-                let p = &mut self.internal[n as usize];
-                p.children[i] = NONE;
-                p.live -= 1;
-                if p.live > 0 {
+                let m = &mut self.internal.meta[n as usize];
+                m.live -= 1;
+                if m.live > 0 {
                     break;
                 }
-                self.free_internal_node(mem, n, level);
-                level += 1;
+                self.internal.free(mem, n);
+                self.live_internal[level as usize] -= 1;
             }
         }
         Some(Self::translation(e))
@@ -322,7 +313,7 @@ impl PageTable for MultilevelPageTable {
 
     fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
         let Some((leaf, e)) = self.pte(asid, va) else { return false };
-        self.leaves[leaf as usize].ptes[pte_index(va)] = (e & !(0xf << 1)) | ((perms.bits() as u64) << 1);
+        self.leaves.entries.get_mut(leaf)[pte_index(va)] = (e & !(0xf << 1)) | ((perms.bits() as u64) << 1);
         true
     }
 
@@ -339,18 +330,16 @@ impl PageTable for MultilevelPageTable {
             if node == NONE {
                 return None;
             }
-            let n = &self.internal[node as usize];
-            path.push_step(n.pa + index(va, level) as u64 * POINTER_BYTES, level);
-            node = n.children[index(va, level)];
+            path.push_step(self.internal.meta[node as usize].pa + index(va, level) as u64 * POINTER_BYTES, level);
+            node = self.child(root, node, level, va);
         }
         if node == NONE {
             return None;
         }
         // The leaf: the pair, then the half VA bit 12 selects.
-        let leaf = &self.leaves[node as usize];
         let i = pte_index(va);
-        path.push_step(leaf.pa + (i as u64 >> 1) * PAIR_BYTES + (i as u64 & 1) * PTE_BYTES, 1);
-        let e = leaf.ptes[i];
+        path.push_step(self.leaves.meta[node as usize].pa + (i as u64 >> 1) * PAIR_BYTES + (i as u64 & 1) * PTE_BYTES, 1);
+        let e = self.leaves.entries.get(node)[i];
         (e & PRESENT != 0).then(|| Self::translation(e))
     }
 
