@@ -144,13 +144,15 @@ impl LineStore {
         let ways = self.ways;
         let tags = &mut self.tags[set * ways..set * ways + ways];
         let want = line << 1;
-        // Branch-free match: tags are random, an early exit mispredicts.
-        let mut hit_way = usize::MAX;
-        for (w, &t) in tags.iter().enumerate() {
-            if t | DIRTY == want | DIRTY {
-                hit_way = w;
+        // Tags are unique in a set: the lowest match is the one.
+        let hit_way = if ways <= 64 {
+            match crate::host::match_mask(tags, want, DIRTY) {
+                0 => usize::MAX,
+                m => m.trailing_zeros() as usize,
             }
-        }
+        } else {
+            tags.iter().position(|&t| t | DIRTY == want | DIRTY).unwrap_or(usize::MAX)
+        };
         if hit_way == usize::MAX && !allocate {
             return Probe::miss(INVALID);
         }

@@ -31,6 +31,15 @@ struct SamePage {
     l1_slot: usize,
 }
 
+impl SamePage {
+    /// Whether an access at `va` of `asid` needing permission bits `need` is a hit on
+    /// this entry.
+    #[inline(always)]
+    fn covers(&self, va: u64, asid: Asid, need: u8) -> bool {
+        self.valid && self.vpn == va >> 12 && self.asid == asid && self.perms & need == need
+    }
+}
+
 /// How many records ahead the engine prefetches page-table entries.
 const PREFETCH_DISTANCE: usize = 12;
 
@@ -222,11 +231,9 @@ impl<P: PageTable> Engine<P> {
                     _ => false,
                 };
                 if on_page(&buf[i]) && buf.get(i + 1).is_some_and(on_page) {
-                    {
-                        i = self.same_page_run(buf, i);
-                        if i == buf.len() {
-                            break;
-                        }
+                    i = self.same_page_run(buf, i);
+                    if i == buf.len() {
+                        break;
                     }
                 }
             }
@@ -273,7 +280,7 @@ impl<P: PageTable> Engine<P> {
             // A threshold is due after the very next record, whatever it is.
             return from;
         }
-        let budget = stop - self.run.accesses - 1;
+        let mut budget = stop - self.run.accesses - 1;
         let (sp, asid) = (&self.same_page, self.cur_asid);
         let mut by_kind = [0u64; 3];
         let mut ticks = 0u64;
@@ -281,16 +288,12 @@ impl<P: PageTable> Engine<P> {
         while i < buf.len() {
             match buf[i] {
                 Record::Access(a) => {
-                    let taken = by_kind[0] + by_kind[1] + by_kind[2];
-                    let s = &sp[a.kind.is_instr() as usize];
+                    let one_page = a.vaddr.wrapping_add(a.size.max(1) as u64 - 1) >> 12 == a.vaddr >> 12;
                     let need = Perms::needed_for(a.kind).bits();
-                    let last = a.vaddr.wrapping_add(a.size.max(1) as u64 - 1) >> 12;
-                    if taken == budget
-                        || a.pid != pid
-                        || !(s.valid && s.vpn == a.vaddr >> 12 && last == s.vpn && s.asid == asid && s.perms & need == need)
-                    {
+                    if budget == 0 || a.pid != pid || !one_page || !sp[a.kind.is_instr() as usize].covers(a.vaddr, asid, need) {
                         break;
                     }
+                    budget -= 1;
                     by_kind[a.kind as usize] += 1;
                 }
                 Record::Tick(n) => ticks += n,
@@ -419,7 +422,7 @@ impl<P: PageTable> Engine<P> {
         let side = kind.is_instr() as usize;
         let sp = self.same_page[side];
         let need = Perms::needed_for(kind).bits();
-        let pa = if sp.valid && sp.vpn == va >> 12 && sp.asid == self.cur_asid && sp.perms & need == need {
+        let pa = if sp.covers(va, self.cur_asid, need) {
             self.same_page_hits[side][sp.l1_slot] += 1;
             sp.pa | (va & 0xfff)
         } else {
