@@ -60,6 +60,9 @@ def test_bad_inputs_give_one_clear_error_line(tmp_path):
     assert "tlb.l1d_4k.ways" in msg
     msg = one_error_line(run_cli("run", "--set", "machine.phys_mem=1M", "--workload", "gups", "accesses=100k"))
     assert "physical memory exhausted" in msg
+    # Elphinstone's MPT maps 4K pages only: a 2M page size is a config error, not a panic.
+    msg = one_error_line(run_cli("run", "--set", 'page_table.kind="mpt"', "--set", 'os.page_size="2M"', "--workload", "gups"))
+    assert "os.page_size" in msg and "mpt" in msg
 
 
 def test_demo_quick_runs():
