@@ -461,134 +461,23 @@ impl VmtReader {
     }
 
     /// Decode up to `max` records of the current block into `out`.
+    ///
+    /// The hot loop: accesses are decoded inline with the delta state in registers and
+    /// written straight into `out`'s spare capacity (no per-record capacity check or
+    /// reload of the vector); events, rare in every trace, go through `decode_event`.
     fn decode(&mut self, out: &mut Vec<Record>, max: usize) -> Result<()> {
-        let raw = &self.raw[..];
+        let n = (self.left as usize).min(max);
+        out.reserve(n);
+        let base = out.len();
         let mut pos = self.pos;
         let mut st = self.state;
-        let n = (self.left as usize).min(max);
-        let mut done = 0;
-        macro_rules! varint {
-            () => {{
-                let mut v: u64 = 0;
-                let mut shift = 0u32;
-                loop {
-                    let Some(&b) = raw.get(pos) else {
-                        self.pos = pos;
-                        return Err(self.corrupt("record runs past the end of the block"));
-                    };
-                    pos += 1;
-                    if shift == 63 && b > 1 {
-                        self.pos = pos;
-                        return Err(self.corrupt("varint overflows 64 bits"));
-                    }
-                    v |= ((b & 0x7f) as u64) << shift;
-                    if b < 0x80 {
-                        break v;
-                    }
-                    shift += 7;
-                    if shift > 63 {
-                        self.pos = pos;
-                        return Err(self.corrupt("varint longer than 10 bytes"));
-                    }
-                }
-            }};
-        }
-        macro_rules! u32v {
-            () => {{
-                let v = varint!();
-                if v > u32::MAX as u64 {
-                    self.pos = pos;
-                    return Err(self.corrupt("process id exceeds 32 bits"));
-                }
-                v as u32
-            }};
-        }
-        macro_rules! byte {
-            () => {{
-                let Some(&b) = raw.get(pos) else {
-                    self.pos = pos;
-                    return Err(self.corrupt("record runs past the end of the block"));
-                };
-                pos += 1;
-                b
-            }};
-        }
-        while done < n {
-            let tag = byte!();
-            let kind = tag & 3;
-            if kind != KIND_OTHER {
-                if tag & 0x80 != 0 {
-                    self.pos = pos;
-                    return Err(self.corrupt(&format!("unknown access tag {tag:#04x}")));
-                }
-                let class = (tag >> 2) & 7;
-                let size = if class == SIZE_EXPLICIT {
-                    let lo = byte!();
-                    let hi = byte!();
-                    u16::from_le_bytes([lo, hi])
-                } else {
-                    1u16 << class
-                };
-                if tag & F_PID != 0 {
-                    st.pid = u32v!();
-                }
-                let stream = (kind == 2) as usize;
-                if tag & F_REPEAT == 0 {
-                    st.delta[stream] = unzigzag(varint!()) as u64;
-                }
-                st.addr[stream] = st.addr[stream].wrapping_add(st.delta[stream]);
-                let k = match kind {
-                    0 => AccessKind::Read,
-                    1 => AccessKind::Write,
-                    _ => AccessKind::Fetch,
-                };
-                out.push(Record::Access(Access { vaddr: st.addr[stream], pid: st.pid, size, kind: k }));
-            } else {
-                let r = match tag >> 2 {
-                    EV_TICK => Record::Tick(varint!()),
-                    EV_MMAP => {
-                        let pid = u32v!();
-                        let start = varint!();
-                        let len = varint!();
-                        let prot = byte!();
-                        let flags = byte!();
-                        Record::Mmap { pid, start, len, prot, flags: MapFlags(flags) }
-                    }
-                    EV_MUNMAP => {
-                        let pid = u32v!();
-                        let start = varint!();
-                        let len = varint!();
-                        Record::Munmap { pid, start, len }
-                    }
-                    EV_MPROTECT => {
-                        let pid = u32v!();
-                        let start = varint!();
-                        let len = varint!();
-                        let prot = byte!();
-                        Record::Mprotect { pid, start, len, prot }
-                    }
-                    EV_BRK => {
-                        let pid = u32v!();
-                        let end = varint!();
-                        Record::Brk { pid, end }
-                    }
-                    EV_FORK => {
-                        let parent = u32v!();
-                        let child = u32v!();
-                        Record::Fork { parent, child }
-                    }
-                    EV_EXIT => Record::Exit { pid: u32v!() },
-                    EV_SWITCH => Record::ContextSwitch { pid: u32v!() },
-                    e => {
-                        self.pos = pos;
-                        return Err(self.corrupt(&format!("unknown event code {e}")));
-                    }
-                };
-                out.push(r);
-            }
-            done += 1;
-        }
+        let (done, r) = decode_records(&self.raw, &mut pos, &mut st, &mut out.spare_capacity_mut()[..n]);
+        // SAFETY: decode_records initialised slots base..base + done of the reserved capacity.
+        unsafe { out.set_len(base + done) };
         self.pos = pos;
+        if let Err(bad) = r {
+            return Err(self.corrupt(&bad.to_string()));
+        }
         self.state = st;
         self.left -= n as u32;
         self.records += n as u64;
@@ -597,6 +486,201 @@ impl VmtReader {
         }
         Ok(())
     }
+}
+
+/// Why a block's bytes do not decode (the reader adds the block and byte offset).
+#[derive(Clone, Copy, Debug)]
+enum Malformed {
+    PastEnd,
+    VarintOverflow,
+    VarintTooLong,
+    PidTooWide,
+    AccessTag(u8),
+    EventCode(u8),
+}
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Malformed::PastEnd => write!(f, "record runs past the end of the block"),
+            Malformed::VarintOverflow => write!(f, "varint overflows 64 bits"),
+            Malformed::VarintTooLong => write!(f, "varint longer than 10 bytes"),
+            Malformed::PidTooWide => write!(f, "process id exceeds 32 bits"),
+            Malformed::AccessTag(t) => write!(f, "unknown access tag {t:#04x}"),
+            Malformed::EventCode(e) => write!(f, "unknown event code {e}"),
+        }
+    }
+}
+
+type Decoded<T> = std::result::Result<T, Malformed>;
+
+/// Decode up to `slots.len()` records from `raw` at `*pos` into `slots`. Returns how
+/// many it wrote, and whether it stopped on malformed bytes (`*pos` then says where).
+///
+/// The hot loop of every trace read: the delta state lives in locals (registers), each
+/// access is written straight into its slot, and events, rare in every trace, are
+/// decoded out of line. Not inlined: alone, the loop keeps its state in registers.
+#[inline(never)]
+fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut [std::mem::MaybeUninit<Record>]) -> (usize, Decoded<()>) {
+    let Deltas { addr: [mut data_addr, mut fetch_addr], delta: [mut data_delta, mut fetch_delta], mut pid } = *st;
+    let mut pos = *pos_out;
+    let mut done = 0;
+    let r: Decoded<()> = 'run: {
+        for slot in slots.iter_mut() {
+            let Some(&tag) = raw.get(pos) else { break 'run Err(Malformed::PastEnd) };
+            pos += 1;
+            let kind = tag & 3;
+            if kind == KIND_OTHER {
+                let (r, p) = decode_event(raw, pos, tag >> 2);
+                pos = p;
+                match r {
+                    Ok(r) => slot.write(r),
+                    Err(m) => break 'run Err(m),
+                };
+                done += 1;
+                continue;
+            }
+            if tag & 0x80 != 0 {
+                break 'run Err(Malformed::AccessTag(tag));
+            }
+            let class = (tag >> 2) & 7;
+            let size = if class == SIZE_EXPLICIT {
+                let Some(b) = raw.get(pos..pos + 2) else {
+                    pos = raw.len();
+                    break 'run Err(Malformed::PastEnd);
+                };
+                pos += 2;
+                u16::from_le_bytes([b[0], b[1]])
+            } else {
+                const SIZES: [u16; 8] = [1, 2, 4, 8, 16, 32, 64, 0];
+                SIZES[class as usize]
+            };
+            if tag & F_PID != 0 {
+                match varint(raw, &mut pos).and_then(pid32) {
+                    Ok(p) => pid = p,
+                    Err(m) => break 'run Err(m),
+                }
+            }
+            let fetch = kind == 2;
+            let mut delta = if fetch { fetch_delta } else { data_delta };
+            if tag & F_REPEAT == 0 {
+                match varint(raw, &mut pos) {
+                    Ok(z) => delta = unzigzag(z) as u64,
+                    Err(m) => break 'run Err(m),
+                }
+            }
+            let vaddr = if fetch { fetch_addr } else { data_addr }.wrapping_add(delta);
+            if fetch {
+                (fetch_addr, fetch_delta) = (vaddr, delta);
+            } else {
+                (data_addr, data_delta) = (vaddr, delta);
+            }
+            // Table lookups: a match or a shift compiles to a chain of selects here.
+            const KINDS: [AccessKind; 4] = [AccessKind::Read, AccessKind::Write, AccessKind::Fetch, AccessKind::Fetch];
+            slot.write(Record::Access(Access { vaddr, pid, size, kind: KINDS[kind as usize] }));
+            done += 1;
+        }
+        Ok(())
+    };
+    *st = Deltas { addr: [data_addr, fetch_addr], delta: [data_delta, fetch_delta], pid };
+    *pos_out = pos;
+    (done, r)
+}
+
+/// One LEB128 varint at `*pos` (advanced past it), or why it is malformed.
+#[inline(always)]
+fn varint(raw: &[u8], pos: &mut usize) -> Decoded<u64> {
+    // Most deltas of a sequential trace fit one byte. Positions pass by value, so the
+    // caller's stays in a register.
+    if let Some(&b) = raw.get(*pos) {
+        if b < 0x80 {
+            *pos += 1;
+            return Ok(b as u64);
+        }
+    }
+    let (v, p) = varint_long(raw, *pos);
+    *pos = p;
+    v
+}
+
+#[inline(never)]
+fn varint_long(raw: &[u8], mut pos: usize) -> (Decoded<u64>, usize) {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let Some(&b) = raw.get(pos) else { return (Err(Malformed::PastEnd), pos) };
+        pos += 1;
+        if shift == 63 && b > 1 {
+            return (Err(Malformed::VarintOverflow), pos);
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return (Ok(v), pos);
+        }
+        shift += 7;
+        if shift > 63 {
+            return (Err(Malformed::VarintTooLong), pos);
+        }
+    }
+}
+
+#[inline(always)]
+fn pid32(v: u64) -> Decoded<u32> {
+    u32::try_from(v).map_err(|_| Malformed::PidTooWide)
+}
+
+/// The record of event code `code` whose tag ends before `pos`, and the position
+/// after it (or where it turned out malformed).
+#[inline(never)]
+fn decode_event(raw: &[u8], mut pos: usize, code: u8) -> (Decoded<Record>, usize) {
+    let r = event_fields(raw, &mut pos, code);
+    (r, pos)
+}
+
+fn event_fields(raw: &[u8], pos: &mut usize, code: u8) -> Decoded<Record> {
+    let byte = |pos: &mut usize| -> Decoded<u8> {
+        let b = *raw.get(*pos).ok_or(Malformed::PastEnd)?;
+        *pos += 1;
+        Ok(b)
+    };
+    let pid = |pos: &mut usize| varint(raw, pos).and_then(pid32);
+    Ok(match code {
+        EV_TICK => Record::Tick(varint(raw, pos)?),
+        EV_MMAP => {
+            let pid = pid(pos)?;
+            let start = varint(raw, pos)?;
+            let len = varint(raw, pos)?;
+            let prot = byte(pos)?;
+            let flags = byte(pos)?;
+            Record::Mmap { pid, start, len, prot, flags: MapFlags(flags) }
+        }
+        EV_MUNMAP => {
+            let pid = pid(pos)?;
+            let start = varint(raw, pos)?;
+            let len = varint(raw, pos)?;
+            Record::Munmap { pid, start, len }
+        }
+        EV_MPROTECT => {
+            let pid = pid(pos)?;
+            let start = varint(raw, pos)?;
+            let len = varint(raw, pos)?;
+            let prot = byte(pos)?;
+            Record::Mprotect { pid, start, len, prot }
+        }
+        EV_BRK => {
+            let pid = pid(pos)?;
+            let end = varint(raw, pos)?;
+            Record::Brk { pid, end }
+        }
+        EV_FORK => {
+            let parent = pid(pos)?;
+            let child = pid(pos)?;
+            Record::Fork { parent, child }
+        }
+        EV_EXIT => Record::Exit { pid: pid(pos)? },
+        EV_SWITCH => Record::ContextSwitch { pid: pid(pos)? },
+        e => return Err(Malformed::EventCode(e)),
+    })
 }
 
 impl TraceSource for VmtReader {

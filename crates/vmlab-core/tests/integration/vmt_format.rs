@@ -173,3 +173,67 @@ fn files_report_their_length_and_a_content_hash() {
     assert_ne!(h1, vmlab::trace::vmt::content_hash(&q).unwrap());
     assert_eq!(h1, vmlab::trace::vmt::content_hash(&p).unwrap());
 }
+
+/// A file whose one block holds `raw` as its decompressed bytes and claims `count`
+/// records, with a valid checksum and end marker: what a buggy writer (not a flipped
+/// bit, which the CRC catches) would leave. The block starts at the returned offset.
+fn file_with_block(raw: &[u8], count: u32) -> (Vec<u8>, u64) {
+    let empty = encode(&[]);
+    let mut v = empty[..empty.len() - 21].to_vec(); // the header, without the end marker
+    let at = v.len() as u64;
+    let comp = zstd::bulk::compress(raw, 1).unwrap();
+    v.push(b'B');
+    for x in [count, raw.len() as u32, comp.len() as u32, crc32fast::hash(&comp)] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.extend_from_slice(&comp);
+    let mut end = vec![b'E'];
+    end.extend_from_slice(&(count as u64).to_le_bytes());
+    end.extend_from_slice(&1u64.to_le_bytes());
+    let crc = crc32fast::hash(&end);
+    end.extend_from_slice(&crc.to_le_bytes());
+    v.extend_from_slice(&end);
+    (v, at)
+}
+
+#[test]
+fn malformed_records_behind_a_valid_checksum_are_named() {
+    // A read of 8 bytes, delta +1 (zigzag 2): the well-formed prefix of each case.
+    let ok = [0x0c, 0x02];
+    let cases: &[(&[u8], u32, &str)] = &[
+        (&[0x80], 1, "unknown access tag 0x80"),
+        (&[0x03 | 8 << 2], 1, "unknown event code 8"),
+        (&[0x0c, 0x80, 0x80], 1, "record runs past the end of the block"),
+        (&[0x0c | 7 << 2, 0x01], 1, "record runs past the end of the block"),
+        (&[0x0c, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f], 1, "varint overflows 64 bits"),
+        (&[0x0c | 0x20, 0x80, 0x80, 0x80, 0x80, 0x10, 0x02], 1, "process id exceeds 32 bits"),
+        (&[0x03 | 1 << 2, 0x01, 0x02], 1, "record runs past the end of the block"),
+        (&[0x0c, 0x02, 0x0c, 0x02], 1, "bytes left over after the block's last record"),
+        (&[0x0c, 0x02], 2, "record runs past the end of the block"),
+    ];
+    for &(body, count, want) in cases {
+        let raw: Vec<u8> = ok.iter().chain(body).copied().collect();
+        let (file, at) = file_with_block(&raw, count + 1);
+        let e = decode(file).expect_err(&format!("{body:02x?} decoded")).to_string();
+        assert!(e.contains(want), "{body:02x?}: {e}");
+        assert!(e.contains(&format!("at byte offset {at}")), "{body:02x?}: {e}");
+    }
+    // The same framing with well-formed bytes decodes, so each error above is the body's.
+    let (file, _) = file_with_block(&[0x0c, 0x02, 0x4d, 0x03 | 6 << 2, 0x07], 3);
+    let (_, recs) = decode(file).unwrap();
+    assert_eq!(recs, vec![Record::read(1, 8, 0), Record::access(AccessKind::Write, 2, 8, 0), Record::Exit { pid: 7 }]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Arbitrary decompressed bytes behind a valid checksum: an error naming the block,
+    /// or exactly `count` records; never a panic.
+    #[test]
+    fn arbitrary_block_bytes_error_or_decode(raw in proptest::collection::vec(any::<u8>(), 1..300), count in 1u32..300) {
+        let (file, at) = file_with_block(&raw, count.min(raw.len() as u32));
+        match decode(file) {
+            Err(e) => prop_assert!(e.to_string().contains(&format!("at byte offset {at}")), "{}", e),
+            Ok((_, recs)) => prop_assert_eq!(recs.len() as u32, count.min(raw.len() as u32)),
+        }
+    }
+}
