@@ -79,12 +79,8 @@ impl<T: Zeroable> HugeArray<T> {
         let Some(layout) = Self::layout(len) else {
             return HugeArray { ptr: std::ptr::NonNull::dangling(), len };
         };
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+        let p = alloc_zeroed_huge(layout) as *mut T;
         let Some(ptr) = std::ptr::NonNull::new(p) else { std::alloc::handle_alloc_error(layout) };
-        if layout.size() >= HUGE_PAGE {
-            advise_huge(p as *mut libc::c_void, layout.size());
-        }
         HugeArray { ptr, len }
     }
 
@@ -133,6 +129,85 @@ impl<T: Zeroable> Drop for HugeArray<T> {
     }
 }
 
+/// A growable array in the simulator's own memory that, like [`HugeArray`], sits in
+/// huge pages once it reaches 2 MiB: for a large structure that grows while the
+/// simulation runs (a `Vec` would grow in small pages, each random probe then a host TLB
+/// miss as well as a cache miss).
+#[derive(Clone)]
+pub struct HugeVec<T: Zeroable> {
+    buf: HugeArray<T>,
+    len: usize,
+}
+
+impl<T: Zeroable> HugeVec<T> {
+    pub fn new() -> HugeVec<T> {
+        HugeVec { buf: HugeArray::zeroed(0), len: 0 }
+    }
+
+    /// Append `n` all-zero elements.
+    pub fn extend_zeroed(&mut self, n: usize) {
+        let len = self.len.checked_add(n).expect("array size overflows");
+        if len > self.buf.len() {
+            let mut grown = HugeArray::zeroed(len.max(2 * self.buf.len()));
+            grown[..self.len].copy_from_slice(&self.buf[..self.len]);
+            self.buf = grown;
+        } else {
+            self.buf[self.len..len].fill_with(zeroed);
+        }
+        self.len = len;
+    }
+}
+
+/// An all-zero T.
+fn zeroed<T: Zeroable>() -> T {
+    // SAFETY: Zeroable promises all-zero bytes are a valid T.
+    unsafe { std::mem::zeroed() }
+}
+
+impl<T: Zeroable> Default for HugeVec<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Zeroable> std::ops::Deref for HugeVec<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        &self.buf[..self.len]
+    }
+}
+
+impl<T: Zeroable> std::ops::DerefMut for HugeVec<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut self.buf[..self.len]
+    }
+}
+
+impl<T: Zeroable + std::fmt::Debug> std::fmt::Debug for HugeVec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Allocate `layout` zeroed (null on failure), asking the host for huge pages first if
+/// it spans one. Not `alloc_zeroed`: for an alignment above 16 that allocates, then
+/// zeroes, so every page is already faulted in as a small page before the advice.
+pub fn alloc_zeroed_huge(layout: std::alloc::Layout) -> *mut u8 {
+    debug_assert!(layout.size() > 0);
+    // SAFETY: the caller's layout has a non-zero size.
+    let p = unsafe { std::alloc::alloc(layout) };
+    if !p.is_null() {
+        if layout.size() >= HUGE_PAGE {
+            advise_huge(p as *mut libc::c_void, layout.size());
+        }
+        // SAFETY: p is a fresh allocation of layout.size() bytes.
+        unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+    }
+    p
+}
+
 /// Ask the host to back [p, p + len) with huge pages (a hint; ignored where unsupported).
 // madvise never dereferences the pointer: a bad range is an error return, not UB.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
@@ -175,6 +250,27 @@ mod tests {
             let expected = keys.iter().enumerate().fold(0u64, |m, (w, &k)| m | (((k | ignore) == (key | ignore)) as u64) << w);
             prop_assert_eq!(match_mask(&keys, key, ignore), expected);
         }
+    }
+
+    #[test]
+    fn huge_vecs_grow_zeroed_and_keep_their_elements() {
+        let mut v: HugeVec<u64> = HugeVec::new();
+        assert!(v.is_empty());
+        let mut model: Vec<u64> = Vec::new();
+        // Past 2 MiB (the huge-page layout) and through several regrowths.
+        for step in [1usize, 7, 1000, 300_000, 5] {
+            v.extend_zeroed(step);
+            model.resize(model.len() + step, 0);
+            assert_eq!(&v[..], &model[..]);
+            let n = v.len();
+            for (i, x) in v.iter_mut().enumerate().skip(n - step) {
+                *x = i as u64 ^ 0x5a5a;
+            }
+            for (i, x) in model.iter_mut().enumerate().skip(n - step) {
+                *x = i as u64 ^ 0x5a5a;
+            }
+        }
+        assert_eq!(&v.clone()[..], &model[..]);
     }
 
     #[test]

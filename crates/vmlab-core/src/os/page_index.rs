@@ -12,6 +12,7 @@
 
 use super::address_space::Mapping;
 use crate::addr::PageSize;
+use crate::host::{HugeVec, Zeroable};
 
 const BITS: u32 = 9;
 const FANOUT: usize = 1 << BITS;
@@ -43,6 +44,9 @@ struct PackedSlot {
 const KIND_EMPTY: u8 = 0;
 const KIND_CHILD: u8 = 1;
 const KIND_PAGE: u8 = 2;
+
+// SAFETY: all-zero bytes are PackedSlot::EMPTY.
+unsafe impl Zeroable for PackedSlot {}
 
 impl PackedSlot {
     const EMPTY: PackedSlot = PackedSlot { pa: 0, aux: 0, kind: KIND_EMPTY, shift: 0, perms: 0 };
@@ -99,8 +103,9 @@ fn placement(size: PageSize) -> (u32, usize) {
 
 #[derive(Clone, Debug)]
 pub struct PageIndex {
-    /// Node n's slots are `slots[n * FANOUT..][..FANOUT]`; node 0 is the root.
-    slots: Vec<PackedSlot>,
+    /// Node n's slots are `slots[n * FANOUT..][..FANOUT]`; node 0 is the root. A
+    /// million pages are 16 MiB of slots, probed at random: in host huge pages.
+    slots: HugeVec<PackedSlot>,
     /// Occupied slots per node.
     used: Vec<u16>,
     free_nodes: Vec<u32>,
@@ -110,7 +115,9 @@ pub struct PageIndex {
 
 impl Default for PageIndex {
     fn default() -> Self {
-        PageIndex { slots: vec![PackedSlot::EMPTY; FANOUT], used: vec![0], free_nodes: Vec::new(), len: 0 }
+        let mut slots = HugeVec::new();
+        slots.extend_zeroed(FANOUT);
+        PageIndex { slots, used: vec![0], free_nodes: Vec::new(), len: 0 }
     }
 }
 
@@ -133,7 +140,7 @@ impl PageIndex {
             Some(n) => n,
             None => {
                 let n = self.used.len() as u32;
-                self.slots.resize(self.slots.len() + FANOUT, PackedSlot::EMPTY);
+                self.slots.extend_zeroed(FANOUT);
                 self.used.push(0);
                 n
             }
@@ -337,6 +344,15 @@ mod tests {
     use crate::addr::Perms;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
+
+    #[test]
+    fn an_all_zero_slot_is_empty() {
+        // What lets the slots grow as zeroed memory (the Zeroable impl).
+        // SAFETY: PackedSlot is plain integers.
+        let z: PackedSlot = unsafe { std::mem::zeroed() };
+        assert_eq!(z, PackedSlot::EMPTY);
+        assert!(matches!(z.unpack(), Slot::Empty));
+    }
 
     fn m(pa: u64, size: PageSize) -> Mapping {
         Mapping { pa, size, perms: Perms::RW_USER, object: None }

@@ -2,7 +2,7 @@
 //! 2 MiB chunks that the host is asked to back with huge pages, so a random walk over a
 //! large simulated table costs the host one cache miss, not a host TLB miss too.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::alloc::{dealloc, Layout};
 
 const CHUNK_BYTES: usize = 2 << 20;
 
@@ -37,12 +37,10 @@ impl<const N: usize> NodeArena<N> {
         }
         let i = self.len;
         if i as usize % Self::PER_CHUNK == 0 {
-            // SAFETY: non-zero size; checked for null below.
-            let p = unsafe { alloc_zeroed(Self::layout()) } as *mut u64;
+            let p = crate::host::alloc_zeroed_huge(Self::layout()) as *mut u64;
             if p.is_null() {
                 std::alloc::handle_alloc_error(Self::layout());
             }
-            crate::host::advise_huge(p as *mut libc::c_void, CHUNK_BYTES);
             self.chunks.push(p);
         }
         self.len += 1;
