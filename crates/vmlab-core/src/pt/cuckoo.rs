@@ -196,6 +196,9 @@ impl ElasticCuckooTable {
     }
 
     pub fn find(&self, key: u64) -> Option<(Probe, &Cluster)> {
+        if self.old.is_none() {
+            return self.find_settled(key);
+        }
         // The ways' slots are independent host reads: start them all before checking
         // any, so their host cache misses overlap.
         let mut at = [(false, 0usize); MAX_WAYS];
@@ -208,6 +211,27 @@ impl ElasticCuckooTable {
             let c = self.slot(old, w, i);
             (c.key() == Some(key)).then(|| (Probe { way: w, pa: self.slot_pa(old, w, i) }, c))
         })
+    }
+
+    /// `find` when no resize is under way (nearly always): every way reads its current
+    /// array, so the slot of way w is one hash and mask. The simulator's hottest lookup
+    /// in nested ECPT runs (guest and host CWT entries and translations).
+    #[inline]
+    fn find_settled(&self, key: u64) -> Option<(Probe, &Cluster)> {
+        let ways = &self.cur[..self.p.ways];
+        let mut at = [0usize; MAX_WAYS];
+        for (w, a) in ways.iter().enumerate() {
+            let i = (way_hash(key, w) as usize) & (a.slots.len() - 1);
+            at[w] = i;
+            crate::host::prefetch(&a.slots[i].tag);
+        }
+        for (w, a) in ways.iter().enumerate() {
+            let c = &a.slots[at[w]];
+            if c.key() == Some(key) {
+                return Some((Probe { way: w, pa: a.pa + at[w] as u64 * ENTRY_BYTES }, c));
+            }
+        }
+        None
     }
 
     pub fn find_mut(&mut self, key: u64) -> Option<&mut Cluster> {

@@ -268,7 +268,10 @@ impl ElasticCuckooPageTable {
         let pte_hit = pte_on && c.pte.lookup(asid, va);
         let pmd_hit = c.pmd.lookup(asid, va);
         let pud_hit = c.pud.lookup(asid, va);
-        let [pmd_e, pud_e, pte_e] = [PMD, PUD, PTE].map(|t| self.cwt_entry(asid, va, t));
+        // The PTE-CWT entry is read only when that CWC is in play (below, `pte_on`
+        // gates every use): a host probe with adaptive caching off skips a lookup.
+        let [pmd_e, pud_e] = [PMD, PUD].map(|t| self.cwt_entry(asid, va, t));
+        let pte_e = if pte_on { self.cwt_entry(asid, va, PTE) } else { None };
         out.pte_hit = (pte_on && pte_e.is_some()).then_some(pte_hit);
         out.pmd_hit = pmd_hit;
         // Sizes to probe (bit i: SIZES[i]), whether a CWC knew them, and whether the
