@@ -246,15 +246,21 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 
     /// Back the guest-physical page of `gpa` with host memory, if it is not yet.
     fn back(&mut self, gpa: u64) -> Result<()> {
-        self.back_with(gpa, self.host_size)
+        self.back_with(gpa, self.host_size).map(|_| ())
     }
 
     /// Back `gpa` with a host page of at most `size` (4K, or 2M where the aligned
-    /// region is not yet partly backed), if it is not yet.
-    pub(crate) fn back_with(&mut self, gpa: u64, size: PageSize) -> Result<()> {
-        if self.host.translate(VM, gpa).is_some() {
-            return Ok(());
+    /// region is not yet partly backed), if it is not yet. Returns the host translation
+    /// (so a caller that needs it does not look it up again).
+    pub(crate) fn back_with(&mut self, gpa: u64, size: PageSize) -> Result<Translation> {
+        if let Some(h) = self.host.translate(VM, gpa) {
+            return Ok(h);
         }
+        self.map_host(gpa, size)?;
+        Ok(self.host.translate(VM, gpa).expect("the host page was just mapped"))
+    }
+
+    fn map_host(&mut self, gpa: u64, size: PageSize) -> Result<()> {
         self.host_faults += 1;
         if size == PageSize::M2 {
             let base = PageSize::M2.align_down(gpa);

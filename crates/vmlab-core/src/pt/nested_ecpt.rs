@@ -167,7 +167,7 @@ impl NestedEcptPageTable {
 
     /// Make sure the guest page-table page at `gpa` is backed (its first use); with
     /// 4K page-table backing, split a 2M host page that covers it.
-    fn back_pt(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<()> {
+    fn back_pt(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
         let backed = if !self.pt_backing_4k {
             self.inner.back_with(gpa, self.inner.host_page_size())
         } else {
@@ -186,7 +186,8 @@ impl NestedEcptPageTable {
     /// Host lookup of a guest page-table address through the step-1 hCWC: its hECPT
     /// entries go to the open step (`in_step`) or to the background, its hCWT fetches
     /// to the background. Returns the number of hECPT entries read and the translation.
-    fn host_lookup_pt(&mut self, gpa: u64, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> Option<(u64, Translation)> {
+    /// `h` is the host translation of `gpa` (from `back_pt`).
+    fn host_lookup_pt(&mut self, gpa: u64, h: Translation, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> (u64, Translation) {
         // Without a step-1 hCWC, step 1 shares the step-3 one, PTE entries included
         // only while adaptive caching has them on.
         let use_pte = c.step1.is_some() || self.adaptive.as_ref().map_or(true, |a| a.enabled());
@@ -206,7 +207,7 @@ impl NestedEcptPageTable {
             path.push_background(pa);
         }
         self.counters.hcwt_fetches += p.cwt_fetches.len() as u64;
-        Some((p.refs.len() as u64, self.inner.host.translate(VM, gpa)?))
+        (p.refs.len() as u64, h)
     }
 
     pub fn counters(&self) -> &NestedEcptCounters {
@@ -302,7 +303,7 @@ impl NestedEcptPageTable {
         // The k host lookups are issued in parallel: none sees another's CWC fill.
         self.host_probe.defer_fills = true;
         for &(gpa, what) in &gp.refs {
-            let hit = self.back_pt(gpa, &mut c.stc).and_then(|_| self.host_lookup_pt(gpa, c, path, true));
+            let hit = self.back_pt(gpa, &mut c.stc).map(|h| self.host_lookup_pt(gpa, h, c, path, true));
             match hit {
                 Some((n, h)) => {
                     self.counters.step1_hecpt_refs += n;
@@ -323,22 +324,21 @@ impl NestedEcptPageTable {
         // Background: fetch the gCWT entries the gCWC missed. Their gPAs need the host
         // translation: the STC's, or a host lookup (which then fills the STC).
         for &gpa in &gp.cwt_fetches {
-            let Some(()) = self.back_pt(gpa, &mut c.stc) else {
+            let Some(h) = self.back_pt(gpa, &mut c.stc) else {
                 ok = false;
                 continue;
             };
             let hpa = match c.stc.lookup(gpa) {
-                Some(hpa) => Some(hpa),
-                None => self.host_lookup_pt(gpa, c, path, false).map(|(n, h)| {
+                Some(hpa) => hpa,
+                None => {
+                    let (n, h) = self.host_lookup_pt(gpa, h, c, path, false);
                     self.counters.gcwt_host_refs += n;
                     c.stc.fill(gpa, h);
                     h.phys(gpa)
-                }),
+                }
             };
-            if let Some(hpa) = hpa {
-                path.push_background(hpa);
-                self.counters.gcwt_fetches += 1;
-            }
+            path.push_background(hpa);
+            self.counters.gcwt_fetches += 1;
         }
         if !ok {
             return None;
