@@ -356,7 +356,7 @@ fn nested_radix_walks_take_24_steps_through_the_engine() {
 #[test]
 fn ecpt_walks_are_single_steps_and_classified() {
     let mut recs = vec![mmap(BASE, 64 << 20)];
-    recs.extend((0..20_000u64).map(|i| Record::read(BASE + ((i * 7919) % (16 << 10) << 12), 8, 1)));
+    recs.extend((0..20_000u64).map(|i| Record::read(BASE + (((i * 7919) % (16 << 10)) << 12), 8, 1)));
     let doc = simulate("ecpt-asplos22", &[], recs).unwrap();
     let walks = u(&doc, "/walks/count");
     assert_eq!(walks, u(&doc, "/tlb/l2_4k/misses"), "one walk per L2 miss (4K pages only)");
@@ -374,7 +374,7 @@ fn ecpt_walks_are_single_steps_and_classified() {
 fn nested_ecpt_walks_take_three_steps_with_background_fills() {
     let mut recs = vec![mmap(BASE, 256 << 20)];
     // 4096 pages, each touched about 5 times: past the TLBs, mostly after the first touch.
-    recs.extend((0..20_000u64).map(|i| Record::read(BASE + ((i * 7919) % 4096 << 12), 8, 1)));
+    recs.extend((0..20_000u64).map(|i| Record::read(BASE + (((i * 7919) % 4096) << 12), 8, 1)));
     let doc = simulate("ecpt-asplos22", &["page_table.kind=nested-ecpt"], recs.clone()).unwrap();
     let per_step = doc["walks"]["parallel_refs_per_step"].as_array().unwrap();
     assert_eq!(per_step.len(), 3, "{per_step:?}");
@@ -416,9 +416,9 @@ fn nested_ecpt_walks_take_three_steps_with_background_fills() {
 #[test]
 fn warmup_counts_exactly_the_accesses_after_it() {
     let mut x = vec![mmap(BASE, 256 << 20), Record::Tick(500)];
-    x.extend((0..6_000u64).map(|i| Record::read(BASE + ((i * 7919) % 4096 << 12), 8, 1)));
+    x.extend((0..6_000u64).map(|i| Record::read(BASE + (((i * 7919) % 4096) << 12), 8, 1)));
     let mut xy = x.clone();
-    xy.extend((0..6_000u64).map(|i| Record::write(BASE + ((i * 104_729) % 8192 << 12), 8, 1)));
+    xy.extend((0..6_000u64).map(|i| Record::write(BASE + (((i * 104_729) % 8192) << 12), 8, 1)));
     for (preset, kind) in [("skylake", "radix"), ("ecpt-asplos22", "nested-ecpt"), ("ecpt-asplos22", "nested-radix")] {
         let k = format!("page_table.kind={kind}");
         let warm = ["sim.warmup_accesses=6000", k.as_str()];
@@ -453,7 +453,7 @@ fn warmup_counts_exactly_the_accesses_after_it() {
 #[test]
 fn nested_host_memory_exhaustion_is_a_clear_error() {
     let mut recs = vec![mmap(BASE, 64 << 20)];
-    recs.extend((0..20_000u64).map(|i| Record::read(BASE + ((i * 7919) % (16 << 10) << 12), 8, 1)));
+    recs.extend((0..20_000u64).map(|i| Record::read(BASE + (((i * 7919) % (16 << 10)) << 12), 8, 1)));
     for kind in ["nested-ecpt", "nested-radix", "hybrid"] {
         for host in ["4M", "12M"] {
             let k = format!("page_table.kind={kind}");
@@ -475,7 +475,7 @@ fn thp_policies_map_and_promote_at_their_thresholds() {
     };
     let doc = simulate("skylake", &["os.policy.kind=thp-eager"], touch(1024)).unwrap();
     assert_eq!(u(&doc, "/page_sizes/2M"), 2);
-    assert!(doc["page_sizes"].get("4K").map_or(true, |v| v.as_u64() == Some(0)));
+    assert!(doc["page_sizes"].get("4K").is_none_or(|v| v.as_u64() == Some(0)));
     for (threshold, at) in [("1.0", 512u64), ("0.5", 256)] {
         let set = ["os.policy.kind=thp-reserve".to_string(), format!("os.policy.threshold={threshold}")];
         let set: Vec<&str> = set.iter().map(|s| s.as_str()).collect();
@@ -514,7 +514,7 @@ fn khugepaged_collapses_populated_regions_by_copying() {
     let d = run_with(&[]);
     assert_eq!(u(&d, "/policy/details/khugepaged/collapses"), 2, "Linux's default max_ptes_none = 511: one page is enough");
     assert_eq!(u(&d, "/page_sizes/2M"), 2);
-    assert!(d["page_sizes"].get("4K").map_or(true, |v| v.as_u64() == Some(0)));
+    assert!(d["page_sizes"].get("4K").is_none_or(|v| v.as_u64() == Some(0)));
     assert_eq!(u(&d, "/policy/bytes_copied"), 2 * huge);
     assert_eq!(u(&d, "/policy/copy_cycles"), 2 * 2048 * 3000);
     assert_eq!(u(&d, "/policy/bloat_bytes"), 511 * 4096, "region 1's untouched pages");
@@ -558,7 +558,7 @@ proptest! {
         ]).unwrap();
         let mut e = vmlab::sim::Engine::new(&cfg, RadixPageTable::new(4).unwrap(), PageWalkCache::none()).unwrap();
         // VMAs at 4 MiB-spaced slots with odd page offsets and lengths (not 2M-aligned).
-        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + ((slot * 7) % 512 << 12), pages << 12)).collect();
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + (((slot * 7) % 512) << 12), pages << 12)).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         common::pages_inside_vmas(&e)?;
         common::tlbs_agree_with_page_table(&e)?;

@@ -113,7 +113,7 @@ proptest! {
             "tlb.dtlb.entries=4".to_string(),
         ]).unwrap();
         let mut e = common::radix_engine(&cfg);
-        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (4 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (4 << 20) + (((slot * 7) % 256) << 12), pages << 12)).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         common::tlbs_agree_with_page_table(&e)?;
         let asid = e.os.mm.asid_of(1).unwrap();

@@ -183,7 +183,7 @@ fn impossible_region_settings_name_their_key() {
     let err = |extra: &[&str], base: &[String]| {
         let mut o = base.to_vec();
         o.extend(extra.iter().map(|s| s.to_string()));
-        Config::load("tiny", &o).err().expect("rejected").to_string()
+        Config::load("tiny", &o).expect_err("rejected").to_string()
     };
     let ok = overrides(&[regions(&[(7, "16K")])]);
     assert!(Config::load("tiny", &ok).is_ok());
@@ -226,7 +226,7 @@ proptest! {
     ) {
         let mut e = engine(&[regions(&[(5, low), (7, high)])]);
         let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages, hi)| {
-            ([LOW, BASE][hi as usize] + slot * (4 << 20) + ((slot * 7) % 512 << 12), pages << 12)
+            ([LOW, BASE][hi as usize] + slot * (4 << 20) + (((slot * 7) % 512) << 12), pages << 12)
         }).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         let space = e.os.space(1).unwrap();

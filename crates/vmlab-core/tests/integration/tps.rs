@@ -125,7 +125,7 @@ proptest! {
             "tlb.stlb.ways=4".to_string(),
         ]).unwrap();
         let mut e = common::radix_engine(&cfg);
-        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + ((slot * 7) % 256 << 12), pages << 12)).collect();
+        let regions: Vec<(u64, u64)> = vmas.iter().map(|&(slot, pages)| (BASE + slot * (8 << 20) + (((slot * 7) % 256) << 12), pages << 12)).collect();
         common::drive_vmas(&mut e, &regions, &accesses, unmap_one);
         common::pages_inside_vmas(&e)?;
         common::tlbs_agree_with_page_table(&e)?;

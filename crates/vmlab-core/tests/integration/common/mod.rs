@@ -34,7 +34,7 @@ pub fn pages_inside_vmas<P: PageTable>(e: &Engine<P>) -> Result<Vec<(u64, Mappin
         prop_assert_eq!(b, base);
         prop_assert!(m.size.is_aligned(base), "{:#x} not aligned to {}", base, m.size);
         let vma = space.vmas.find(base);
-        prop_assert!(vma.map_or(false, |v| v.contains_range(base, base + m.size.bytes())), "{} page at {:#x} is not inside one VMA", m.size, base);
+        prop_assert!(vma.is_some_and(|v| v.contains_range(base, base + m.size.bytes())), "{} page at {:#x} is not inside one VMA", m.size, base);
         out.push((base, m));
     }
     Ok(out)
