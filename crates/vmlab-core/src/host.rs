@@ -124,7 +124,7 @@ impl<T: Zeroable> Drop for HugeArray<T> {
     fn drop(&mut self) {
         if let Some(layout) = Self::layout(self.len) {
             // SAFETY: allocated in `zeroed` with this layout.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, layout) };
+            unsafe { free_huge(self.ptr.as_ptr() as *mut u8, layout) };
         }
     }
 }
@@ -191,21 +191,60 @@ impl<T: Zeroable + std::fmt::Debug> std::fmt::Debug for HugeVec<T> {
     }
 }
 
-/// Allocate `layout` zeroed (null on failure), asking the host for huge pages first if
-/// it spans one. Not `alloc_zeroed`: for an alignment above 16 that allocates, then
-/// zeroes, so every page is already faulted in as a small page before the advice.
+/// Allocate `layout` zeroed (null on failure). One spanning a huge page comes straight
+/// from the kernel (`mmap`), 2 MiB-aligned and advised huge before anything touches it:
+/// its pages read as zero and become resident only when first written, so a large
+/// array costs memory for the part in use. (Not `alloc_zeroed`: for an alignment above
+/// 16 it allocates, then zeroes, so every page is faulted in as a small page before any
+/// advice, and all of it is resident.) Free with [`free_huge`].
 pub fn alloc_zeroed_huge(layout: std::alloc::Layout) -> *mut u8 {
     debug_assert!(layout.size() > 0);
-    // SAFETY: the caller's layout has a non-zero size.
-    let p = unsafe { std::alloc::alloc(layout) };
-    if !p.is_null() {
-        if layout.size() >= HUGE_PAGE {
-            advise_huge(p as *mut libc::c_void, layout.size());
-        }
-        // SAFETY: p is a fresh allocation of layout.size() bytes.
-        unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+    #[cfg(target_os = "linux")]
+    if layout.size() >= HUGE_PAGE && layout.align() <= HUGE_PAGE {
+        return map_huge(layout.size());
     }
-    p
+    // SAFETY: the caller's layout has a non-zero size.
+    unsafe { std::alloc::alloc_zeroed(layout) }
+}
+
+/// Free what [`alloc_zeroed_huge`] returned for `layout`.
+///
+/// # Safety
+/// `p` came from `alloc_zeroed_huge(layout)` and is not used afterwards.
+pub unsafe fn free_huge(p: *mut u8, layout: std::alloc::Layout) {
+    #[cfg(target_os = "linux")]
+    if layout.size() >= HUGE_PAGE && layout.align() <= HUGE_PAGE {
+        // SAFETY: map_huge mapped exactly [p, p + size).
+        unsafe { libc::munmap(p as *mut libc::c_void, layout.size()) };
+        return;
+    }
+    // SAFETY: allocated by alloc_zeroed with this layout.
+    unsafe { std::alloc::dealloc(p, layout) }
+}
+
+/// `bytes` of fresh anonymous memory at a 2 MiB boundary, advised huge; null on failure.
+#[cfg(target_os = "linux")]
+fn map_huge(bytes: usize) -> *mut u8 {
+    let Some(span) = bytes.checked_add(HUGE_PAGE) else { return std::ptr::null_mut() };
+    // SAFETY: an anonymous private mapping touches no existing memory; the slack before
+    // and after the aligned range is unmapped again, leaving exactly [start, start + bytes).
+    unsafe {
+        let base = libc::mmap(std::ptr::null_mut(), span, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
+        if base == libc::MAP_FAILED {
+            return std::ptr::null_mut();
+        }
+        let b = base as usize;
+        let start = (b + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
+        if start > b {
+            libc::munmap(base, start - b);
+        }
+        let tail = b + span - (start + bytes);
+        if tail > 0 {
+            libc::munmap((start + bytes) as *mut libc::c_void, tail);
+        }
+        advise_huge(start as *mut libc::c_void, bytes);
+        start as *mut u8
+    }
 }
 
 /// Ask the host to back [p, p + len) with huge pages (a hint; ignored where unsupported).

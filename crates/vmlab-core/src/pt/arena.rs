@@ -2,7 +2,7 @@
 //! 2 MiB chunks that the host is asked to back with huge pages, so a random walk over a
 //! large simulated table costs the host one cache miss, not a host TLB miss too.
 
-use std::alloc::{dealloc, Layout};
+use std::alloc::Layout;
 
 const CHUNK_BYTES: usize = 2 << 20;
 
@@ -90,7 +90,7 @@ impl<const N: usize> Drop for NodeArena<N> {
     fn drop(&mut self) {
         for &c in &self.chunks {
             // SAFETY: allocated with the same layout in `alloc`.
-            unsafe { dealloc(c as *mut u8, Self::layout()) };
+            unsafe { crate::host::free_huge(c as *mut u8, Self::layout()) };
         }
     }
 }
