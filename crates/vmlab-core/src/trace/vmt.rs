@@ -488,6 +488,11 @@ impl VmtReader {
     }
 }
 
+/// An access tag's kind (bits 0-1) and size class (bits 2-4), by table: a match or a
+/// shift compiles to a chain of selects in the decode loop.
+const KINDS: [AccessKind; 4] = [AccessKind::Read, AccessKind::Write, AccessKind::Fetch, AccessKind::Fetch];
+const SIZES: [u16; 8] = [1, 2, 4, 8, 16, 32, 64, 0];
+
 /// Why a block's bytes do not decode (the reader adds the block and byte offset).
 #[derive(Clone, Copy, Debug)]
 enum Malformed {
@@ -525,8 +530,53 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
     let Deltas { addr: [mut data_addr, mut fetch_addr], delta: [mut data_delta, mut fetch_delta], mut pid } = *st;
     let mut pos = *pos_out;
     let mut done = 0;
+    let n = slots.len();
     let r: Decoded<()> = 'run: {
-        for slot in slots.iter_mut() {
+        while done < n {
+            // Runs of plain accesses (no pid, no explicit size), the bulk of every trace,
+            // in a loop with no calls, so its state stays in registers. Anything else,
+            // or bytes that may be malformed, go to the general decoding of one record.
+            'plain: while done < n {
+                let Some(&tag) = raw.get(pos) else { break };
+                if tag & (0x80 | F_PID) != 0 || tag & 3 == KIND_OTHER || (tag >> 2) & 7 == SIZE_EXPLICIT {
+                    break;
+                }
+                let fetch = tag & 3 == 2;
+                let mut delta = if fetch { fetch_delta } else { data_delta };
+                let mut p = pos + 1;
+                if tag & F_REPEAT == 0 {
+                    // At most 9 bytes (63 bits) here; a longer varint, or one that runs
+                    // off the block, is the general path's to decode or report.
+                    let (mut z, mut shift) = (0u64, 0u32);
+                    loop {
+                        let Some(&b) = raw.get(p) else { break 'plain };
+                        p += 1;
+                        z |= ((b & 0x7f) as u64) << shift;
+                        if b < 0x80 {
+                            break;
+                        }
+                        shift += 7;
+                        if shift > 56 {
+                            break 'plain;
+                        }
+                    }
+                    delta = unzigzag(z) as u64;
+                }
+                let vaddr = if fetch { fetch_addr } else { data_addr }.wrapping_add(delta);
+                if fetch {
+                    (fetch_addr, fetch_delta) = (vaddr, delta);
+                } else {
+                    (data_addr, data_delta) = (vaddr, delta);
+                }
+                let size = SIZES[((tag >> 2) & 7) as usize];
+                slots[done].write(Record::Access(Access { vaddr, pid, size, kind: KINDS[(tag & 3) as usize] }));
+                done += 1;
+                pos = p;
+            }
+            if done == n {
+                break;
+            }
+            let slot = &mut slots[done];
             let Some(&tag) = raw.get(pos) else { break 'run Err(Malformed::PastEnd) };
             pos += 1;
             let kind = tag & 3;
@@ -552,7 +602,6 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
                 pos += 2;
                 u16::from_le_bytes([b[0], b[1]])
             } else {
-                const SIZES: [u16; 8] = [1, 2, 4, 8, 16, 32, 64, 0];
                 SIZES[class as usize]
             };
             if tag & F_PID != 0 {
@@ -575,8 +624,6 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
             } else {
                 (data_addr, data_delta) = (vaddr, delta);
             }
-            // Table lookups: a match or a shift compiles to a chain of selects here.
-            const KINDS: [AccessKind; 4] = [AccessKind::Read, AccessKind::Write, AccessKind::Fetch, AccessKind::Fetch];
             slot.write(Record::Access(Access { vaddr, pid, size, kind: KINDS[kind as usize] }));
             done += 1;
         }
