@@ -144,24 +144,17 @@ impl<T: Zeroable> HugeVec<T> {
         HugeVec { buf: HugeArray::zeroed(0), len: 0 }
     }
 
-    /// Append `n` all-zero elements.
+    /// Append `n` all-zero elements. The capacity past `len` is still zero (it came
+    /// zeroed, and nothing can write past `len`), so only a regrowth copies.
     pub fn extend_zeroed(&mut self, n: usize) {
         let len = self.len.checked_add(n).expect("array size overflows");
         if len > self.buf.len() {
             let mut grown = HugeArray::zeroed(len.max(2 * self.buf.len()));
             grown[..self.len].copy_from_slice(&self.buf[..self.len]);
             self.buf = grown;
-        } else {
-            self.buf[self.len..len].fill_with(zeroed);
         }
         self.len = len;
     }
-}
-
-/// An all-zero T.
-fn zeroed<T: Zeroable>() -> T {
-    // SAFETY: Zeroable promises all-zero bytes are a valid T.
-    unsafe { std::mem::zeroed() }
 }
 
 impl<T: Zeroable> Default for HugeVec<T> {

@@ -460,11 +460,8 @@ impl VmtReader {
         self.err(self.block_offset, format!("corrupt block: {msg} (at byte {} of the decompressed block)", self.pos))
     }
 
-    /// Decode up to `max` records of the current block into `out`.
-    ///
-    /// The hot loop: accesses are decoded inline with the delta state in registers and
-    /// written straight into `out`'s spare capacity (no per-record capacity check or
-    /// reload of the vector); events, rare in every trace, go through `decode_event`.
+    /// Decode up to `max` records of the current block into `out`, straight into its
+    /// spare capacity (no per-record capacity check or reload of the vector).
     fn decode(&mut self, out: &mut Vec<Record>, max: usize) -> Result<()> {
         let n = (self.left as usize).min(max);
         out.reserve(n);
@@ -525,6 +522,8 @@ type Decoded<T> = std::result::Result<T, Malformed>;
 /// The hot loop of every trace read: the delta state lives in locals (registers), each
 /// access is written straight into its slot, and events, rare in every trace, are
 /// decoded out of line. Not inlined: alone, the loop keeps its state in registers.
+/// The `plain` loop repeats the general path's few lines that move a stream's address:
+/// sharing them (a macro over an optional delta) cost 2 instructions per record.
 #[inline(never)]
 fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut [std::mem::MaybeUninit<Record>]) -> (usize, Decoded<()>) {
     let Deltas { addr: [mut data_addr, mut fetch_addr], delta: [mut data_delta, mut fetch_delta], mut pid } = *st;
