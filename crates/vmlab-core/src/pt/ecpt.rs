@@ -268,16 +268,20 @@ impl ElasticCuckooPageTable {
         let pte_hit = pte_on && c.pte.lookup(asid, va);
         let pmd_hit = c.pmd.lookup(asid, va);
         let pud_hit = c.pud.lookup(asid, va);
-        // The PTE-CWT entry is read only when that CWC is in play (below, `pte_on`
-        // gates every use): a host probe with adaptive caching off skips a lookup.
-        let [pmd_e, pud_e] = [PMD, PUD].map(|t| self.cwt_entry(asid, va, t));
+        // A CWT entry is read only if the decision below or a CWC fill needs it (the
+        // model is the same; this saves the simulator lookups when the CWCs hit). The
+        // PTE-CWT entry only when that CWC is in play (`pte_on` gates every use).
         let pte_e = if pte_on { self.cwt_entry(asid, va, PTE) } else { None };
+        let pte_known = pte_hit && pte_e.is_some();
+        let pmd_e = if !pte_known && pmd_hit || !pmd_hit && c.pmd.enabled() { self.cwt_entry(asid, va, PMD) } else { None };
+        let pmd_known = pmd_hit && pmd_e.is_some();
+        let pud_e = if !pte_known && !pmd_known && pud_hit || !pud_hit && c.pud.enabled() { self.cwt_entry(asid, va, PUD) } else { None };
         out.pte_hit = (pte_on && pte_e.is_some()).then_some(pte_hit);
         out.pmd_hit = pmd_hit;
         // Sizes to probe (bit i: SIZES[i]), whether a CWC knew them, and whether the
         // way is known. A PTE-CWT entry exists only for a region mapped by 4K pages.
         let known = |e: Option<([u64; 3], u64)>, hit: bool| e.filter(|_| hit).map(|(n, _)| n);
-        let (mask, informed, way_known) = if known(pte_e, pte_hit).is_some() {
+        let (mask, informed, way_known) = if pte_known {
             (ONLY_4K, true, true)
         } else if let Some(n) = known(pmd_e, pmd_hit) {
             if n[1] > 0 {

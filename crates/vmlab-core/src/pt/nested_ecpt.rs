@@ -168,6 +168,10 @@ impl NestedEcptPageTable {
     /// Make sure the guest page-table page at `gpa` is backed (its first use); with
     /// 4K page-table backing, split a 2M host page that covers it.
     fn back_pt(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
+        // Nearly always backed already, and as required: one host lookup.
+        if let Some(h) = self.inner.host.translate(VM, gpa).filter(|h| !self.pt_backing_4k || h.size == PageSize::K4) {
+            return Some(h);
+        }
         let backed = if !self.pt_backing_4k {
             self.inner.back_with(gpa, self.inner.host_page_size())
         } else {
