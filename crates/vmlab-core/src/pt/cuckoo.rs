@@ -210,8 +210,9 @@ impl ElasticCuckooTable {
         self.slot_pa(old, w, i)
     }
 
-    /// The entry of `key`: where it is, and its cluster.
-    #[inline]
+    /// The entry of `key`: where it is, and its cluster. Inline: most finds take the
+    /// hint (the search, with its register pressure, is out of line).
+    #[inline(always)]
     pub fn find(&self, key: u64) -> Option<(Probe, &Cluster)> {
         let hint = &self.hints[Self::hint_slot(key, self.hints.len())];
         let h = hint.get();
@@ -220,6 +221,12 @@ impl ElasticCuckooTable {
                 return Some(found);
             }
         }
+        self.search(key, hint)
+    }
+
+    /// `find` without a usable hint: search the ways, and leave a hint.
+    #[inline(never)]
+    fn search<'a>(&'a self, key: u64, hint: &Cell<Hint>) -> Option<(Probe, &'a Cluster)> {
         let (w, old, i) = if self.old.is_none() { self.locate_settled(key) } else { self.locate_migrating(key) }?;
         if i < 1 << 28 {
             hint.set(Hint { tag: key.wrapping_add(1), at: (w as u32) << 29 | (old as u32) << 28 | i as u32 });
