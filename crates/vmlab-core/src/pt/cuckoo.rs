@@ -181,12 +181,18 @@ impl ElasticCuckooTable {
         (false, (h as usize) & (self.cur[w].slots.len() - 1))
     }
 
-    fn slot(&self, old: bool, w: usize, i: usize) -> &Cluster {
+    /// Way `w`'s old (mid-resize) or current array.
+    #[inline(always)]
+    fn array(&self, old: bool, w: usize) -> &WayArray {
         if old {
-            &self.old.as_ref().unwrap().0[w].slots[i]
+            &self.old.as_ref().expect("a resize is under way").0[w]
         } else {
-            &self.cur[w].slots[i]
+            &self.cur[w]
         }
+    }
+
+    fn slot(&self, old: bool, w: usize, i: usize) -> &Cluster {
+        &self.array(old, w).slots[i]
     }
 
     fn slot_mut(&mut self, old: bool, w: usize, i: usize) -> &mut Cluster {
@@ -198,8 +204,7 @@ impl ElasticCuckooTable {
     }
 
     fn slot_pa(&self, old: bool, w: usize, i: usize) -> u64 {
-        let a = if old { &self.old.as_ref().unwrap().0[w] } else { &self.cur[w] };
-        a.pa + i as u64 * ENTRY_BYTES
+        self.array(old, w).pa + i as u64 * ENTRY_BYTES
     }
 
     /// The physical address way `w` would read for `key` (a walk probes it whether or
@@ -231,7 +236,7 @@ impl ElasticCuckooTable {
         if i < 1 << 28 {
             hint.set(Hint { tag: key.wrapping_add(1), at: (w as u32) << 29 | (old as u32) << 28 | i as u32 });
         }
-        let arr = if old { &self.old.as_ref().expect("found in the old arrays").0[w] } else { &self.cur[w] };
+        let arr = self.array(old, w);
         Some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.slots[i]))
     }
 
