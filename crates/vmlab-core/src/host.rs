@@ -50,6 +50,31 @@ pub fn match_mask(keys: &[u64], key: u64, ignore: u64) -> u64 {
     mask
 }
 
+/// Bit i set where `bytes[i] == b`, for `bytes` of 16, 32, 48 or 64 bytes: one SSE2
+/// compare per 16 bytes on x86-64 (the fingerprint match of wide sets,
+/// `mmu::assoc`).
+#[inline(always)]
+pub fn byte_match_mask(bytes: &[u8], b: u8) -> u64 {
+    debug_assert!(bytes.len() <= 64 && bytes.len() % 16 == 0);
+    let mut mask = 0u64;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86-64 baseline; each load reads 16 bytes inside
+    // `chunk`, which `chunks_exact` guarantees holds 16.
+    unsafe {
+        use std::arch::x86_64::*;
+        let want = _mm_set1_epi8(b as i8);
+        for (c, chunk) in bytes.chunks_exact(16).enumerate() {
+            let v = _mm_loadu_si128(chunk.as_ptr() as *const __m128i);
+            mask |= (_mm_movemask_epi8(_mm_cmpeq_epi8(v, want)) as u32 as u64) << (16 * c);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for (i, &x) in bytes.iter().enumerate() {
+        mask |= ((x == b) as u64) << i;
+    }
+    mask
+}
+
 /// Types for which all-zero bytes are a valid value (so an array of them can come
 /// straight from zeroed memory).
 ///

@@ -25,13 +25,16 @@ pub enum Replacement {
     Random,
 }
 
+// An explicit tag: with niche-filled layouts, telling the variants apart took several
+// instructions on every probe and fill.
 #[derive(Clone, Debug)]
+#[repr(u8)]
 enum ReplState {
     /// Up to 16 ways: per set, the ways in recency order packed as 4-bit nibbles
     /// (nibble 0 = most recent). One u64 per set keeps the host cache footprint small.
     LruOrder { order: Vec<u64> },
-    /// More ways: per-slot last-use stamps; victim = smallest stamp in the set.
-    Lru { stamps: Vec<u64>, clock: u64 },
+    /// More ways: a linked recency list per set (`RecencyList`).
+    LruList(RecencyList),
     /// One bit-tree per set (ways - 1 bits used).
     Plru { bits: Vec<u64> },
     Random { rng: Xoshiro256PlusPlus },
@@ -45,7 +48,115 @@ pub struct AssocCache<V: Copy + Default> {
     keys: Vec<u64>,
     asids: Vec<Asid>,
     vals: Vec<V>,
+    /// Sets of more than `FINGERPRINT_WAYS` ways: a one-byte hash of each slot's key
+    /// (`fingerprint`), padded so a set's bytes can be loaded 16 at a time. A lookup
+    /// compares 16 fingerprints per SSE2 instruction and reads only the keys whose
+    /// fingerprint matches: a 32-entry fully associative walk cache used to compare
+    /// all 32 keys on every probe.
+    fps: Vec<u8>,
+    /// `low_bits(ways)` (sets of up to 64 ways).
+    way_mask: u64,
     repl: ReplState,
+}
+
+/// Sets wider than this find a key through the slots' fingerprints.
+const FINGERPRINT_WAYS: usize = 16;
+
+/// The one-byte hash of a key kept in `AssocCache::fps`.
+#[inline(always)]
+fn fingerprint(key: u64) -> u8 {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
+}
+
+/// The low `n` bits set (n <= 64).
+#[inline(always)]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// Exact LRU for sets of more than 16 ways: per set a doubly linked list of its ways
+/// in recency order (most recent at `head`) and a bitmap of its valid ways. The victim
+/// is the lowest-numbered invalid way, else the list's tail — the choice last-use
+/// stamps make, at O(1) per touch and per fill instead of a scan of the whole set.
+#[derive(Clone, Debug)]
+struct RecencyList {
+    ways: usize,
+    /// Words of `valid` per set.
+    words: usize,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    valid: Vec<u64>,
+}
+
+impl RecencyList {
+    fn new(sets: usize, ways: usize) -> RecencyList {
+        // Every set starts as the list 0, 1, ..., ways-1 with no valid way.
+        let prev = (0..sets * ways).map(|s| (s % ways) as u32 - ((s % ways) > 0) as u32).collect();
+        let next = (0..sets * ways).map(|s| ((s % ways) + 1).min(ways - 1) as u32).collect();
+        let words = ways.div_ceil(64);
+        RecencyList {
+            ways,
+            words,
+            prev,
+            next,
+            head: vec![0; sets],
+            tail: vec![ways as u32 - 1; sets],
+            valid: vec![0; sets * words],
+        }
+    }
+
+    /// Make `way` the most recent of `set`.
+    #[inline(always)]
+    fn touch(&mut self, set: usize, way: usize) {
+        let head = self.head[set];
+        if head as usize == way {
+            return;
+        }
+        let base = set * self.ways;
+        let (p, n) = (self.prev[base + way], self.next[base + way]);
+        self.next[base + p as usize] = n;
+        if self.tail[set] as usize == way {
+            self.tail[set] = p;
+        } else {
+            self.prev[base + n as usize] = p;
+        }
+        self.prev[base + head as usize] = way as u32;
+        self.next[base + way] = head;
+        self.head[set] = way as u32;
+    }
+
+    #[inline(always)]
+    fn set_valid(&mut self, set: usize, way: usize, valid: bool) {
+        let w = &mut self.valid[set * self.words + way / 64];
+        let bit = 1u64 << (way % 64);
+        *w = if valid { *w | bit } else { *w & !bit };
+    }
+
+    #[inline(always)]
+    fn victim(&self, set: usize) -> usize {
+        if self.words == 1 {
+            let invalid = !self.valid[set] & low_bits(self.ways);
+            return if invalid != 0 { invalid.trailing_zeros() as usize } else { self.tail[set] as usize };
+        }
+        let valid = &self.valid[set * self.words..(set + 1) * self.words];
+        for (i, &v) in valid.iter().enumerate() {
+            let invalid = !v & low_bits(self.ways - 64 * i);
+            if invalid != 0 {
+                return 64 * i + invalid.trailing_zeros() as usize;
+            }
+        }
+        self.tail[set] as usize
+    }
+
+    fn invalidate_all(&mut self) {
+        self.valid.fill(0);
+    }
 }
 
 /// What an insertion pushed out.
@@ -70,7 +181,7 @@ impl<V: Copy + Default> AssocCache<V> {
                 let init = (0..ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)));
                 ReplState::LruOrder { order: vec![init; sets] }
             }
-            Replacement::Lru => ReplState::Lru { stamps: vec![0; entries], clock: 0 },
+            Replacement::Lru => ReplState::LruList(RecencyList::new(sets, ways)),
             Replacement::Plru => ReplState::Plru { bits: vec![0; sets] },
             Replacement::Random => ReplState::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
         };
@@ -81,6 +192,8 @@ impl<V: Copy + Default> AssocCache<V> {
             keys: vec![INVALID; entries],
             asids: vec![0; entries],
             vals: vec![V::default(); entries],
+            fps: if ways > FINGERPRINT_WAYS { vec![fingerprint(INVALID); entries + 64] } else { Vec::new() },
+            way_mask: low_bits(ways),
             repl,
         })
     }
@@ -107,6 +220,9 @@ impl<V: Copy + Default> AssocCache<V> {
     #[inline(always)]
     fn find(&self, set: usize, key: u64, asid: Asid) -> Option<usize> {
         let base = set * self.ways;
+        if self.ways > FINGERPRINT_WAYS {
+            return self.find_by_fingerprint(base, key, asid);
+        }
         let keys = &self.keys[base..base + self.ways];
         // Branch-free tag match (keys are random, so an early-exit loop mispredicts on
         // almost every way), unrolled for the common geometries.
@@ -117,17 +233,47 @@ impl<V: Copy + Default> AssocCache<V> {
             8 => match_mask::<8>(keys, key),
             12 => match_mask::<12>(keys, key),
             16 => match_mask::<16>(keys, key),
-            _ => {
-                for (c, chunk) in keys.chunks(64).enumerate() {
-                    let mask = crate::host::match_mask(chunk, key, 0);
-                    if let Some(slot) = self.first_asid_match(base + c * 64, mask, asid) {
-                        return Some(slot);
-                    }
-                }
-                return None;
-            }
+            _ => crate::host::match_mask(keys, key, 0),
         };
         self.first_asid_match(base, mask, asid)
+    }
+
+    /// `find` in a set of more than `FINGERPRINT_WAYS` ways starting at slot `base`:
+    /// the ways whose fingerprint matches, in way order, checked by key and ASID.
+    #[inline(always)]
+    fn find_by_fingerprint(&self, base: usize, key: u64, asid: Asid) -> Option<usize> {
+        let fp = fingerprint(key);
+        if self.ways > 64 {
+            return self.find_by_fingerprint_wide(base, fp, key, asid);
+        }
+        let span = self.ways.next_multiple_of(16);
+        let mask = crate::host::byte_match_mask(&self.fps[base..base + span], fp) & self.way_mask;
+        self.first_key_match(base, mask, key, asid)
+    }
+
+    /// `find_by_fingerprint` for sets of more than 64 ways, 64 at a time.
+    #[inline(never)]
+    fn find_by_fingerprint_wide(&self, base: usize, fp: u8, key: u64, asid: Asid) -> Option<usize> {
+        (0..self.ways).step_by(64).find_map(|from| {
+            let n = (self.ways - from).min(64);
+            let start = base + from;
+            let mask = crate::host::byte_match_mask(&self.fps[start..start + n.next_multiple_of(16)], fp) & low_bits(n);
+            self.first_key_match(start, mask, key, asid)
+        })
+    }
+
+    /// The first slot `from + w` with bit w of `mask` set that holds `key` under a
+    /// matching ASID (fingerprint candidates).
+    #[inline(always)]
+    fn first_key_match(&self, from: usize, mut mask: u64, key: u64, asid: Asid) -> Option<usize> {
+        while mask != 0 {
+            let slot = from + mask.trailing_zeros() as usize;
+            if self.keys[slot] == key && (self.asids[slot] == asid || self.asids[slot] == ANY_ASID) {
+                return Some(slot);
+            }
+            mask &= mask - 1;
+        }
+        None
     }
 
     /// The first slot `from + w` with bit w of `mask` set whose ASID matches.
@@ -179,10 +325,7 @@ impl<V: Copy + Default> AssocCache<V> {
                 let way = (slot - set * self.ways) as u64;
                 order[set] = lru_to_front(order[set], way, self.ways);
             }
-            ReplState::Lru { stamps, clock } => {
-                *clock += 1;
-                stamps[slot] = *clock;
-            }
+            ReplState::LruList(l) => l.touch(set, slot - set * self.ways),
             ReplState::Plru { bits } => {
                 let way = slot - set * self.ways;
                 bits[set] = plru_touch(bits[set], way, self.ways);
@@ -232,6 +375,9 @@ impl<V: Copy + Default> AssocCache<V> {
     fn write(&mut self, set: usize, slot: usize, key: u64, asid: Asid, val: V) {
         let base = set * self.ways;
         self.keys[slot] = key;
+        if self.ways > FINGERPRINT_WAYS {
+            self.fps[slot] = fingerprint(key);
+        }
         self.asids[slot] = asid;
         self.vals[slot] = val;
         match &mut self.repl {
@@ -239,6 +385,10 @@ impl<V: Copy + Default> AssocCache<V> {
             ReplState::LruOrder { order } => {
                 let way = (slot - base) as u64;
                 order[set] = ((order[set] << 4) | way) & low_nibbles(self.ways as u32);
+            }
+            ReplState::LruList(l) => {
+                l.set_valid(set, slot - base, true);
+                l.touch(set, slot - base);
             }
             _ => self.touch(set, slot),
         }
@@ -251,19 +401,7 @@ impl<V: Copy + Default> AssocCache<V> {
         match &mut self.repl {
             // Invalid ways are kept at the least-recent end, so they go first.
             ReplState::LruOrder { order } => ((order[set] >> (4 * (self.ways - 1))) & 0xf) as usize,
-            // Invalid slots have stamp 0, so the minimum finds them first.
-            ReplState::Lru { stamps, .. } => {
-                let s = &stamps[base..base + self.ways];
-                let mut best = 0;
-                let mut best_stamp = s[0];
-                for (w, &st) in s.iter().enumerate().skip(1) {
-                    if st < best_stamp {
-                        best = w;
-                        best_stamp = st;
-                    }
-                }
-                best
-            }
+            ReplState::LruList(l) => l.victim(set),
             ReplState::Plru { bits } => {
                 let keys = &self.keys[base..base + self.ways];
                 keys.iter().position(|&k| k == INVALID).unwrap_or_else(|| plru_victim(bits[set], self.ways))
@@ -278,8 +416,11 @@ impl<V: Copy + Default> AssocCache<V> {
     #[inline(always)]
     fn kill(&mut self, slot: usize) {
         self.keys[slot] = INVALID;
+        if self.ways > FINGERPRINT_WAYS {
+            self.fps[slot] = fingerprint(INVALID);
+        }
         match &mut self.repl {
-            ReplState::Lru { stamps, .. } => stamps[slot] = 0,
+            ReplState::LruList(l) => l.set_valid(slot / self.ways, slot % self.ways, false),
             ReplState::LruOrder { order } => {
                 let set = slot / self.ways;
                 let way = (slot % self.ways) as u64;
@@ -323,8 +464,9 @@ impl<V: Copy + Default> AssocCache<V> {
 
     pub fn flush_all(&mut self) {
         self.keys.fill(INVALID);
+        self.fps.fill(fingerprint(INVALID));
         match &mut self.repl {
-            ReplState::Lru { stamps, .. } => stamps.fill(0),
+            ReplState::LruList(l) => l.invalidate_all(),
             ReplState::LruOrder { order } => {
                 let init = (0..self.ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)));
                 order.fill(init);
@@ -489,12 +631,12 @@ mod tests {
         assert_eq!(c.occupancy(), 1);
     }
 
-    /// The packed order (<= 16 ways) and the stamp LRU (more ways) agree with a
-    /// reference recency list on random traffic, including invalidations.
+    /// The packed order (<= 16 ways) and the linked recency list (more ways) agree with
+    /// a reference recency list on random traffic, including invalidations.
     #[test]
     fn packed_lru_matches_reference_lists() {
         use rand::{Rng, SeedableRng};
-        for ways in [1usize, 2, 3, 4, 8, 12, 16, 24] {
+        for ways in [1usize, 2, 3, 4, 8, 12, 16, 17, 24, 32, 64, 65, 100] {
             let mut c: AssocCache<u64> = AssocCache::new(ways, ways, Replacement::Lru, 0, "t").unwrap();
             let mut list: Vec<u64> = Vec::new(); // most recent first
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(ways as u64);
@@ -518,6 +660,64 @@ mod tests {
                     }
                 }
                 list.insert(0, k);
+            }
+        }
+    }
+
+    /// Wide sets find keys through fingerprints: every lookup returns the slot a plain
+    /// scan of the set finds (the first way, in way order, holding the key under a
+    /// matching or global ASID), on random traffic with colliding keys, several
+    /// address spaces, global entries, invalidations and flushes. A fill takes an
+    /// invalid way if there is one; an LRU fill takes the least recent way, and in a
+    /// set of more than 16 ways the lowest invalid one (the choice of last-use stamps).
+    #[test]
+    fn fingerprint_lookups_match_a_scan_of_the_set() {
+        use rand::{Rng, SeedableRng};
+        for (entries, ways) in [(24usize, 12usize), (16, 16), (24, 24), (32, 32), (128, 64), (100, 100), (70, 70)] {
+            for repl in [Replacement::Lru, Replacement::Random] {
+                let mut c: AssocCache<u64> = AssocCache::new(entries, ways, repl, 3, "t").unwrap();
+                let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(entries as u64 * 7 + ways as u64);
+                // Last-use times per slot (0 = invalid), to check LRU victims.
+                let mut used = vec![0u64; entries];
+                for t in 1..20_000u64 {
+                    let key = rng.gen_range(0..(entries as u64 * 3));
+                    let asid = if rng.gen_range(0..8) == 0 { ANY_ASID } else { rng.gen_range(0..3u16) };
+                    let set = c.set_of(key);
+                    let base = set * ways;
+                    let scan = (base..base + ways)
+                        .find(|&s| c.keys[s] == key && (c.asids[s] == asid || c.asids[s] == ANY_ASID));
+                    assert_eq!(c.find(set, key, asid), scan, "{entries}/{ways} {repl:?} step {t}");
+                    match rng.gen_range(0..20) {
+                        0 => {
+                            if let Some(s) = scan {
+                                used[s] = 0;
+                            }
+                            c.invalidate(set, key, asid);
+                        }
+                        1 if t % 1000 == 0 => {
+                            c.flush_all();
+                            used.fill(0);
+                        }
+                        _ => match scan {
+                            Some(s) => {
+                                c.lookup(set, key, asid);
+                                used[s] = t;
+                            }
+                            None => {
+                                let stamps = &used[base..base + ways];
+                                let oldest = (0..ways).min_by_key(|&w| (stamps[w], w)).unwrap();
+                                c.fill_absent(set, key, asid, key);
+                                let filled = c.find(set, key, asid).unwrap();
+                                // Up to 16 ways the packed order takes any invalid way.
+                                if repl == Replacement::Lru && (ways > 16 || stamps[oldest] != 0) {
+                                    assert_eq!(filled, base + oldest, "{entries}/{ways} LRU victim, step {t}");
+                                }
+                                assert!(stamps[oldest] != 0 || stamps[filled - base] == 0, "an invalid way goes first");
+                                used[filled] = t;
+                            }
+                        },
+                    }
+                }
             }
         }
     }
