@@ -5,17 +5,18 @@
 //! [`AssocCache`](crate::mmu::assoc::AssocCache): caches are the largest structures the
 //! engine models (a 2 MiB LLC has 32K lines), they carry no ASIDs and a one-bit payload,
 //! and page walks touch them at random. So a set's tags sit contiguously with the dirty
-//! bit folded in (a 16-way set is two host cache lines, nothing else is touched), and
-//! with LRU replacement the set is kept in recency order — a hit moves its tag to the
-//! front, the victim is the last way — so no separate recency state exists
-//! (docs/performance.md).
+//! bit folded in (a 16-way set is two host cache lines), and with LRU replacement a
+//! set's recency order is one packed word (docs/performance.md).
 
 use super::column::ColumnStore;
 use super::victim::VictimCache;
 use super::write_buffer::WriteBuffer;
 use crate::config::{CacheConfig, Indexing, Organisation, Serves, WritePolicy};
 use crate::error::{Error, Result};
-use crate::mmu::assoc::{check_geometry, match_mask_ignoring, plru_touch, plru_victim, Replacement};
+use crate::mmu::assoc::{
+    check_geometry, lru_initial_order, lru_to_front, lru_victim, lru_victim_to_front, match_mask_ignoring, plru_touch, plru_victim,
+    Replacement,
+};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
@@ -85,9 +86,13 @@ impl Probe {
 }
 
 #[derive(Clone, Debug)]
+#[repr(u8)]
 enum Order {
-    /// Ways in recency order, most recent first; empty ways at the end.
-    Lru,
+    /// Up to 16 ways: per set, the ways in recency order packed as 4-bit nibbles
+    /// (`mmu::assoc`'s packed order; nibble 0 = most recent, never-filled ways last),
+    /// so a hit updates one word instead of moving the tags in front of it. More ways:
+    /// `recency` is empty and the set's tags themselves are kept in recency order.
+    Lru { recency: Vec<u64> },
     /// One bit-tree per set; ways keep their position.
     Plru { bits: Vec<u64> },
     Random { rng: Xoshiro256PlusPlus },
@@ -110,7 +115,7 @@ impl LineStore {
         }
         let (ways, sets) = check_geometry(lines, ways, repl, key_path)?;
         let order = match repl {
-            Replacement::Lru => Order::Lru,
+            Replacement::Lru => Order::Lru { recency: if ways <= 16 { vec![lru_initial_order(ways); sets] } else { Vec::new() } },
             Replacement::Plru => Order::Plru { bits: vec![0; sets] },
             Replacement::Random => Order::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
         };
@@ -129,16 +134,22 @@ impl LineStore {
     #[inline(always)]
     fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
         let set = self.set_of(idx_line);
-        if let Order::Lru = self.order {
-            // The common geometries, unrolled (docs/performance.md).
-            match self.ways {
-                1 => return self.lru_access::<1>(set, line, write, allocate),
-                2 => return self.lru_access::<2>(set, line, write, allocate),
-                4 => return self.lru_access::<4>(set, line, write, allocate),
-                8 => return self.lru_access::<8>(set, line, write, allocate),
-                12 => return self.lru_access::<12>(set, line, write, allocate),
-                16 => return self.lru_access::<16>(set, line, write, allocate),
-                _ => {}
+        if let Order::Lru { recency } = &mut self.order {
+            if self.ways <= 16 {
+                let base = set * self.ways;
+                let tags = &mut self.tags[base..base + self.ways];
+                let want = line << 1;
+                // The common geometries' tag match unrolled (docs/performance.md).
+                let hits = match self.ways {
+                    1 => match_mask_ignoring::<1>(tags, want, DIRTY),
+                    2 => match_mask_ignoring::<2>(tags, want, DIRTY),
+                    4 => match_mask_ignoring::<4>(tags, want, DIRTY),
+                    8 => match_mask_ignoring::<8>(tags, want, DIRTY),
+                    12 => match_mask_ignoring::<12>(tags, want, DIRTY),
+                    16 => match_mask_ignoring::<16>(tags, want, DIRTY),
+                    _ => crate::host::match_mask(tags, want, DIRTY),
+                };
+                return lru_packed_access(tags, &mut recency[set], hits, want, write, allocate);
             }
         }
         let ways = self.ways;
@@ -158,7 +169,8 @@ impl LineStore {
         }
         let dirty = if write { DIRTY } else { 0 };
         match &mut self.order {
-            Order::Lru => {
+            Order::Lru { .. } => {
+                // More than 16 ways: the tags are kept in recency order.
                 if hit_way != usize::MAX {
                     let t = tags[hit_way] | dirty;
                     tags.copy_within(0..hit_way, 1);
@@ -193,35 +205,6 @@ impl LineStore {
         }
     }
 
-    /// `access` for an LRU set of exactly N ways, kept in recency order.
-    #[inline(always)]
-    fn lru_access<const N: usize>(&mut self, set: usize, line: u64, write: bool, allocate: bool) -> Probe {
-        let tags: &mut [u64; N] = (&mut self.tags[set * N..set * N + N]).try_into().expect("set of N ways");
-        let want = line << 1;
-        let dirty = if write { DIRTY } else { 0 };
-        let hits = match_mask_ignoring::<N>(tags, want, DIRTY);
-        if hits != 0 {
-            let w = hits.trailing_zeros() as usize;
-            let t = tags[w] | dirty;
-            if w > 0 {
-                // Ways 0..w move down one place (a select per way: no memmove call).
-                let old = *tags;
-                for i in 1..N {
-                    tags[i] = if i <= w { old[i - 1] } else { old[i] };
-                }
-            }
-            tags[0] = t;
-            return Probe::hit();
-        }
-        if !allocate {
-            return Probe::miss(INVALID);
-        }
-        let victim = tags[N - 1];
-        tags.copy_within(0..N - 1, 1);
-        tags[0] = want | dirty;
-        Probe::miss(victim)
-    }
-
     /// For the position-keeping policies: on a miss, put `tag` in way `w`.
     #[inline]
     fn fill_at(&mut self, set: usize, w: usize, hit_way: usize, tag: u64) -> Probe {
@@ -233,6 +216,29 @@ impl LineStore {
         *slot = tag;
         Probe::miss(victim)
     }
+}
+
+/// LRU access to a set of up to 16 ways whose recency is the packed `order`; `hits`
+/// has bit w set where way w holds the line (`want` = its tag). Never-filled ways sit
+/// at the least-recent end, so a miss fills them first.
+#[inline(always)]
+fn lru_packed_access(tags: &mut [u64], order: &mut u64, hits: u64, want: u64, write: bool, allocate: bool) -> Probe {
+    let ways = tags.len();
+    let dirty = if write { DIRTY } else { 0 };
+    if hits != 0 {
+        let w = hits.trailing_zeros() as usize;
+        tags[w] |= dirty;
+        *order = lru_to_front(*order, w as u64, ways);
+        return Probe::hit();
+    }
+    if !allocate {
+        return Probe::miss(INVALID);
+    }
+    let w = lru_victim(*order, ways);
+    let victim = tags[w];
+    tags[w] = want | dirty;
+    *order = lru_victim_to_front(*order, w, ways);
+    Probe::miss(victim)
 }
 
 #[derive(Clone, Debug)]
@@ -308,6 +314,34 @@ impl Cache {
 
     pub fn line_bytes(&self) -> u64 {
         1 << self.line_shift
+    }
+
+    /// Whether `walk_read` serves this level: a set-associative LRU tag store with no
+    /// victim cache (a page walk's read then needs none of `access`'s other cases).
+    pub(crate) fn serves_walk_reads_plainly(&self) -> bool {
+        matches!(&self.store, TagStore::SetAssociative(s) if matches!(s.order, Order::Lru { .. })) && self.victim.is_none()
+    }
+
+    /// `access` for a page walk's read of physical address `pa` at a level that
+    /// `serves_walk_reads_plainly`: the same tag-store change and counters, without the
+    /// cases a walk read never meets (writes, victim caches, virtual indexing of a
+    /// physical address). `Some(latency)` on a hit.
+    #[inline(always)]
+    pub(crate) fn walk_read(&mut self, pa: u64) -> Option<u32> {
+        let line = pa >> self.line_shift;
+        let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("walk_read on a column-associative level") };
+        let p = s.access(line, line, false, true);
+        let c = &mut self.counters;
+        c.accesses += 1;
+        c.walk_accesses += 1;
+        c.writebacks += (p.evicted != INVALID && p.evicted & DIRTY != 0) as u64;
+        if p.hit {
+            c.hits += 1;
+            return Some(self.latency);
+        }
+        c.misses += 1;
+        c.walk_misses += 1;
+        None
     }
 
     /// Look up the line of `pa` (set chosen by `va` if virtually indexed). Misses
@@ -387,7 +421,7 @@ mod tests {
     #[test]
     fn agrees_with_the_general_tag_store() {
         for repl in [Replacement::Lru, Replacement::Plru, Replacement::Random] {
-            for (lines, ways) in [(64usize, 4usize), (64, 16), (48, 12), (8, 1), (16, 16), (32, 2), (64, 8), (60, 6)] {
+            for (lines, ways) in [(64usize, 4usize), (64, 16), (48, 12), (8, 1), (16, 16), (32, 2), (64, 8), (60, 6), (45, 15), (64, 32), (40, 20)] {
                 if repl == Replacement::Plru && !ways.is_power_of_two() {
                     continue;
                 }

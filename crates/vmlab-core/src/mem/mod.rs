@@ -27,6 +27,10 @@ pub struct MemoryHierarchy {
     instr_path: Vec<usize>,
     /// Position in `data_path` where walk references enter.
     walker_entry: usize,
+    /// Every level from `walker_entry` down serves walk reads through
+    /// `Cache::walk_read` (set-associative LRU, no victim cache): a walk reference then
+    /// skips `access_path`'s general cases (a third of a G2 run's memory thread).
+    walk_reads_plain: bool,
     pub memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
@@ -82,11 +86,13 @@ impl MemoryHierarchy {
                 ))
             }
         };
+        let walk_reads_plain = data_path[walker_entry.min(data_path.len())..].iter().all(|&i| caches[i].serves_walk_reads_plainly());
         Ok(MemoryHierarchy {
             caches,
             data_path,
             instr_path,
             walker_entry,
+            walk_reads_plain,
             memory_latency: cfg.memory.latency,
             memory_accesses: 0,
             cml: None,
@@ -135,11 +141,17 @@ impl MemoryHierarchy {
             }
             missed = Some(id);
         }
-        self.memory_accesses += 1;
         if let (Some(k), RefSource::Program) = (missed, src) {
             let up = self.caches[k].latency;
             self.caches[k].counters.miss_cycles += self.memory_latency.saturating_sub(up) as u64;
         }
+        self.reach_memory(pa)
+    }
+
+    /// A reference that missed every level reaches memory.
+    #[inline(always)]
+    fn reach_memory(&mut self, pa: u64) -> u32 {
+        self.memory_accesses += 1;
         if let Some(cml) = &mut self.cml {
             cml.observe(pa);
             self.interrupt |= cml.interrupt;
@@ -153,6 +165,14 @@ impl MemoryHierarchy {
     /// A page-walk reference (a read of a page-table entry, by physical address).
     #[inline]
     pub fn walk_ref(&mut self, pa: u64) -> u32 {
+        if self.walk_reads_plain {
+            for pos in self.walker_entry..self.data_path.len() {
+                if let Some(latency) = self.caches[self.data_path[pos]].walk_read(pa) {
+                    return latency;
+                }
+            }
+            return self.reach_memory(pa);
+        }
         self.access_path(false, self.walker_entry, pa, pa, false, RefSource::Walk, 0)
     }
 

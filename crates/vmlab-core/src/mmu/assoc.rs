@@ -177,11 +177,7 @@ impl<V: Copy + Default> AssocCache<V> {
         }
         let (ways, sets) = check_geometry(entries, ways, repl, key_path)?;
         let repl = match repl {
-            Replacement::Lru if ways <= 16 => {
-                // Initial order 0, 1, ..., ways-1: way ways-1 is the first victim.
-                let init = (0..ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)));
-                ReplState::LruOrder { order: vec![init; sets] }
-            }
+            Replacement::Lru if ways <= 16 => ReplState::LruOrder { order: vec![lru_initial_order(ways); sets] },
             Replacement::Lru => ReplState::LruList(RecencyList::new(sets, ways)),
             Replacement::Plru => ReplState::Plru { bits: vec![0; sets] },
             Replacement::Random => ReplState::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
@@ -382,10 +378,7 @@ impl<V: Copy + Default> AssocCache<V> {
         self.vals[slot] = val;
         match &mut self.repl {
             // The victim was the least recent way: rotate it to the front.
-            ReplState::LruOrder { order } => {
-                let way = (slot - base) as u64;
-                order[set] = ((order[set] << 4) | way) & low_nibbles(self.ways as u32);
-            }
+            ReplState::LruOrder { order } => order[set] = lru_victim_to_front(order[set], slot - base, self.ways),
             ReplState::LruList(l) => {
                 l.set_valid(set, slot - base, true);
                 l.touch(set, slot - base);
@@ -400,7 +393,7 @@ impl<V: Copy + Default> AssocCache<V> {
         let base = set * self.ways;
         match &mut self.repl {
             // Invalid ways are kept at the least-recent end, so they go first.
-            ReplState::LruOrder { order } => ((order[set] >> (4 * (self.ways - 1))) & 0xf) as usize,
+            ReplState::LruOrder { order } => lru_victim(order[set], self.ways),
             ReplState::LruList(l) => l.victim(set),
             ReplState::Plru { bits } => {
                 let keys = &self.keys[base..base + self.ways];
@@ -467,10 +460,7 @@ impl<V: Copy + Default> AssocCache<V> {
         self.fps.fill(fingerprint(INVALID));
         match &mut self.repl {
             ReplState::LruList(l) => l.invalidate_all(),
-            ReplState::LruOrder { order } => {
-                let init = (0..self.ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)));
-                order.fill(init);
-            }
+            ReplState::LruOrder { order } => order.fill(lru_initial_order(self.ways)),
             _ => {}
         }
     }
@@ -539,9 +529,27 @@ fn low_nibbles(p: u32) -> u64 {
     }
 }
 
+/// A packed recency order of `ways` (<= 16) ways, nibble 0 the most recent: initially
+/// 0, 1, ..., ways-1, so way ways-1 is the first victim.
+pub(crate) fn lru_initial_order(ways: usize) -> u64 {
+    (0..ways as u64).fold(0u64, |acc, w| acc | (w << (4 * w)))
+}
+
+/// The least recent way of a packed order.
+#[inline(always)]
+pub(crate) fn lru_victim(order: u64, ways: usize) -> usize {
+    ((order >> (4 * (ways - 1))) & 0xf) as usize
+}
+
+/// Move the least recent way, `way` (just refilled), to the most-recent end.
+#[inline(always)]
+pub(crate) fn lru_victim_to_front(order: u64, way: usize, ways: usize) -> u64 {
+    ((order << 4) | way as u64) & low_nibbles(ways as u32)
+}
+
 /// Move `way` to the most-recent end (nibble 0).
 #[inline(always)]
-fn lru_to_front(order: u64, way: u64, ways: usize) -> u64 {
+pub(crate) fn lru_to_front(order: u64, way: u64, ways: usize) -> u64 {
     let p = lru_position(order, way, ways);
     if p == 0 {
         return order;
