@@ -28,6 +28,7 @@ use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::BuddyAllocator;
 use serde::{Deserialize, Serialize};
+use std::cell::Cell;
 
 const ENTRY_BYTES: u64 = 16;
 const EMPTY: u8 = 0;
@@ -88,7 +89,33 @@ pub struct GuardedPageTable {
     mapped: u64,
     /// Page sizes: 2^(12 + k·s) bytes up to 1 GiB — a leaf k digits above the bottom.
     sizes: Vec<PageSize>,
+    /// Simulator-only (nothing simulated reads or changes them): the walks `prefetch`
+    /// started for later accesses, each advanced one node per call — interleaved
+    /// pointer chasing, so the deep entries of a small-node table (G2: 17 dependent
+    /// reads) are in the host cache when the engine walks. A ring, oldest overwritten.
+    chases: Box<[Cell<Chase>]>,
+    next_chase: Cell<usize>,
+    /// Entries the last walk read, to start a chase near where its misses begin.
+    last_walk_depth: u32,
 }
+
+/// A walk `prefetch` started: the next entry to read (already prefetched into the host
+/// cache), the digit its node decodes, and the page number sought.
+#[derive(Clone, Copy)]
+struct Chase {
+    key: u64,
+    entry: u32,
+    d: u32,
+}
+
+impl Chase {
+    const IDLE: Chase = Chase { key: 0, entry: u32::MAX, d: 0 };
+}
+
+/// Chases in flight: the engine prefetches 12 records ahead, one call per page.
+const CHASES: usize = 12;
+/// Calls a chase can count on before its walk (gups: a read and a write per page).
+const CHASE_STEPS: u32 = 6;
 
 impl GuardedPageTable {
     pub fn new(cfg: &GuardedConfig) -> Result<GuardedPageTable> {
@@ -118,7 +145,40 @@ impl GuardedPageTable {
                 .take_while(|&sh| sh <= 30 && sh < cfg.va_bits as u32)
                 .map(|sh| PageSize::from_valid_shift(sh as u8))
                 .collect(),
+            chases: (0..CHASES).map(|_| Cell::new(Chase::IDLE)).collect(),
+            next_chase: Cell::new(0),
+            last_walk_depth: 0,
         })
+    }
+
+    /// One step of a chase from entry `e` (read at digit `d`): the next entry on the
+    /// path to `key`, prefetched, or IDLE where the path ends. Reads only; the indices
+    /// are checked, since the table may have changed since the chase began.
+    #[inline]
+    fn chase_from(&self, e: Entry, key: u64, d: u32) -> Chase {
+        // A node decodes a digit below the guard: a stale chase can hold any `d`.
+        if e.kind != NODE || d + e.glen as u32 >= self.digits || !self.guard_matches(&e, key, d) {
+            return Chase::IDLE;
+        }
+        let d = d + e.glen as u32;
+        let n = e.val as usize;
+        let entry = n * self.entries_per_node() + self.digit(key, d);
+        match (self.entries.get(entry), self.nodes.get(n)) {
+            (Some(next), Some(node)) => {
+                crate::host::prefetch(next);
+                crate::host::prefetch(node);
+                Chase { key, entry: entry as u32, d: d + 1 }
+            }
+            _ => Chase::IDLE,
+        }
+    }
+
+    #[inline]
+    fn chase_step(&self, c: Chase) -> Chase {
+        match self.entries.get(c.entry as usize) {
+            Some(&e) => self.chase_from(e, c.key, c.d),
+            None => Chase::IDLE,
+        }
     }
 
     fn entries_per_node(&self) -> usize {
@@ -410,10 +470,12 @@ impl PageTable for GuardedPageTable {
         let mut depth = 1u8;
         loop {
             if e.kind == EMPTY || !self.guard_matches(&e, key, d) {
+                self.last_walk_depth = depth as u32;
                 return None;
             }
             d += e.glen as u32;
             if e.kind == LEAF {
+                self.last_walk_depth = depth as u32;
                 return Some(self.leaf_translation(&e));
             }
             let n = e.val as usize;
@@ -423,6 +485,29 @@ impl PageTable for GuardedPageTable {
             d += 1;
             depth = depth.saturating_add(1);
         }
+    }
+
+    fn prefetch(&self, asid: Asid, va: u64) {
+        for c in self.chases.iter() {
+            let chase = c.get();
+            if chase.entry != u32::MAX {
+                c.set(self.chase_step(chase));
+            }
+        }
+        let Some(Some((root, _))) = self.roots.get(asid as usize) else { return };
+        let Ok(key) = self.key_of(va) else { return };
+        // The first entries of a path are few and stay in the host cache: read them
+        // now, and leave the chase the last CHASE_STEPS of the previous walk's depth.
+        let mut chase = self.chase_from(*root, key, 0);
+        for _ in 0..self.last_walk_depth.saturating_sub(CHASE_STEPS + 1) {
+            if chase.entry == u32::MAX {
+                break;
+            }
+            chase = self.chase_step(chase);
+        }
+        let slot = self.next_chase.get();
+        self.chases[slot].set(chase);
+        self.next_chase.set((slot + 1) % CHASES);
     }
 
     fn footprint(&self) -> PtFootprint {
@@ -453,6 +538,47 @@ mod tests {
         let mut pt = GuardedPageTable::new(&GuardedConfig { node_entries: s, va_bits: 48 }).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         (pt, mem)
+    }
+
+    /// `prefetch` is a host-cache hint only: with chases started, advanced and left
+    /// stale by maps and unmaps between them (nodes split, merged, freed and reused),
+    /// every walk returns what it returns on a table that is never prefetched, with
+    /// the same references.
+    #[test]
+    fn prefetch_changes_no_walk() {
+        use rand::{Rng, SeedableRng};
+        for s in [2usize, 16] {
+            let (mut plain, mut mem_a) = gpt(s);
+            let (mut hinted, mut mem_b) = gpt(s);
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(s as u64);
+            let (mut pa, mut pb) = (WalkPath::new(), WalkPath::new());
+            let page = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| 0x7f00_0000_0000u64 + (rng.gen_range(0..4096u64) << 12);
+            for step in 0..20_000 {
+                let va = page(&mut rng);
+                match rng.gen_range(0..8) {
+                    0 => {
+                        if plain.translate(0, va).is_none() {
+                            let frame = 0x1_0000_0000 + (va & 0xff_ffff_f000);
+                            plain.map(&mut mem_a, 0, va, frame, PageSize::K4, Perms::RW_USER).unwrap();
+                            hinted.map(&mut mem_b, 0, va, frame, PageSize::K4, Perms::RW_USER).unwrap();
+                        }
+                    }
+                    1 => assert_eq!(plain.unmap(&mut mem_a, 0, va), hinted.unmap(&mut mem_b, 0, va)),
+                    _ => {
+                        for _ in 0..rng.gen_range(0..3) {
+                            hinted.prefetch(0, page(&mut rng));
+                        }
+                        hinted.prefetch(0, va);
+                        pa.clear();
+                        pb.clear();
+                        let a = plain.walk(0, va, &mut NoWalkCaches, &mut pa);
+                        let b = hinted.walk(0, va, &mut NoWalkCaches, &mut pb);
+                        assert_eq!(a, b, "G{s} step {step}");
+                        assert_eq!(pa.refs(), pb.refs(), "G{s} step {step}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
