@@ -109,7 +109,8 @@ struct Chase {
 }
 
 impl Chase {
-    const IDLE: Chase = Chase { key: 0, entry: u32::MAX, d: 0 };
+    // No page number is u64::MAX (VA bits 12..64 give at most 52 bits).
+    const IDLE: Chase = Chase { key: u64::MAX, entry: u32::MAX, d: 0 };
 }
 
 /// Chases in flight: the engine prefetches 12 records ahead, one call per page.
@@ -463,6 +464,12 @@ impl PageTable for GuardedPageTable {
 
     fn walk(&mut self, asid: Asid, va: u64, _: &mut NoWalkCaches, path: &mut WalkPath) -> Option<Translation> {
         let key = self.key_of(va).ok()?;
+        // This page's chase has done its work: stop advancing it.
+        for c in self.chases.iter_mut() {
+            if c.get_mut().key == key {
+                *c.get_mut() = Chase::IDLE;
+            }
+        }
         let (mut e, root_pa) = (*self.roots.get(asid as usize)?)?;
         path.push_step(root_pa, 0);
         let per = self.entries_per_node();
