@@ -163,7 +163,7 @@ impl MemoryHierarchy {
     }
 
     /// A page-walk reference (a read of a page-table entry, by physical address).
-    #[inline]
+    #[inline(always)]
     pub fn walk_ref(&mut self, pa: u64) -> u32 {
         if self.walk_reads_plain {
             for pos in self.walker_entry..self.data_path.len() {

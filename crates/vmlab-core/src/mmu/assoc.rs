@@ -551,12 +551,10 @@ pub(crate) fn lru_victim_to_front(order: u64, way: usize, ways: usize) -> u64 {
 #[inline(always)]
 pub(crate) fn lru_to_front(order: u64, way: u64, ways: usize) -> u64 {
     let p = lru_position(order, way, ways);
-    if p == 0 {
-        return order;
-    }
-    let below = order & low_nibbles(p);
-    let above = order & !low_nibbles(p + 1);
-    above | (below << 4) | way
+    // Branch-free (p <= 15): at p = 15 the shift below makes `upto` all ones.
+    let at = 1u64 << (4 * p);
+    let upto = (at << 4).wrapping_sub(1);
+    (order & !upto) | ((order & (at - 1)) << 4) | way
 }
 
 /// Move `way` to the least-recent end (nibble ways-1).
