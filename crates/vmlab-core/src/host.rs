@@ -55,7 +55,7 @@ pub fn match_mask(keys: &[u64], key: u64, ignore: u64) -> u64 {
 /// `mmu::assoc`).
 #[inline(always)]
 pub fn byte_match_mask(bytes: &[u8], b: u8) -> u64 {
-    debug_assert!(bytes.len() <= 64 && bytes.len() % 16 == 0);
+    debug_assert!(bytes.len() <= 64 && bytes.len().is_multiple_of(16));
     let mut mask = 0u64;
     #[cfg(target_arch = "x86_64")]
     // SAFETY: SSE2 is part of the x86-64 baseline; each load reads 16 bytes inside
