@@ -228,7 +228,10 @@ fn lru_packed_access(tags: &mut [u64], order: &mut u64, hits: u64, want: u64, wr
     if hits != 0 {
         let w = hits.trailing_zeros() as usize;
         tags[w] |= dirty;
-        *order = lru_to_front(*order, w as u64, ways);
+        // Most program hits are on the most recent line (a stream reads a line 8 times).
+        if *order & 0xf != w as u64 {
+            *order = lru_to_front(*order, w as u64, ways);
+        }
         return Probe::hit();
     }
     if !allocate {

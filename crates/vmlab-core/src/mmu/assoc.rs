@@ -544,7 +544,8 @@ pub(crate) fn lru_victim(order: u64, ways: usize) -> usize {
 /// Move the least recent way, `way` (just refilled), to the most-recent end.
 #[inline(always)]
 pub(crate) fn lru_victim_to_front(order: u64, way: usize, ways: usize) -> u64 {
-    ((order << 4) | way as u64) & low_nibbles(ways as u32)
+    // The low `ways` nibbles, branch-free (1 <= ways <= 16).
+    ((order << 4) | way as u64) & (u64::MAX >> (64 - 4 * ways))
 }
 
 /// Move `way` to the most-recent end (nibble 0).
