@@ -209,6 +209,11 @@ pub struct NestedPageTable<G: PageTable, H: PageTable> {
     /// Guest-physical 4K pages backed on first use (EPT-violation-like host faults).
     host_faults: u64,
     host_fallbacks: u64,
+    /// Simulator-only: one bit per guest-physical 4K page known to be backed, set
+    /// when `map_host` backs it. Backing is never undone (a split remaps the same
+    /// pages), so a set bit spares a walk the host lookup that checks; a clear bit
+    /// just means "look".
+    backed: Vec<u64>,
     /// Host memory ran out while a walk backed a guest page-table page.
     pub(crate) walk_error: Option<Error>,
 }
@@ -240,6 +245,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             hpas: Vec::with_capacity(64),
             host_faults: 0,
             host_fallbacks: 0,
+            backed: Vec::new(),
             walk_error: None,
         })
     }
@@ -268,13 +274,37 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             let partly = (0..512u64).any(|i| self.host.translate(VM, base + (i << 12)).is_some());
             if !partly {
                 if let Some(hpa) = self.host_mem.try_alloc(PageSize::M2, FrameUse::Data) {
-                    return self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::M2, Perms::RWX_USER).map_err(in_host);
+                    self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::M2, Perms::RWX_USER).map_err(in_host)?;
+                    self.mark_backed(base, PageSize::M2);
+                    return Ok(());
                 }
             }
             self.host_fallbacks += 1;
         }
         let hpa = self.host_mem.alloc(PageSize::K4, FrameUse::Data).map_err(in_host)?;
-        self.host.map(&mut self.host_mem, VM, PageSize::K4.align_down(gpa), hpa, PageSize::K4, Perms::RWX_USER).map_err(in_host)
+        let base = PageSize::K4.align_down(gpa);
+        self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::K4, Perms::RWX_USER).map_err(in_host)?;
+        self.mark_backed(base, PageSize::K4);
+        Ok(())
+    }
+
+    /// Record that the `size` page at `base` (aligned) is backed.
+    fn mark_backed(&mut self, base: u64, size: PageSize) {
+        let (first, pages) = (base >> 12, size.bytes() >> 12);
+        let last_word = ((first + pages - 1) / 64) as usize;
+        if self.backed.len() <= last_word {
+            self.backed.resize(last_word + 1, 0);
+        }
+        for p in first..first + pages {
+            self.backed[(p / 64) as usize] |= 1 << (p % 64);
+        }
+    }
+
+    /// Whether the 4K page of `gpa` is known to be backed (see `backed`).
+    #[inline(always)]
+    fn known_backed(&self, gpa: u64) -> bool {
+        let p = gpa >> 12;
+        self.backed.get((p / 64) as usize).is_some_and(|w| (w >> (p % 64)) & 1 != 0)
     }
 
     /// Split the host page backing `gpa` into 4K pages on the same frames (as KVM splits
@@ -286,7 +316,13 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         let base = h.size.align_down(gpa);
         self.host.unmap(&mut self.host_mem, VM, base);
         for off in (0..h.size.bytes()).step_by(4096) {
+            // A remap that fails leaves its page unbacked: clear its bit first.
+            let p = (base + off) >> 12;
+            if let Some(w) = self.backed.get_mut((p / 64) as usize) {
+                *w &= !(1 << (p % 64));
+            }
             self.host.map(&mut self.host_mem, VM, base + off, h.pa + off, PageSize::K4, h.perms).map_err(in_host)?;
+            self.mark_backed(base + off, PageSize::K4);
         }
         Ok(true)
     }
@@ -316,7 +352,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
                 return Some((hpage << 12) | (gpa & 0xfff));
             }
         }
-        if self.host.translate(VM, gpa).is_none() {
+        if !self.known_backed(gpa) && self.host.translate(VM, gpa).is_none() {
             if let Err(e) = self.back(gpa) {
                 self.walk_error = Some(e);
                 return None;
