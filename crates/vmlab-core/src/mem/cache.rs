@@ -280,7 +280,8 @@ pub struct Cache {
     pub virtually_indexed: bool,
     line_shift: u32,
     store: TagStore,
-    pub victim: Option<VictimCache>,
+    /// Private: `MemoryHierarchy::walk_reads_plain` is derived from it once.
+    victim: Option<VictimCache>,
     pub write_buffer: Option<WriteBuffer>,
     pub counters: CacheCounters,
 }
@@ -448,6 +449,35 @@ mod tests {
                     assert_eq!((p.hit, p.evicted != INVALID && p.evicted & DIRTY != 0), expect, "{repl:?} {lines}/{ways} access {i}");
                 }
             }
+        }
+    }
+
+    /// `walk_read`, the walk references' shortcut, changes the tag store and the
+    /// counters exactly as `access` does for a walk read, and reports the same hits,
+    /// on random walk reads mixed with program writes (which leave dirty lines for
+    /// the walk reads to evict).
+    #[test]
+    fn walk_read_is_access_for_a_walk_read() {
+        for ways in [1usize, 4, 8, 12, 16, 6, 32] {
+            let cfg: CacheConfig = toml::from_str(&format!("level = 2\nsize = \"{}K\"\nways = {ways}\nlatency = 9", ways * 4)).unwrap();
+            let mut fast = Cache::new("l2", &cfg, 1).unwrap();
+            assert!(fast.serves_walk_reads_plainly());
+            let mut general = Cache::new("l2", &cfg, 1).unwrap();
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(ways as u64);
+            for i in 0..20_000 {
+                let pa = rng.gen_range(0..(ways as u64 * 64 * 3)) * 64 + rng.gen_range(0..64);
+                if rng.gen_range(0..4) == 0 {
+                    assert_eq!(fast.access(pa, pa, true, RefSource::Program), general.access(pa, pa, true, RefSource::Program));
+                    continue;
+                }
+                let expect = match general.access(pa, pa, false, RefSource::Walk) {
+                    Served::Hit(l) => Some(l),
+                    Served::Miss => None,
+                };
+                assert_eq!(fast.walk_read(pa), expect, "{ways} ways, read {i}");
+            }
+            assert_eq!(fast.counters, general.counters, "{ways} ways");
+            assert!(fast.counters.writebacks > 0 && fast.counters.walk_misses > 0, "{ways} ways: the traffic exercises evictions");
         }
     }
 
