@@ -345,13 +345,13 @@ impl<V: Copy + Default> AssocCache<V> {
     /// picks an invalid way or the replacement victim.
     #[inline]
     pub fn fill_absent(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
-        let slot = set * self.ways + self.victim_way(set);
+        let slot = self.claim_victim(set);
         let evicted = (self.keys[slot] != INVALID).then(|| Evicted {
             key: self.keys[slot],
             asid: self.asids[slot],
             val: self.vals[slot],
         });
-        self.write(set, slot, key, asid, val);
+        self.write(slot, key, asid, val);
         evicted
     }
 
@@ -360,31 +360,48 @@ impl<V: Copy + Default> AssocCache<V> {
     /// misses).
     #[inline]
     pub fn fill_absent_evicts(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
-        let slot = set * self.ways + self.victim_way(set);
+        let slot = self.claim_victim(set);
         let evicted = self.keys[slot] != INVALID;
-        self.write(set, slot, key, asid, val);
+        self.write(slot, key, asid, val);
         evicted
     }
 
-    /// Put an entry in `slot` (of `set`), the way `victim_way` chose.
+    /// Put an entry in `slot`, which `claim_victim` chose.
     #[inline(always)]
-    fn write(&mut self, set: usize, slot: usize, key: u64, asid: Asid, val: V) {
-        let base = set * self.ways;
+    fn write(&mut self, slot: usize, key: u64, asid: Asid, val: V) {
         self.keys[slot] = key;
         if self.ways > FINGERPRINT_WAYS {
             self.fps[slot] = fingerprint(key);
         }
         self.asids[slot] = asid;
         self.vals[slot] = val;
-        match &mut self.repl {
-            // The victim was the least recent way: rotate it to the front.
-            ReplState::LruOrder { order } => order[set] = lru_victim_to_front(order[set], slot - base, self.ways),
-            ReplState::LruList(l) => {
-                l.set_valid(set, slot - base, true);
-                l.touch(set, slot - base);
+    }
+
+    /// The slot to fill in `set` (an invalid way if any, else the replacement policy's
+    /// victim), already made the most recent: the caller writes it next. One pass over
+    /// the replacement state instead of one to choose and one to update.
+    #[inline(always)]
+    fn claim_victim(&mut self, set: usize) -> usize {
+        let base = set * self.ways;
+        let way = match &mut self.repl {
+            // Invalid ways are kept at the least-recent end, so they go first; the
+            // victim is rotated to the front.
+            ReplState::LruOrder { order } => {
+                let o = order[set];
+                let way = lru_victim(o, self.ways);
+                order[set] = lru_victim_to_front(o, way, self.ways);
+                return base + way;
             }
-            _ => self.touch(set, slot),
-        }
+            ReplState::LruList(l) => {
+                let way = l.victim(set);
+                l.set_valid(set, way, true);
+                l.touch(set, way);
+                return base + way;
+            }
+            ReplState::Plru { .. } | ReplState::Random { .. } => self.victim_way(set),
+        };
+        self.touch(set, base + way);
+        base + way
     }
 
     /// The way to fill: an invalid one if any, else the replacement policy's victim.
@@ -392,7 +409,6 @@ impl<V: Copy + Default> AssocCache<V> {
     fn victim_way(&mut self, set: usize) -> usize {
         let base = set * self.ways;
         match &mut self.repl {
-            // Invalid ways are kept at the least-recent end, so they go first.
             ReplState::LruOrder { order } => lru_victim(order[set], self.ways),
             ReplState::LruList(l) => l.victim(set),
             ReplState::Plru { bits } => {

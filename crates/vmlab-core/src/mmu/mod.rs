@@ -255,21 +255,25 @@ impl TlbHierarchy {
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     #[inline]
     pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
-        let (side, shift) = (instr as usize, t.size.shift() as usize);
-        for i in 0..self.fills[side][shift].len() {
-            let f = self.fills[side][shift][i];
+        let shift = t.size.shift();
+        let mut pieces = 0u64;
+        for f in &self.fills[instr as usize][shift as usize] {
             if f.level as usize >= upto {
                 break;
             }
-            let e = piece_of(va, t, f.piece);
-            if e.size != t.size {
-                self.tlbs[f.tlb as usize].note_splinter();
+            let tlb = &mut self.tlbs[f.tlb as usize];
+            if f.piece == shift {
+                tlb.install(va, asid, t);
+            } else {
+                tlb.note_splinter();
+                tlb.install(va, asid, &piece_of(va, t, f.piece));
             }
-            if self.filled_shifts & (1u64 << f.piece) == 0 {
-                self.filled_shifts |= 1u64 << f.piece;
-                self.plan_probes();
-            }
-            self.tlbs[f.tlb as usize].install(va, asid, &e);
+            pieces |= 1u64 << f.piece;
+        }
+        if pieces & !self.filled_shifts != 0 {
+            // A size filled for the first time: lookups probe for it from now on.
+            self.filled_shifts |= pieces;
+            self.plan_probes();
         }
     }
 

@@ -494,6 +494,8 @@ impl PageTable for GuardedPageTable {
         }
     }
 
+    const PREFETCHES: bool = true;
+
     fn prefetch(&self, asid: Asid, va: u64) {
         for c in self.chases.iter() {
             let chase = c.get();

@@ -179,6 +179,9 @@ pub trait PageTable {
     /// the entries into the host cache. Must not change any state or statistic.
     #[inline(always)]
     fn prefetch(&self, _asid: Asid, _va: u64) {}
+    /// Whether `prefetch` does anything (a nested table skips the work of finding a
+    /// host address to prefetch for when its host table would ignore the hint).
+    const PREFETCHES: bool = false;
 
     /// An error a walk met but could not return (a nested table's hypervisor out of
     /// host memory for a page-table page): the engine checks after a walk that found no

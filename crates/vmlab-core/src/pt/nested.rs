@@ -37,9 +37,14 @@ use crate::error::{Error, Result};
 use crate::mmu::assoc::{AssocCache, Replacement};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use serde::{Deserialize, Serialize};
+use std::cell::Cell;
 
 /// The host table's address space (one virtual machine).
 const VM: Asid = 0;
+
+/// `prefetch` hints the host entry of a data page this many calls after the guest
+/// entry that names the page: by then the guest entry has reached the host cache.
+const HOST_PREFETCH_LAG: usize = 6;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -216,6 +221,11 @@ pub struct NestedPageTable<G: PageTable, H: PageTable> {
     backed: Vec<u64>,
     /// Host memory ran out while a walk backed a guest page-table page.
     pub(crate) walk_error: Option<Error>,
+    /// Simulator-only: the last `HOST_PREFETCH_LAG` addresses `prefetch` was given (a
+    /// ring; `u64::MAX` = none), whose host entries it hints once their guest entries
+    /// have arrived.
+    prefetched: [Cell<(Asid, u64)>; HOST_PREFETCH_LAG],
+    next_prefetched: Cell<usize>,
 }
 
 /// Guest radix over host radix.
@@ -247,6 +257,8 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             host_fallbacks: 0,
             backed: Vec::new(),
             walk_error: None,
+            prefetched: std::array::from_fn(|_| Cell::new((VM, u64::MAX))),
+            next_prefetched: Cell::new(0),
         })
     }
 
@@ -370,7 +382,11 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 
     /// Append the merged host walks as steps of `path`: their k-th steps together.
     fn flush_merge(&mut self, path: &mut WalkPath) {
-        self.merge.sort_by_key(|r| r.step);
+        // One host walk's references are already in step order (the common case: a
+        // radix guest reads one entry per step).
+        if !self.merge.is_sorted_by_key(|r| r.step) {
+            self.merge.sort_by_key(|r| r.step);
+        }
         let mut step = u16::MAX;
         for r in &self.merge {
             if r.step != step {
@@ -479,6 +495,24 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         let size = g.size.min(h.size);
         Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
     }
+
+    /// The guest entry of `va` now; the host entry of the data page of the address
+    /// given `HOST_PREFETCH_LAG` calls ago, whose guest entry has had time to arrive
+    /// (a nested walk's two dependent misses, each hidden by its own look-ahead).
+    fn prefetch(&self, asid: Asid, va: u64) {
+        self.guest.prefetch(asid, va);
+        if H::PREFETCHES {
+            let slot = self.next_prefetched.get();
+            let (old_asid, old_va) = self.prefetched[slot].replace((asid, va));
+            self.next_prefetched.set((slot + 1) % HOST_PREFETCH_LAG);
+            if old_va != u64::MAX {
+                if let Some(g) = self.guest.translate(old_asid, old_va) {
+                    self.host.prefetch(VM, g.phys(old_va));
+                }
+            }
+        }
+    }
+    const PREFETCHES: bool = G::PREFETCHES || H::PREFETCHES;
 
     fn take_error(&mut self) -> Option<Error> {
         self.walk_error.take()

@@ -450,6 +450,8 @@ impl PageTable for RadixPageTable {
         }
     }
 
+    const PREFETCHES: bool = true;
+
     #[inline]
     fn prefetch(&self, asid: Asid, va: u64) {
         let Some(mut idx) = self.root(asid) else { return };

@@ -263,6 +263,8 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
         self.inner.take_error()
     }
 
+    const PREFETCHES: bool = true;
+
     fn prefetch(&self, asid: Asid, va: u64) {
         self.inner.prefetch(asid, va)
     }
