@@ -562,6 +562,63 @@ pub(crate) mod tests {
         (pt, caches, BuddyAllocator::new(4 << 30).unwrap())
     }
 
+    /// `prefetch` is a host-cache hint only: with hints given ahead of walks (and for
+    /// pages that get mapped or unmapped before their walk), every walk returns what it
+    /// returns on an unhinted table, with the same references and walk-cache counts.
+    #[test]
+    fn prefetch_changes_no_walk() {
+        use rand::{Rng, SeedableRng};
+        let cfg = NestedConfig::default();
+        let (mut plain, mut pc) = radix_over_radix(4, &cfg);
+        let (mut hinted, mut hc) = radix_over_radix(4, &cfg);
+        let (mut mem_a, mut mem_b) = (BuddyAllocator::new(1 << 30).unwrap(), BuddyAllocator::new(1 << 30).unwrap());
+        plain.create_space(&mut mem_a, 0).unwrap();
+        hinted.create_space(&mut mem_b, 0).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        let (mut pa, mut pb) = (WalkPath::new(), WalkPath::new());
+        let page = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| 0x7f00_0000_0000u64 + (rng.gen_range(0..8192u64) << 12);
+        let mut walks = 0;
+        for step in 0..20_000 {
+            let va = page(&mut rng);
+            match rng.gen_range(0..8) {
+                0 | 1 => {
+                    if plain.translate(0, va).is_none() {
+                        let a = mem_a.alloc(PageSize::K4, FrameUse::Data).unwrap();
+                        let b = mem_b.alloc(PageSize::K4, FrameUse::Data).unwrap();
+                        assert_eq!(a, b);
+                        plain.map(&mut mem_a, 0, va, a, PageSize::K4, Perms::RW_USER).unwrap();
+                        hinted.map(&mut mem_b, 0, va, b, PageSize::K4, Perms::RW_USER).unwrap();
+                    }
+                }
+                2 => {
+                    let (a, b) = (plain.unmap(&mut mem_a, 0, va), hinted.unmap(&mut mem_b, 0, va));
+                    assert_eq!(a, b);
+                    if let Some(t) = a {
+                        mem_a.free(t.pa, PageSize::K4, FrameUse::Data);
+                        mem_b.free(t.pa, PageSize::K4, FrameUse::Data);
+                        pc.invalidate(0, va);
+                        hc.invalidate(0, va);
+                    }
+                }
+                _ => {
+                    for _ in 0..rng.gen_range(0..4) {
+                        hinted.prefetch(0, page(&mut rng));
+                    }
+                    hinted.prefetch(0, va);
+                    pa.clear();
+                    pb.clear();
+                    let a = plain.walk(0, va, &mut pc, &mut pa);
+                    let b = hinted.walk(0, va, &mut hc, &mut pb);
+                    assert_eq!(a, b, "step {step}");
+                    assert_eq!(pa.refs(), pb.refs(), "step {step}");
+                    walks += a.is_some() as u32;
+                }
+            }
+        }
+        assert!(walks > 1000, "the walks found mappings ({walks})");
+        assert_eq!(pc.counters(), hc.counters());
+    }
+
     /// (L + 1)² − 1 sequential references with every cache off.
     #[test]
     fn a_cold_nested_walk_takes_24_or_35_references() {
