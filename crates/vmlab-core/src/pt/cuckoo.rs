@@ -292,6 +292,16 @@ impl ElasticCuckooTable {
         at.iter().enumerate().map_while(|(w, a)| a.map(|a| (w, a))).find_map(|(w, (c, in_old, i))| (c.key() == Some(key)).then_some((w, in_old, i)))
     }
 
+    /// Hint the host to bring every slot a `find` of `key` may read into its cache (no
+    /// state changes).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        for w in 0..self.p.ways {
+            let (old, i) = self.locate(key, w);
+            crate::host::prefetch(&self.slot(old, w, i).tag);
+        }
+    }
+
     pub fn find_mut(&mut self, key: u64) -> Option<&mut Cluster> {
         let (p, _) = self.find(key)?;
         let (old, i) = self.locate(key, p.way);

@@ -459,6 +459,16 @@ impl PageTable for ElasticCuckooPageTable {
         }
     }
 
+    const PREFETCHES: bool = true;
+
+    /// The 4K table's candidate slots of `va` (the ways' reads overlap in a lookup, but
+    /// each is a host-cache miss on a large table).
+    fn prefetch(&self, asid: Asid, va: u64) {
+        if let Some(s) = self.space(asid) {
+            s.tables[0].prefetch(key_of(va, PageSize::K4).0);
+        }
+    }
+
     fn footprint(&self) -> PtFootprint {
         let tables = || self.spaces.iter().flatten().flat_map(|s| s.tables.iter().chain(s.cwt.iter().flatten()));
         PtFootprint { bytes: tables().map(|t| t.bytes()).sum(), nodes: tables().map(|t| t.entries() as u64).sum(), mapped_pages: self.mapped }

@@ -275,6 +275,12 @@ impl PageTable for NestedEcptPageTable {
         self.inner.compose(va, g)
     }
 
+    const PREFETCHES: bool = true;
+
+    fn prefetch(&self, asid: Asid, va: u64) {
+        self.inner.prefetch(asid, va)
+    }
+
     fn take_error(&mut self) -> Option<crate::Error> {
         self.inner.take_error()
     }
@@ -575,6 +581,43 @@ mod tests {
             assert_eq!(refs(&a), refs(&b), "walk {i}");
             assert_eq!(a.background().len(), b.refs().iter().filter(|r| r.what == CWT_REF).count());
         }
+    }
+
+    /// `prefetch` is a host-cache hint only: on tables small enough to resize while
+    /// the hints run ahead (the look-ahead's guest lookups leave `find` hints behind),
+    /// every walk of the advanced design returns what it returns unhinted, with the same
+    /// references and the same walk-cache counts.
+    #[test]
+    fn prefetch_changes_no_walk() {
+        use rand::{Rng, SeedableRng};
+        let n = advanced(4096);
+        let (mut plain, mut pc, mut mem_a) = build(&n, [0, 16, 2]);
+        let (mut hinted, mut hc, mut mem_b) = build(&n, [0, 16, 2]);
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let (mut a, mut b) = (WalkPath::new(), WalkPath::new());
+        let page = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| 0x7000_0000_0000u64 + (rng.gen_range(0..1u64 << 14) << 12);
+        let mut found = 0;
+        for i in 0..6000 {
+            let va = page(&mut rng);
+            if i % 3 == 0 && plain.translate(0, va).is_none() {
+                assert_eq!(map(&mut plain, &mut mem_a, va, PageSize::K4), map(&mut hinted, &mut mem_b, va, PageSize::K4));
+            }
+            for _ in 0..rng.gen_range(0..4) {
+                hinted.prefetch(0, page(&mut rng));
+            }
+            hinted.prefetch(0, va);
+            a.clear();
+            b.clear();
+            let (x, y) = (plain.walk(0, va, &mut pc, &mut a), hinted.walk(0, va, &mut hc, &mut b));
+            assert_eq!(x, y, "walk {i}");
+            assert_eq!(a.refs(), b.refs(), "walk {i}");
+            assert_eq!(a.background(), b.background(), "walk {i}");
+            found += x.is_some() as u32;
+        }
+        assert!(found > 1000, "the walks found mappings ({found})");
+        let resizes = plain.inner.guest.details()["tables"][0]["resizes"].as_u64().unwrap();
+        assert!(resizes >= 2, "the guest's 4K table resized under the hints ({resizes})");
+        assert_eq!(pc.counters(), hc.counters());
     }
 
     /// Random operations: every walk of the advanced design (host 4K and THP) agrees

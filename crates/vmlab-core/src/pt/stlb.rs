@@ -263,7 +263,7 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
         self.inner.take_error()
     }
 
-    const PREFETCHES: bool = true;
+    const PREFETCHES: bool = P::PREFETCHES;
 
     fn prefetch(&self, asid: Asid, va: u64) {
         self.inner.prefetch(asid, va)
