@@ -85,7 +85,7 @@ impl fmt::Display for PageSize {
 pub fn format_bytes(b: u64) -> String {
     const UNITS: [(u64, &str); 5] = [(1 << 50, "P"), (1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (scale, suffix) in UNITS {
-        if b >= scale && b % scale == 0 {
+        if b >= scale && b.is_multiple_of(scale) {
             return format!("{}{}", b / scale, suffix);
         }
     }

@@ -588,6 +588,17 @@ pub fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
     unreachable!("key has at least one part")
 }
 
+/// For `skip_serializing_if`: keys left at their default stay out of resolved configs,
+/// so adding a key does not change the documents and hashes of runs that do not use it.
+pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+/// For `skip_serializing_if` on keys that default to true.
+pub(crate) fn is_true(v: &bool) -> bool {
+    *v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,15 +662,4 @@ mod tests {
         assert_eq!(a.hash(), b.hash());
         assert_ne!(a.hash(), c.hash());
     }
-}
-
-/// For `skip_serializing_if`: keys left at their default stay out of resolved configs,
-/// so adding a key does not change the documents and hashes of runs that do not use it.
-pub(crate) fn is_default<T: Default + PartialEq>(v: &T) -> bool {
-    *v == T::default()
-}
-
-/// For `skip_serializing_if` on keys that default to true.
-pub(crate) fn is_true(v: &bool) -> bool {
-    *v
 }

@@ -443,7 +443,7 @@ mod tests {
                             }
                             (true, false)
                         }
-                        None => (false, reference.fill_absent(set, line, 0, write).map_or(false, |e| e.val)),
+                        None => (false, reference.fill_absent(set, line, 0, write).is_some_and(|e| e.val)),
                     };
                     let p = fast.access(line, line, write, true);
                     assert_eq!((p.hit, p.evicted != INVALID && p.evicted & DIRTY != 0), expect, "{repl:?} {lines}/{ways} access {i}");

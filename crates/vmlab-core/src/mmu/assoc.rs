@@ -495,7 +495,7 @@ impl<V: Copy + Default> AssocCache<V> {
 /// associative) for `repl`: returns (ways, sets), or an error naming the key.
 pub(crate) fn check_geometry(entries: usize, ways: usize, repl: Replacement, key_path: &str) -> Result<(usize, usize)> {
     let ways = if ways == 0 { entries } else { ways };
-    if ways > entries || entries % ways != 0 {
+    if ways > entries || !entries.is_multiple_of(ways) {
         return Err(Error::config(format!("{key_path}.ways"), format!("{entries} entries cannot be split into {ways}-way sets")));
     }
     if repl == Replacement::Plru && (!ways.is_power_of_two() || ways > 64) {

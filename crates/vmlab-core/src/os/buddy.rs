@@ -55,7 +55,7 @@ pub struct BuddyAllocator {
 impl BuddyAllocator {
     /// Physical memory of `bytes` bytes (a multiple of 4 KiB, at least one frame).
     pub fn new(bytes: u64) -> Result<BuddyAllocator> {
-        if bytes < (1 << MIN_PAGE_SHIFT) || bytes % (1 << MIN_PAGE_SHIFT) != 0 {
+        if bytes < (1 << MIN_PAGE_SHIFT) || !bytes.is_multiple_of(1 << MIN_PAGE_SHIFT) {
             return Err(Error::config(
                 "machine.phys_mem",
                 format!("{bytes} bytes is not a positive multiple of 4 KiB"),

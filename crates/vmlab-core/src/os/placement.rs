@@ -143,7 +143,7 @@ impl Placement {
         // From the cursor to the end, then once from the bottom (frames freed since).
         for k in (start..limit).chain(0..start.min(limit)) {
             let f = base + k * stride;
-            if f % frames != 0 || f + frames > total {
+            if !f.is_multiple_of(frames) || f + frames > total {
                 continue;
             }
             if mem.claim(f << MIN_PAGE_SHIFT, size, usage) {

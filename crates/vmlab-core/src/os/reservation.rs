@@ -203,7 +203,7 @@ mod tests {
         let mut pages = Vec::new();
         for _ in 0..900 {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let va = 0x4000_0000 + ((state >> 33) % 2048 << 12);
+            let va = 0x4000_0000 + (((state >> 33) % 2048) << 12);
             if !r.is_populated(va) {
                 r.populate(va);
                 pages.push(va);

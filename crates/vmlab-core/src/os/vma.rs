@@ -25,6 +25,9 @@ impl Vma {
     pub fn len(&self) -> u64 {
         self.end - self.start
     }
+    pub fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
     pub fn contains_range(&self, start: u64, end: u64) -> bool {
         self.start <= start && end <= self.end
     }

@@ -36,7 +36,7 @@ impl<const N: usize> NodeArena<N> {
             return i;
         }
         let i = self.len;
-        if i as usize % Self::PER_CHUNK == 0 {
+        if (i as usize).is_multiple_of(Self::PER_CHUNK) {
             let p = crate::host::alloc_zeroed_huge(Self::layout()) as *mut u64;
             if p.is_null() {
                 std::alloc::handle_alloc_error(Self::layout());

@@ -368,7 +368,7 @@ impl PageTable for GuardedPageTable {
         let k = (size.shift() as u32 - 12) / self.s;
         let end = self.digits - k;
         let key = self.key_of(va)?;
-        if self.roots.get(asid as usize).map_or(true, |r| r.is_none()) {
+        if self.roots.get(asid as usize).is_none_or(|r| r.is_none()) {
             return Err(Error::Sim(format!("map into unknown address space {asid}")));
         }
         let per = self.entries_per_node();
@@ -614,7 +614,7 @@ mod tests {
             }
             pt.map(&mut mem, 0, va, k << 12, PageSize::K4, Perms::RW_USER).unwrap();
             let m = pt.footprint().mapped_pages;
-            assert!(pt.footprint().nodes * 2 <= 2 * (m - 1).max(0), "{} nodes for {m} pages", pt.footprint().nodes);
+            assert!(pt.footprint().nodes * 2 <= 2 * (m - 1), "{} nodes for {m} pages", pt.footprint().nodes);
         }
     }
 

@@ -19,17 +19,11 @@ const NONE: u32 = u32::MAX;
 const ANCHOR_BYTES: u64 = 8;
 const FRAME_ENTRY_BYTES: u64 = 16;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct InvertedConfig {
     /// Anchors in the hash anchor table (a power of two); 0 = one per physical frame.
     pub anchors: usize,
-}
-
-impl Default for InvertedConfig {
-    fn default() -> Self {
-        InvertedConfig { anchors: 0 }
-    }
 }
 
 #[derive(Clone, Copy)]

@@ -269,7 +269,7 @@ impl LinearPageTable {
         // The regions' arrays together span what one array of 4K PTEs over va_bits does.
         let top = (cfg.base as i64) >> 47;
         let array_bytes = (1u64 << (cfg.va_bits - 12)) * PTE_BYTES;
-        if top != -1 || cfg.base % 4096 != 0 || cfg.base.checked_add(array_bytes).is_none() {
+        if top != -1 || !cfg.base.is_multiple_of(4096) || cfg.base.checked_add(array_bytes).is_none() {
             return Err(Error::config("page_table.linear.base", "must be a page-aligned address in the upper canonical half"));
         }
         let mut sizes: Vec<PageSize> = (0..REGIONS).filter(|&r| cfg.reachable(r)).map(|r| PageSize::from_valid_shift(shifts[r])).collect();
@@ -424,9 +424,9 @@ impl PageTable for LinearPageTable {
         if space.ptes.contains_key(&slot) {
             return Err(Error::Sim(format!("map {va:#x}: already mapped")));
         }
-        if !space.array_pages.contains_key(&page) {
+        if let std::collections::hash_map::Entry::Vacant(e) = space.array_pages.entry(page) {
             let frame = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
-            space.array_pages.insert(page, frame);
+            e.insert(frame);
             self.array_frames += 1;
             if backing != LinearBacking::Linear {
                 on_array_table!(&mut self.backing, t => t.map(mem, asid, array_va, frame, PageSize::K4, Perms::RW))?;

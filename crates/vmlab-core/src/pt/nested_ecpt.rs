@@ -194,7 +194,7 @@ impl NestedEcptPageTable {
     fn host_lookup_pt(&mut self, gpa: u64, h: Translation, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> (u64, Translation) {
         // Without a step-1 hCWC, step 1 shares the step-3 one, PTE entries included
         // only while adaptive caching has them on.
-        let use_pte = c.step1.is_some() || self.adaptive.as_ref().map_or(true, |a| a.enabled());
+        let use_pte = c.step1.is_some() || self.adaptive.as_ref().is_none_or(|a| a.enabled());
         let hc = c.step1.as_mut().unwrap_or(&mut c.hcwc);
         let sizes = if self.pt_pages_4k_only { ONLY_4K } else { ALL_SIZES };
         let p = &mut self.host_probe;
@@ -255,7 +255,7 @@ impl PageTable for NestedEcptPageTable {
         let g = g?;
         // Step 3: the data page's gPA in the hECPTs, PTE-hCWC entries adaptively.
         let gpa = g.phys(va);
-        let use_pte = self.adaptive.as_ref().map_or(true, |a| a.enabled());
+        let use_pte = self.adaptive.as_ref().is_none_or(|a| a.enabled());
         path.begin_step();
         let p = &mut self.host_probe;
         self.inner.host.probe(VM, gpa, &mut c.hcwc, ALL_SIZES, use_pte, p);

@@ -101,7 +101,7 @@ impl<P: PageTable> SoftwareTlb<P> {
         if cfg.entries == 0 || !cfg.entries.is_power_of_two() {
             return Err(Error::config(format!("{key}.entries"), "must be a power of two"));
         }
-        if cfg.ways == 0 || cfg.entries % cfg.ways != 0 || !(cfg.entries / cfg.ways).is_power_of_two() {
+        if cfg.ways == 0 || !cfg.entries.is_multiple_of(cfg.ways) || !(cfg.entries / cfg.ways).is_power_of_two() {
             return Err(Error::config(format!("{key}.ways"), format!("{} entries cannot form {}-way sets", cfg.entries, cfg.ways)));
         }
         if !(12..=30).contains(&cfg.index_shift) {

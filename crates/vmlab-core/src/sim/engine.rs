@@ -124,8 +124,8 @@ impl<P: PageTable> Engine<P> {
                 lat.push(acc);
             }
         }
-        let shared_l1 = tlbs.side(false).first().map_or(false, |d| {
-            tlbs.side(true).first().map_or(false, |i| d.iter().any(|x| i.contains(x)))
+        let shared_l1 = tlbs.side(false).first().is_some_and(|d| {
+            tlbs.side(true).first().is_some_and(|i| d.iter().any(|x| i.contains(x)))
         });
         let l1_len = |instr: bool| tlbs.side(instr).first().map_or(0, |v| v.len());
         let same_page_hits = [vec![0; l1_len(false)], vec![0; l1_len(true)]];

@@ -137,7 +137,7 @@ impl<R: BufRead> LackeyReader<R> {
             .and_then(|p| p.trim().parse().ok())
             .ok_or_else(|| self.err("malformed SYSCALL pid"))?;
         self.pid = pid;
-        let after = text[close + 1..].splitn(2, ')').nth(1).unwrap_or("").trim_start();
+        let after = text[close + 1..].split_once(')').map(|x| x.1).unwrap_or("").trim_start();
         if after.starts_with("...") {
             // "... [async] --> Success(..)": the result of an earlier async call of this pid.
             if let Some(i) = self.pending.iter().rposition(|c| c.pid == pid) {
@@ -146,7 +146,7 @@ impl<R: BufRead> LackeyReader<R> {
             }
             return Ok(());
         }
-        let name_end = after.find(|c: char| c == ' ' || c == '(').unwrap_or(after.len());
+        let name_end = after.find([' ', '(']).unwrap_or(after.len());
         let name = after[..name_end].trim_start_matches("sys_").to_string();
         let args = match (after.find('('), after.find(')')) {
             (Some(a), Some(b)) if a < b => after[a + 1..b].split(',').map(|s| parse_num(s.trim()).unwrap_or(0)).collect(),
@@ -156,7 +156,7 @@ impl<R: BufRead> LackeyReader<R> {
         if call.name == "clone" || call.name == "clone3" || call.name == "fork" || call.name == "vfork" {
             // "clone(fork): process P created child C" (threads share the address space).
             if let Some(i) = text.find("created child ") {
-                if let Ok(child) = text[i + 14..].trim().split_whitespace().next().unwrap_or("").parse::<Pid>() {
+                if let Ok(child) = text[i + 14..].split_whitespace().next().unwrap_or("").parse::<Pid>() {
                     if text.contains("clone(fork)") || call.name != "clone" {
                         out.push(Record::Fork { parent: pid, child });
                     }

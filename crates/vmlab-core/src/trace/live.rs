@@ -115,7 +115,7 @@ impl Read for Tail {
                 self.file.seek(SeekFrom::Start(0))?;
                 self.pos = 0;
                 self.punched = 0;
-                return Err(std::io::Error::new(std::io::ErrorKind::Other, "exec"));
+                return Err(std::io::Error::other("exec"));
             }
             if !self.writer_alive() || self.stop.load(Ordering::SeqCst) {
                 // One more read: the writer may have written just before exiting.
@@ -230,9 +230,9 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
                 if let Some(pid) = name.strip_prefix("vg.").and_then(|p| p.parse::<Pid>().ok()) {
-                    if !readers.contains_key(&pid) {
+                    if let std::collections::hash_map::Entry::Vacant(slot) = readers.entry(pid) {
                         let (path, stop, tx) = (e.path(), stop.clone(), tx.clone());
-                        readers.insert(pid, std::thread::spawn(move || read_log(path, pid, stop, tx)));
+                        slot.insert(std::thread::spawn(move || read_log(path, pid, stop, tx)));
                         merger.expect(pid);
                     }
                 }
@@ -250,7 +250,7 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
             let new_logs = std::fs::read_dir(dir)
                 .map(|rd| rd.flatten().any(|e| {
                     let n = e.file_name().to_string_lossy().into_owned();
-                    n.strip_prefix("vg.").and_then(|p| p.parse::<Pid>().ok()).map_or(false, |p| !readers.contains_key(&p))
+                    n.strip_prefix("vg.").and_then(|p| p.parse::<Pid>().ok()).is_some_and(|p| !readers.contains_key(&p))
                 }))
                 .unwrap_or(false);
             if !new_logs {
@@ -319,7 +319,7 @@ impl Merger {
                 }
                 // The command itself, or a process whose parent is not traced, starts at
                 // once; a traced parent's child waits for the parent's Fork record.
-                let parent_traced = parent.map_or(false, |p| p != pid && self.seen_order.contains(&p));
+                let parent_traced = parent.is_some_and(|p| p != pid && self.seen_order.contains(&p));
                 if pid == self.root || !parent_traced {
                     self.introduced.insert(pid);
                 }

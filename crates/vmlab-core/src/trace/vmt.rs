@@ -737,11 +737,9 @@ impl TraceSource for VmtReader {
     fn next_batch(&mut self, buf: &mut Vec<Record>) -> Result<bool> {
         buf.clear();
         while buf.len() < BATCH && !self.done {
-            if self.left == 0 {
-                if !self.next_block()? {
-                    self.done = true;
-                    break;
-                }
+            if self.left == 0 && !self.next_block()? {
+                self.done = true;
+                break;
             }
             let want = BATCH - buf.len();
             self.decode(buf, want)?;

@@ -506,7 +506,7 @@ impl SuperpageCharges {
         }
         if self.capacity.is_some() {
             self.charge_capacity(slot, asid, va, size, capacity_at, ready);
-            ready.sort_by(|a, b| b.0.cmp(&a.0));
+            ready.sort_by_key(|r| std::cmp::Reverse(r.0));
         }
     }
 

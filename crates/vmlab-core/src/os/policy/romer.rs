@@ -242,7 +242,7 @@ impl OnlinePromotion {
             }
         }
         let keeps_capacity = matches!(variant, OnlineVariant::Online | OnlineVariant::OfflineAnalysis);
-        let throttle = (variant == OnlineVariant::Throttle).then(|| Throttle {
+        let throttle = (variant == OnlineVariant::Throttle).then_some(Throttle {
             window: rc.throttle_window,
             frequency: rc.throttle_frequency,
             target: rc.throttle_target,

@@ -148,7 +148,7 @@ impl Generator for Sweep {
                 self.next = 0;
             }
             self.count += 1;
-            let write = self.write_every != 0 && self.count % self.write_every == 0;
+            let write = self.write_every != 0 && self.count.is_multiple_of(self.write_every);
             let va = self.base + off;
             out.push(if write { Record::write(va, self.size, pid) } else { Record::read(va, self.size, pid) });
         }

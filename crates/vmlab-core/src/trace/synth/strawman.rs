@@ -43,7 +43,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let fetch = p.int("fetch")?;
     p.require(pages >= 1, "pages", "at least 1")?;
     p.require(spacing >= 4096 && spacing % 4096 == 0, "spacing", "a positive multiple of 4K")?;
-    p.require(line >= 1 && line <= 4096 && 4096 % line == 0, "line", "a divisor of 4096")?;
+    p.require((1..=4096).contains(&line) && 4096 % line == 0, "line", "a divisor of 4096")?;
     p.require(fetch <= 1, "fetch", "0 or 1")?;
     let base = p.base()?;
     p.require(pages.checked_mul(spacing).and_then(|b| b.checked_add(base)).is_some(), "spacing", "pages x spacing past the address space")?;
