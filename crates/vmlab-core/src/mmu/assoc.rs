@@ -398,19 +398,7 @@ impl<V: Copy + Default> AssocCache<V> {
                 l.touch(set, way);
                 return base + way;
             }
-            ReplState::Plru { .. } | ReplState::Random { .. } => self.victim_way(set),
-        };
-        self.touch(set, base + way);
-        base + way
-    }
-
-    /// The way to fill: an invalid one if any, else the replacement policy's victim.
-    #[inline]
-    fn victim_way(&mut self, set: usize) -> usize {
-        let base = set * self.ways;
-        match &mut self.repl {
-            ReplState::LruOrder { order } => lru_victim(order[set], self.ways),
-            ReplState::LruList(l) => l.victim(set),
+            // An invalid way first, else the policy's victim; then the usual touch.
             ReplState::Plru { bits } => {
                 let keys = &self.keys[base..base + self.ways];
                 keys.iter().position(|&k| k == INVALID).unwrap_or_else(|| plru_victim(bits[set], self.ways))
@@ -419,7 +407,9 @@ impl<V: Copy + Default> AssocCache<V> {
                 let keys = &self.keys[base..base + self.ways];
                 keys.iter().position(|&k| k == INVALID).unwrap_or_else(|| rng.gen_range(0..self.ways))
             }
-        }
+        };
+        self.touch(set, base + way);
+        base + way
     }
 
     #[inline(always)]
