@@ -139,21 +139,36 @@ const OPS_PER_BUFFER: usize = 2048;
 /// Buffers in flight; the engine waits when the thread is this far behind.
 const BUFFERS: usize = 4;
 
-/// What the thread hands back when it stops: the hierarchy, and the cycles and walk
-/// latencies of the ops it applied.
+/// State a worker thread owns and updates op by op, in the order the ops were sent.
+pub trait OpSink: Send + 'static {
+    type Op: Copy + Send + 'static;
+    fn apply(&mut self, op: Self::Op);
+}
+
+/// What the memory thread hands back when it stops: the hierarchy, and the cycles and
+/// walk latencies of the ops it applied.
 pub struct Detached {
     pub mem: MemoryHierarchy,
     pub cycles: CycleCounters,
     pub walk_latency: Histogram,
+    timer: WalkTimer,
 }
 
-/// Polls of an empty queue before the memory thread sleeps (roughly a millisecond).
+impl OpSink for Detached {
+    type Op = MemOp;
+    #[inline(always)]
+    fn apply(&mut self, op: MemOp) {
+        self.timer.apply(&mut self.mem, op).account(&mut self.cycles, &mut self.walk_latency);
+    }
+}
+
+/// Polls of an empty queue before the worker thread sleeps (roughly a millisecond).
 const SPIN_POLLS: u32 = 20_000;
 
 /// The next buffer of ops, or None once the engine hung up. The thread polls a while
 /// before it sleeps: the engine hands over a buffer every few tens of microseconds,
 /// and waking a sleeping thread would cost the engine's thread a system call each time.
-fn next_buffer(rx: &Receiver<Vec<MemOp>>) -> Option<Vec<MemOp>> {
+fn next_buffer<T>(rx: &Receiver<Vec<T>>) -> Option<Vec<T>> {
     for _ in 0..SPIN_POLLS {
         match rx.try_recv() {
             Ok(ops) => return Some(ops),
@@ -164,45 +179,59 @@ fn next_buffer(rx: &Receiver<Vec<MemOp>>) -> Option<Vec<MemOp>> {
     rx.recv().ok()
 }
 
-/// The memory hierarchy running on a thread of its own, fed ops in order.
-pub struct MemoryThread {
-    buf: Vec<MemOp>,
-    full: Option<SyncSender<Vec<MemOp>>>,
-    empty: Receiver<Vec<MemOp>>,
+/// A state `S` running on a thread of its own, fed ops in order (the memory hierarchy,
+/// or the whole timing side of the MMU: `crate::sim::mmu`).
+pub struct OpThread<S: OpSink> {
+    buf: Vec<S::Op>,
+    full: Option<SyncSender<Vec<S::Op>>>,
+    empty: Receiver<Vec<S::Op>>,
     /// Buffers made so far (at most `BUFFERS + 1`: no allocation once running).
     made: usize,
-    handle: Option<JoinHandle<Detached>>,
+    handle: Option<JoinHandle<S>>,
 }
+
+/// The memory hierarchy on a thread of its own.
+pub type MemoryThread = OpThread<Detached>;
 
 impl MemoryThread {
     /// Move `mem` to a new thread. Fails only if the host cannot start a thread; then
     /// `mem` comes back with the error, so the caller can run it inline.
-    pub fn start(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, Box<(MemoryHierarchy, std::io::Error)>> {
-        let (full_tx, full_rx) = sync_channel::<Vec<MemOp>>(BUFFERS);
-        let (empty_tx, empty_rx) = sync_channel::<Vec<MemOp>>(BUFFERS + 1);
-        // The hierarchy follows the thread's start over a channel: a failed spawn
-        // drops only the closure, not the hierarchy.
-        let (mem_tx, mem_rx) = sync_channel::<MemoryHierarchy>(1);
-        let spawned = std::thread::Builder::new().name("vmlab-memory".into()).spawn(move || {
-            let mem = mem_rx.recv().expect("the engine sends the hierarchy once the thread starts");
-            let mut d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default() };
-            let mut timer = WalkTimer::default();
+    pub fn start_memory(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, Box<(MemoryHierarchy, std::io::Error)>> {
+        let d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default(), timer: WalkTimer::default() };
+        OpThread::start("vmlab-memory", d).map_err(|b| {
+            let (d, e) = *b;
+            Box::new((d.mem, e))
+        })
+    }
+}
+
+impl<S: OpSink> OpThread<S> {
+    /// Move `state` to a new thread. Fails only if the host cannot start a thread; then
+    /// `state` comes back with the error, so the caller can run it inline.
+    pub fn start(name: &str, state: S) -> std::result::Result<OpThread<S>, Box<(S, std::io::Error)>> {
+        let (full_tx, full_rx) = sync_channel::<Vec<S::Op>>(BUFFERS);
+        let (empty_tx, empty_rx) = sync_channel::<Vec<S::Op>>(BUFFERS + 1);
+        // The state follows the thread's start over a channel: a failed spawn drops
+        // only the closure, not the state.
+        let (state_tx, state_rx) = sync_channel::<S>(1);
+        let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
+            let mut s = state_rx.recv().expect("the engine sends the state once the thread starts");
             while let Some(mut ops) = next_buffer(&full_rx) {
                 for &op in &ops {
-                    timer.apply(&mut d.mem, op).account(&mut d.cycles, &mut d.walk_latency);
+                    s.apply(op);
                 }
                 ops.clear();
                 // The engine may have stopped listening (it is finishing): fine.
                 let _ = empty_tx.try_send(ops);
             }
-            d
+            s
         });
         let handle = match spawned {
             Ok(h) => h,
-            Err(e) => return Err(Box::new((mem, e))),
+            Err(e) => return Err(Box::new((state, e))),
         };
-        mem_tx.send(mem).expect("the memory thread waits for its hierarchy");
-        Ok(MemoryThread {
+        state_tx.send(state).expect("the worker thread waits for its state");
+        Ok(OpThread {
             buf: Vec::with_capacity(OPS_PER_BUFFER),
             full: Some(full_tx),
             empty: empty_rx,
@@ -213,7 +242,7 @@ impl MemoryThread {
 
     /// Queue one op.
     #[inline(always)]
-    pub fn push(&mut self, op: MemOp) {
+    pub fn push(&mut self, op: S::Op) {
         self.buf.push(op);
         if self.buf.len() == OPS_PER_BUFFER {
             self.hand_over();
@@ -238,21 +267,21 @@ impl MemoryThread {
         }
     }
 
-    /// Apply everything queued, stop the thread and take the hierarchy back.
-    pub fn stop(mut self) -> Detached {
+    /// Apply everything queued, stop the thread and take the state back.
+    pub fn stop(mut self) -> S {
         if !self.buf.is_empty() {
             self.hand_over();
         }
         self.full = None;
-        let handle = self.handle.take().expect("a running memory thread");
+        let handle = self.handle.take().expect("a running worker thread");
         match handle.join() {
-            Ok(d) => d,
+            Ok(s) => s,
             Err(panic) => std::panic::resume_unwind(panic),
         }
     }
 }
 
-impl Drop for MemoryThread {
+impl<S: OpSink> Drop for OpThread<S> {
     /// A run abandoned mid-way (an error): let the thread finish and discard its state.
     fn drop(&mut self) {
         self.full = None;
@@ -324,7 +353,7 @@ mod tests {
         for &op in &stream {
             timer.apply(&mut inline, op).account(&mut cycles, &mut hist);
         }
-        let mut t = MemoryThread::start(skylake()).map_err(|b| b.1).unwrap();
+        let mut t = MemoryThread::start_memory(skylake()).map_err(|b| b.1).unwrap();
         for &op in &stream {
             t.push(op);
         }

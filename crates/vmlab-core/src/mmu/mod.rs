@@ -277,6 +277,11 @@ impl TlbHierarchy {
         }
     }
 
+    /// Whether any structure caches pieces of larger pages (`splinter`).
+    pub fn splinters_pages(&self) -> bool {
+        self.tlbs.iter().any(|t| t.splinters_pages())
+    }
+
     pub fn invalidate(&mut self, va: u64, asid: Asid) {
         self.tlbs.iter_mut().for_each(|t| t.invalidate(va, asid));
     }

@@ -161,6 +161,11 @@ impl Tlb {
         self.store.for_each_valid(|k, a, p| f(a, (k >> 6) << p.shift, p.translation()));
     }
 
+    /// Whether the structure caches pieces of pages larger than it holds (`splinter`).
+    pub fn splinters_pages(&self) -> bool {
+        self.splinter
+    }
+
     /// Count a fill of a splinter (`entry_for` returned a piece of a larger page).
     #[cold]
     pub fn note_splinter(&mut self) {

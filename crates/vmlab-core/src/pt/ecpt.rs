@@ -345,6 +345,7 @@ impl ElasticCuckooPageTable {
 
 impl PageTable for ElasticCuckooPageTable {
     type Caches = EcptWalkCaches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         "ecpt"

@@ -325,6 +325,7 @@ impl GuardedPageTable {
 
 impl PageTable for GuardedPageTable {
     type Caches = NoWalkCaches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         "guarded"

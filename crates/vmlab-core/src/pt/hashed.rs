@@ -662,6 +662,7 @@ impl HashedPageTable {
 
 impl PageTable for HashedPageTable {
     type Caches = NoWalkCaches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         match self.cfg.subblock {

@@ -102,6 +102,7 @@ impl InvertedPageTable {
 
 impl PageTable for InvertedPageTable {
     type Caches = NoWalkCaches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         "inverted"

@@ -339,6 +339,7 @@ impl LinearPageTable {
 
 impl PageTable for LinearPageTable {
     type Caches = PageWalkCache;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         "linear"

@@ -99,7 +99,7 @@ impl CacheCounters {
 }
 
 /// The walk caches of one page-table kind, owned by the MMU and passed to `walk`.
-pub trait WalkCaches {
+pub trait WalkCaches: Send + 'static {
     /// Drop every cached entry (context switch without ASID tags, full TLB shootdown).
     fn flush_all(&mut self);
     /// Drop the entries of one address space.
@@ -127,8 +127,12 @@ impl WalkCaches for NoWalkCaches {
 }
 
 /// The interface every page-table organisation implements.
-pub trait PageTable {
+pub trait PageTable: 'static {
     type Caches: WalkCaches;
+    /// The functional part of a walk (`full_path`), for kinds that split their walk:
+    /// what a walk with cold walk caches reads, found without the caches. `()` for
+    /// kinds that do not.
+    type Path: Copy + Default + Send + 'static;
 
     /// Short name used in stats (`radix`, `hashed`, ...).
     fn kind(&self) -> &'static str;
@@ -167,6 +171,23 @@ pub trait PageTable {
     /// the table (hashed tables promote chain hits). Returns the mapping, or
     /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
     fn walk(&mut self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
+
+    /// Whether the walk splits into [`PageTable::full_path`] (functional: the table)
+    /// and [`PageTable::replay`] (timing: the walk caches), so that the walk caches
+    /// can run on another thread than the table (docs/dev/timing-thread-plan.md).
+    /// Then `walk` must be exactly `full_path` followed by `replay`, and must not
+    /// change the table.
+    const SPLITS: bool = false;
+    /// The mapping of `va` and the path a walk with cold walk caches takes to it (or
+    /// to the missing entry). Only called when `SPLITS`.
+    fn full_path(&self, _asid: Asid, _va: u64, _path: &mut Self::Path) -> Option<Translation> {
+        unreachable!("full_path of a page table that does not split its walk")
+    }
+    /// The walk of `va` along `full`, with the walk caches: the references it makes
+    /// go into `path`, exactly as `walk` would make them. Only called when `SPLITS`.
+    fn replay(_full: &Self::Path, _asid: Asid, _va: u64, _caches: &mut Self::Caches, _path: &mut WalkPath) -> Option<Translation> {
+        unreachable!("replay of a page table that does not split its walk")
+    }
 
     /// Translate an address of the table's own virtual array (a `WalkRef::VIRTUAL`
     /// reference whose page missed the TLB): the nested walk, with its references in

@@ -203,6 +203,7 @@ impl MultilevelPageTable {
 
 impl PageTable for MultilevelPageTable {
     type Caches = NoWalkCaches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         "mpt"

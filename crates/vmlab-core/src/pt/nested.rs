@@ -405,6 +405,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 
 impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
     type Caches = NestedWalkCaches<G::Caches, H::Caches>;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         self.kind

@@ -221,6 +221,7 @@ impl NestedEcptPageTable {
 
 impl PageTable for NestedEcptPageTable {
     type Caches = NestedEcptCaches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         "nested-ecpt"

@@ -96,6 +96,33 @@ pub enum AliasPtes {
     Copy,
 }
 
+/// A radix walk with cold PWCs ([`PageTable::full_path`]): the entries it reads, root
+/// first, and the mapping it finds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RadixPath {
+    /// The address space has a table (a walk without one reads and probes nothing).
+    rooted: bool,
+    /// The table's levels.
+    top: u8,
+    len: u8,
+    /// The first `descend` entries are present non-leaf entries (the PWC caches those).
+    descend: u8,
+    /// Levels of the entries read; the true PTE behind a TPS alias repeats its level.
+    level: [u8; 6],
+    /// Physical addresses of the entries read.
+    pa: [u64; 6],
+    t: Option<Translation>,
+}
+
+impl RadixPath {
+    #[inline(always)]
+    fn push(&mut self, pa: u64, level: u8) {
+        self.pa[self.len as usize] = pa;
+        self.level[self.len as usize] = level;
+        self.len += 1;
+    }
+}
+
 /// The radix page table of every address space.
 pub struct RadixPageTable {
     levels: u8,
@@ -280,6 +307,7 @@ impl RadixPageTable {
 
 impl PageTable for RadixPageTable {
     type Caches = PageWalkCache;
+    type Path = RadixPath;
 
     fn kind(&self) -> &'static str {
         "radix"
@@ -402,33 +430,25 @@ impl PageTable for RadixPageTable {
 
     #[inline]
     fn walk(&mut self, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) -> Option<Translation> {
-        let root = self.root(asid)?;
-        // The deepest PWC hit decides where the walk starts: a hit for the entry at
-        // level L means the level-(L-1) node is known (Intel SDM §4.10.3).
-        let start = pwc.start_level(asid, va, self.levels);
-        let mut idx = root;
+        let mut full = RadixPath::default();
+        self.full_path(asid, va, &mut full);
+        Self::replay(&full, asid, va, pwc, path)
+    }
+
+    const SPLITS: bool = true;
+
+    #[inline]
+    fn full_path(&self, asid: Asid, va: u64, full: &mut RadixPath) -> Option<Translation> {
+        *full = RadixPath { top: self.levels, ..RadixPath::default() };
+        let mut idx = self.root(asid)?;
+        full.rooted = true;
         let mut level = self.levels;
-        // Follow the table from the root without issuing references for levels the PWC
-        // skipped: their entries are what the PWC holds.
-        while level > start {
-            let e = self.entry(idx, index(va, level));
-            if e & P_PRESENT == 0 || e & P_LEAF != 0 {
-                // Stale PWC hit (cannot happen while invalidation is exact); walk fully.
-                break;
-            }
-            idx = (e >> 12) as u32;
-            level -= 1;
-        }
-        if level != start {
-            idx = root;
-            level = self.levels;
-        }
-        loop {
+        let t = loop {
             let i = index(va, level);
-            path.push_step(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
+            full.push(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
             let e = self.entry(idx, i);
             if e & P_PRESENT == 0 {
-                return None;
+                break None;
             }
             if e & P_LEAF != 0 {
                 if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
@@ -436,18 +456,43 @@ impl PageTable for RadixPageTable {
                     // index with the page-offset bits cleared: one more reference.
                     let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
                     if ti != i {
-                        path.push_step(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
-                        return Some(leaf_translation(self.entry(idx, ti), level));
+                        full.push(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
+                        break Some(leaf_translation(self.entry(idx, ti), level));
                     }
                 }
-                return Some(leaf_translation(e, level));
+                break Some(leaf_translation(e, level));
             }
-            // A non-leaf entry read at `level` may be cached by the PWC. Levels at or
-            // below `start` missed in `start_level` (a hit there would start lower).
-            pwc.fill(asid, va, level, level <= start);
+            full.descend += 1;
             idx = (e >> 12) as u32;
             level -= 1;
+        };
+        full.t = t;
+        t
+    }
+
+    #[inline]
+    fn replay(full: &RadixPath, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) -> Option<Translation> {
+        if !full.rooted {
+            return None;
         }
+        // The deepest PWC hit decides where the walk starts: a hit for the entry at
+        // level L means the level-(L-1) node is known (Intel SDM §4.10.3), so the
+        // entries above it are not read.
+        let start = pwc.start_level(asid, va, full.top);
+        let skip = (full.top - start) as usize;
+        // A PWC hit past the path's non-leaf entries is stale (cannot happen while
+        // invalidation is exact): walk fully.
+        let from = if skip <= full.descend as usize { skip } else { 0 };
+        for k in from..full.len as usize {
+            let level = full.level[k];
+            path.push_step(full.pa[k], level);
+            if k < full.descend as usize {
+                // A non-leaf entry may be cached by the PWC. Levels at or below
+                // `start` missed in `start_level` (a hit there would start lower).
+                pwc.fill(asid, va, level, level <= start);
+            }
+        }
+        full.t
     }
 
     const PREFETCHES: bool = true;

@@ -157,6 +157,7 @@ impl<P: PageTable> SoftwareTlb<P> {
 
 impl<P: PageTable> PageTable for SoftwareTlb<P> {
     type Caches = P::Caches;
+    type Path = ();
 
     fn kind(&self) -> &'static str {
         self.inner.kind()

@@ -5,12 +5,13 @@
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
+use crate::mem::thread::OpThread;
+use crate::mem::MemOp;
 use crate::mmu::regions::RegionIds;
-use crate::mmu::TlbHierarchy;
 use crate::os::policy::TlbMiss;
 use crate::os::{Os, Shootdown};
-use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
+use crate::pt::{PageTable, Translation, WalkCaches};
+use crate::sim::mmu::{Lookup, Mmu, MmuOp, WalkSource};
 use crate::stats::{CycleCounters, RunCounters, WalkCounters};
 use crate::trace::{Access, Record, TraceSource};
 
@@ -45,25 +46,22 @@ const PREFETCH_DISTANCE: usize = 12;
 
 pub struct Engine<P: PageTable> {
     pub os: Os<P>,
-    pub tlbs: TlbHierarchy,
-    pub walk_caches: P::Caches,
-    /// The cache hierarchy (a placeholder while it runs on `mem_thread`: every reader
-    /// outside the per-access path calls [`Engine::attach_mem`] first).
-    pub mem: MemoryHierarchy,
-    /// Times the walk in progress when the hierarchy runs inline.
-    timer: WalkTimer,
-    /// The hierarchy on a thread of its own, while the run goes on.
-    mem_thread: Option<MemoryThread>,
-    /// Run the hierarchy on its own thread during `feed` (`use_memory_thread`).
-    detach_mem: bool,
-    path: WalkPath,
-    /// The nested walk of a virtual walk reference.
-    nested_path: WalkPath,
+    /// The timing side (TLBs, walk caches, caches). `None` while it runs on `timing`:
+    /// everything that reads it outside the per-access path calls [`Engine::attach`]
+    /// first.
+    mmu: Option<Mmu<P>>,
+    /// The timing side on a thread of its own, while the run goes on.
+    timing: Option<OpThread<Mmu<P>>>,
+    /// Use a second host thread during `feed` (`use_memory_thread`): for the whole
+    /// timing side if `split`, else for the cache hierarchy.
+    detach: bool,
+    split: bool,
+    /// Translations that took the slow path (the look-ahead's measure while the
+    /// walk counters are on the MMU's thread).
+    slow_translations: u64,
     asid_tags: bool,
     data_refs: bool,
     fault_cycles: u64,
-    /// Cumulative TLB latency when a lookup stops at level l (index) per side.
-    tlb_latency: [Vec<u64>; 2],
     /// Whether the sides share a level-1 structure (then one side's lookups disturb
     /// the other's fast path).
     shared_l1: bool,
@@ -95,15 +93,12 @@ pub struct Engine<P: PageTable> {
     background_at: u64,
     background_every: u64,
     background_by_instr: bool,
-    /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits).
-    pub tlb_levels: [Vec<(u64, u64)>; 2],
     pub run: RunCounters,
-    pub walks: WalkCounters,
+    /// Fault and policy cycles during the run; every cycle counter once the run
+    /// finished (the MMU's are folded in by `settle_cycles`).
     pub cycles: CycleCounters,
     /// Changes to the watched TLBs, drained for the policy (reused buffer).
     tlb_changes: Vec<crate::mmu::TlbChange>,
-    /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
-    fixed_miss_cycles: Option<u64>,
     /// Prefetch page-table entries for the next batch (walks were frequent).
     prefetch: bool,
     /// Region IDs with protection-key sharing (`mmu.regions.share`).
@@ -113,17 +108,8 @@ pub struct Engine<P: PageTable> {
 impl<P: PageTable> Engine<P> {
     pub fn new(cfg: &Config, pt: P, walk_caches: P::Caches) -> Result<Engine<P>> {
         let os = Os::new(cfg, pt)?;
-        let tlbs = TlbHierarchy::new(cfg)?;
-        let mem = MemoryHierarchy::new(cfg)?;
-        let tlbs_levels = tlbs.levels();
-        let mut tlb_latency = [Vec::new(), Vec::new()];
-        for (side, lat) in tlb_latency.iter_mut().enumerate() {
-            let mut acc = 0u64;
-            for ids in tlbs.side(side == 1) {
-                acc += ids.iter().map(|&i| tlbs.tlbs[i].latency as u64).max().unwrap_or(0);
-                lat.push(acc);
-            }
-        }
+        let mut mmu = Mmu::new(cfg, walk_caches)?;
+        let tlbs = &mmu.tlbs;
         let shared_l1 = tlbs.side(false).first().is_some_and(|d| {
             tlbs.side(true).first().is_some_and(|i| d.iter().any(|x| i.contains(x)))
         });
@@ -141,20 +127,22 @@ impl<P: PageTable> Engine<P> {
         }
         let policy_misses = os.policy.wants_tlb_misses();
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
+        let recolor_on = if let Some(r) = &os.recolor {
+            r.install(&mut mmu.mem, os.mm.placement.colours);
+            true
+        } else {
+            false
+        };
         let mut e = Engine {
             os,
-            tlbs,
-            walk_caches,
-            mem,
-            timer: WalkTimer::default(),
-            mem_thread: None,
-            detach_mem: false,
-            path: WalkPath::new(),
-            nested_path: WalkPath::new(),
+            mmu: None,
+            timing: None,
+            detach: false,
+            split: false,
+            slow_translations: 0,
             asid_tags: cfg.mmu.asid_tags,
             data_refs: cfg.memory.data_refs,
             fault_cycles: cfg.os.fault_cycles,
-            tlb_latency,
             shared_l1,
             same_page: [SamePage::default(); 2],
             same_page_hits,
@@ -167,28 +155,18 @@ impl<P: PageTable> Engine<P> {
             walk_cache_base: Vec::new(),
             policy_misses,
             recolor_tlb: false,
-            recolor_on: false,
+            recolor_on,
             watching: false,
             background_at: if background_every == 0 { u64::MAX } else { background_every },
             background_every,
             background_by_instr,
-            tlb_levels: [vec![(0, 0); tlbs_levels], vec![(0, 0); tlbs_levels]],
             run: RunCounters::default(),
-            walks: WalkCounters {
-                step_refs: vec![0; crate::stats::TRACKED_STEPS],
-                step_walks: vec![0; crate::stats::TRACKED_STEPS],
-                ..WalkCounters::default()
-            },
             cycles: CycleCounters::default(),
             tlb_changes: Vec::new(),
-            fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
             prefetch: false,
             regions: cfg.mmu.regions.share.then(|| RegionIds::new(&cfg.mmu.regions)),
         };
-        if let Some(r) = &e.os.recolor {
-            r.install(&mut e.mem, e.os.mm.placement.colours);
-            e.recolor_on = true;
-        }
+        e.mmu = Some(mmu);
         e.refresh_policy_hooks();
         Ok(e)
     }
@@ -204,17 +182,16 @@ impl<P: PageTable> Engine<P> {
                 break;
             }
         }
-        self.finish();
-        Ok(())
+        self.finish()
     }
 
     /// Simulate one batch of records. Returns `true` once `sim.max_accesses` is reached
     /// (the rest of the stream is then ignored). Call [`Engine::finish`] at the end.
     pub fn feed(&mut self, buf: &[Record]) -> Result<bool> {
-        if self.detach_mem && self.mem_thread.is_none() {
-            self.detach_memory();
+        if self.detach {
+            self.detach_timing();
         }
-        let walks_before = self.walks.count;
+        let walks_before = self.walks_so_far();
         // Only counting is left for a same-page access while nothing else looks at each
         // access (see `same_page_run`).
         let runs = !self.data_refs && !self.recolor_on && self.background_at == u64::MAX;
@@ -251,7 +228,7 @@ impl<P: PageTable> Engine<P> {
             self.record(r).map_err(|e| self.with_position(e))?;
             self.run.records += 1;
             if self.run.accesses >= self.warmup_at {
-                self.end_warmup();
+                self.end_warmup()?;
             }
             if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
                 return Ok(true);
@@ -260,8 +237,17 @@ impl<P: PageTable> Engine<P> {
         }
         // Prefetch while walks are frequent (> 1 in 8 records); otherwise it would
         // only cost time.
-        self.prefetch = self.walks.count.saturating_sub(walks_before) * 8 > buf.len() as u64;
+        self.prefetch = self.walks_so_far().saturating_sub(walks_before) * 8 > buf.len() as u64;
         Ok(false)
+    }
+
+    /// Walks so far, or, while the MMU runs on its own thread, translations that took
+    /// the slow path (each may walk).
+    fn walks_so_far(&self) -> u64 {
+        match &self.mmu {
+            Some(m) => m.walks.count,
+            None => self.slow_translations,
+        }
     }
 
     /// Consume the records from `from` on that need nothing but counting, and return
@@ -365,8 +351,10 @@ impl<P: PageTable> Engine<P> {
             }
         }
         if switching && !self.asid_tags {
-            self.tlbs.flush_all();
-            self.walk_caches.flush_all();
+            match &mut self.timing {
+                Some(t) => t.push(MmuOp::FlushAll),
+                None => self.mmu_mut().flush_all(),
+            }
             self.same_page = [SamePage::default(); 2];
         }
         Ok(())
@@ -392,7 +380,7 @@ impl<P: PageTable> Engine<P> {
         }
         if self.recolor_on {
             let now = self.now();
-            if self.mem.interrupt || now >= self.os.recolor.as_ref().map_or(u64::MAX, |r| r.next_timer) {
+            if self.mmu_mut().mem.interrupt || now >= self.os.recolor.as_ref().map_or(u64::MAX, |r| r.next_timer) {
                 self.recolor_events()?;
             }
         }
@@ -440,7 +428,8 @@ impl<P: PageTable> Engine<P> {
     #[inline(always)]
     fn now(&self) -> u64 {
         let c = &self.cycles;
-        self.run.instructions + c.tlb + c.walk + c.fault + c.data + c.recolor_copy + c.recolor_policy
+        let m = self.mmu.as_ref().map_or(0, |m| m.cycles.tlb + m.cycles.walk + m.cycles.data + m.cycles.recolor_copy);
+        self.run.instructions + c.tlb + c.walk + c.fault + c.data + c.recolor_copy + c.recolor_policy + m
     }
 
     #[inline(never)]
@@ -459,50 +448,7 @@ impl<P: PageTable> Engine<P> {
         if self.shared_l1 {
             self.same_page[1 - side].valid = false;
         }
-        let levels = self.tlbs.levels();
-        let mut missed = false;
-        let t = match self.tlbs.lookup(instr, va, asid) {
-            Some(hit) => {
-                self.cycles.tlb += self.tlb_latency[side][hit.level];
-                for l in 0..=hit.level {
-                    self.tlb_levels[side][l].0 += 1;
-                }
-                self.tlb_levels[side][hit.level].1 += 1;
-                let mut t = hit.entry.translation();
-                if !t.perms.contains(need) {
-                    t = self.fault(va, kind)?;
-                    self.tlbs.fill(instr, va, asid, &t, levels);
-                } else if hit.level > 0 {
-                    self.tlbs.fill(instr, va, asid, &t, hit.level);
-                }
-                t
-            }
-            None => {
-                self.cycles.tlb += self.tlb_latency[side][levels - 1];
-                for l in 0..levels {
-                    self.tlb_levels[side][l].0 += 1;
-                }
-                let t = match self.walk(va) {
-                    Some(t) if t.perms.contains(need) => t,
-                    // Rule (docs/metrics.md): a translation that faults counts as one
-                    // TLB miss, one walk and one fault; the mapping the OS installs is
-                    // filled into the TLBs without a second walk.
-                    _ => {
-                        if let Some(e) = self.os.mm.pt.take_error() {
-                            return Err(e);
-                        }
-                        self.walks.faulting += 1;
-                        self.fault(va, kind)?
-                    }
-                };
-                if self.watching {
-                    self.deliver_tlb_changes();
-                }
-                self.tlbs.fill(instr, va, asid, &t, levels);
-                missed = true;
-                t
-            }
-        };
+        let (t, missed) = if self.timing.is_some() { (self.translate_split(kind, va, asid, need)?, false) } else { self.translate_inline(kind, va, asid, need)? };
         if t.size != PageSize::K4 {
             // Base pages are touched when mapped; pages of larger ones when translated.
             self.os.mm.touched.touch(t.phys(va));
@@ -519,7 +465,9 @@ impl<P: PageTable> Engine<P> {
             if let Some(nt) = self.policy_tlb_miss(instr, va, t)? {
                 // The policy moved the page (recolour, promotion): the access uses the
                 // new frame, and the TLBs get the new translation.
-                self.tlbs.fill(instr, va, asid, &nt, levels);
+                let mmu = self.mmu_mut();
+                let levels = mmu.tlbs.levels();
+                mmu.tlbs.fill(instr, va, asid, &nt, levels);
                 self.deliver_tlb_changes();
                 if asid == self.cur_asid {
                     self.note_same_page(side, va, &nt);
@@ -530,11 +478,90 @@ impl<P: PageTable> Engine<P> {
         Ok(t.phys(va))
     }
 
+    /// The TLB lookup, walk and fills of `translate_slow`, on this thread. Returns the
+    /// translation and whether the TLBs missed.
+    #[inline]
+    fn translate_inline(&mut self, kind: AccessKind, va: u64, asid: Asid, need: Perms) -> Result<(Translation, bool)> {
+        let instr = kind.is_instr();
+        let mmu = self.mmu.as_mut().expect("the MMU is attached");
+        let levels = mmu.tlbs.levels();
+        let lookup = mmu.lookup(instr, va, asid, self.cur_asid, WalkSource::Table(&mut self.os.mm.pt));
+        if std::mem::take(&mut mmu.probed_data_tlb) {
+            // A virtual walk reference looked up the data TLBs.
+            self.same_page[0].valid = false;
+            if self.shared_l1 {
+                self.same_page[1].valid = false;
+            }
+        }
+        match lookup {
+            Lookup::Hit { t, level } => {
+                let t = if !t.perms.contains(need) {
+                    let t = self.fault(va, kind)?;
+                    self.mmu_mut().tlbs.fill(instr, va, asid, &t, levels);
+                    t
+                } else {
+                    if level > 0 {
+                        mmu.tlbs.fill(instr, va, asid, &t, level);
+                    }
+                    t
+                };
+                Ok((t, false))
+            }
+            Lookup::Miss(walked) => {
+                let t = match walked {
+                    Some(t) if t.perms.contains(need) => t,
+                    // Rule (docs/metrics.md): a translation that faults counts as one
+                    // TLB miss, one walk and one fault; the mapping the OS installs is
+                    // filled into the TLBs without a second walk.
+                    _ => {
+                        if let Some(e) = self.os.mm.pt.take_error() {
+                            return Err(e);
+                        }
+                        self.mmu_mut().walks.faulting += 1;
+                        self.fault(va, kind)?
+                    }
+                };
+                if self.watching {
+                    self.deliver_tlb_changes();
+                }
+                self.mmu_mut().tlbs.fill(instr, va, asid, &t, levels);
+                Ok((t, true))
+            }
+        }
+    }
+
+    /// `translate_slow` while the MMU runs on its own thread: find the translation
+    /// functionally (resolving a fault here, as the OS would after the walk), and send
+    /// the MMU the walk's path for its lookup, walk and fills. Only the TLBs' contents
+    /// decide whether the MMU walks, and they never hold what the table contradicts
+    /// (every change of a mapping or its rights shoots its page down), so the fault
+    /// found here is the one the inline flow finds.
+    #[inline]
+    fn translate_split(&mut self, kind: AccessKind, va: u64, asid: Asid, need: Perms) -> Result<Translation> {
+        self.slow_translations += 1;
+        let mut full = P::Path::default();
+        let found = self.os.mm.pt.full_path(self.cur_asid, va, &mut full).filter(|t| t.perms.contains(need));
+        let op = MmuOp::Translate { instr: kind.is_instr(), va, asid, need, faults: found.is_none(), full };
+        self.timing.as_mut().expect("the MMU runs on its thread").push(op);
+        match found {
+            Some(t) => Ok(t),
+            None => {
+                if let Some(e) = self.os.mm.pt.take_error() {
+                    return Err(e);
+                }
+                let t = self.fault(va, kind)?;
+                self.timing.as_mut().expect("the MMU runs on its thread").push(MmuOp::FaultFill(t));
+                Ok(t)
+            }
+        }
+    }
+
     /// Hand the watchers the TLBs' changes since their last look (invalidations,
     /// flushes, fills that were not last-level misses), before a miss's own fill.
     #[inline(never)]
     fn deliver_tlb_changes(&mut self) {
-        self.tlbs.drain_changes(&mut self.tlb_changes);
+        let mmu = self.mmu.as_mut().expect("the MMU is attached");
+        mmu.tlbs.drain_changes(&mut self.tlb_changes);
         if !self.tlb_changes.is_empty() {
             if self.policy_misses {
                 self.os.policy.tlb_changes(&self.tlb_changes);
@@ -552,16 +579,17 @@ impl<P: PageTable> Engine<P> {
     #[inline(never)]
     fn policy_tlb_miss(&mut self, instr: bool, va: u64, t: Translation) -> Result<Option<Translation>> {
         let pid = self.cur_pid.expect("access sets the current pid");
-        let m = TlbMiss { pid, asid: self.cur_asid, va, translation: t, slot: self.tlbs.watched_slot(instr), instructions: self.run.instructions };
-        self.tlbs.drain_changes(&mut self.tlb_changes);
-        let fill = std::mem::take(&mut self.tlb_changes);
         let now = self.now();
+        let mmu = self.mmu.as_mut().expect("the MMU is attached");
+        let m = TlbMiss { pid, asid: self.cur_asid, va, translation: t, slot: mmu.tlbs.watched_slot(instr), instructions: self.run.instructions };
+        mmu.tlbs.drain_changes(&mut self.tlb_changes);
+        let fill = std::mem::take(&mut self.tlb_changes);
         let mut r = Ok(());
         if self.policy_misses {
             r = self.os.tlb_miss(&m, &fill);
         }
         if let (true, Ok(()), Some(rc)) = (self.recolor_tlb, &r, &mut self.os.recolor) {
-            let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut self.mem, now };
+            let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut mmu.mem, now };
             r = rc.tlb_miss(&mut cx, &m, &fill);
         }
         self.tlb_changes = fill;
@@ -583,8 +611,8 @@ impl<P: PageTable> Engine<P> {
             for c in std::mem::take(&mut self.os.mm.copies) {
                 for off in (0..c.bytes).step_by(MemOp::MAX_COPY as usize) {
                     let bytes = (c.bytes - off).min(MemOp::MAX_COPY) as u32;
-                    let now = self.mem_clock();
-                    self.mem_op(MemOp::Copy { from: c.from + off, to: c.to + off, now, bytes });
+                    let now = self.now();
+                    self.mmu_mut().mem_op(MemOp::Copy { from: c.from + off, to: c.to + off, now, bytes });
                 }
             }
         }
@@ -598,7 +626,8 @@ impl<P: PageTable> Engine<P> {
     fn recolor_events(&mut self) -> Result<()> {
         let now = self.now();
         let Some(r) = &mut self.os.recolor else { return Ok(()) };
-        let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut self.mem, now };
+        let mem = &mut self.mmu.as_mut().expect("the MMU is attached").mem;
+        let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem, now };
         if cx.mem.interrupt {
             r.interrupt(&mut cx)?;
         }
@@ -615,9 +644,10 @@ impl<P: PageTable> Engine<P> {
         self.policy_misses = self.os.policy.wants_tlb_misses();
         self.recolor_tlb = self.os.recolor.as_ref().is_some_and(|r| r.wants_tlb());
         self.watching = self.policy_misses || self.recolor_tlb;
-        self.tlbs.watch(self.watching);
+        let watching = self.watching;
+        self.mmu_mut().tlbs.watch(watching);
         if self.policy_misses {
-            let entries = self.tlbs.watched_entries();
+            let entries = self.mmu_mut().tlbs.watched_entries();
             self.os.policy.watch_entries(entries);
         }
     }
@@ -649,160 +679,124 @@ impl<P: PageTable> Engine<P> {
         }
     }
 
-    /// One page walk: references go through the cache hierarchy step by step; a step's
-    /// references are issued in parallel, so a step costs its slowest reference. A
-    /// virtual reference (linear arrays) is first translated through the data TLB; if
-    /// that misses, a nested walk resolves it and fills the TLB (Elphinstone §3.3).
-    #[inline]
-    fn walk(&mut self, va: u64) -> Option<Translation> {
-        self.path.clear();
-        let t = self.os.mm.pt.walk(self.cur_asid, va, &mut self.walk_caches, &mut self.path);
-        // Cycles of the walk's own besides its steps' references.
-        let mut cycles = self.walk_caches.probe_latency() + self.path.extra_cycles();
-        let mut step = u16::MAX;
-        let (mut refs, mut steps) = (self.path.refs().len() as u64, self.path.steps() as u64);
-        for i in 0..self.path.refs().len() {
-            let r = self.path.refs()[i];
-            let pa = if r.what == WalkRef::VIRTUAL {
-                let (pa, tlb_cycles, nested_refs, nested_steps) = self.translate_array(r.pa);
-                cycles += tlb_cycles;
-                refs += nested_refs;
-                steps += nested_steps;
-                match pa {
-                    Some(pa) => pa,
-                    // No array page: nothing to read (the walk finds no mapping).
-                    None => {
-                        refs -= 1;
-                        continue;
-                    }
-                }
-            } else {
-                r.pa
-            };
-            let new_step = r.step != step;
-            step = r.step;
-            self.mem_op(MemOp::WalkRef { pa, new_step, nested: false });
-        }
-        // Background references (walk-table fills): cache traffic and MMU requests, no latency.
-        for i in 0..self.path.background().len() {
-            self.mem_op(MemOp::Background { pa: self.path.background()[i] });
-        }
-        let background = self.path.background().len() as u64;
-        refs += background;
-        self.walks.background_refs += background;
-        // Parallel references per step of the walk's own path (Stojkovic et al. Fig. 11).
-        let last = crate::stats::TRACKED_STEPS - 1;
-        for r in self.path.refs() {
-            self.walks.step_refs[(r.step as usize).min(last)] += 1;
-        }
-        for k in 0..(self.path.steps() as usize).min(last + 1) {
-            self.walks.step_walks[k] += 1;
-        }
-        self.walks.count += 1;
-        self.walks.refs += refs;
-        self.walks.steps += steps;
-        // A fixed miss-handler cost replaces the modelled latency (Romer §3.5.1).
-        self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles });
-        t
+    /// The timing side, attached (outside the per-access path, after [`Engine::attach`]).
+    #[inline(always)]
+    fn mmu_mut(&mut self) -> &mut Mmu<P> {
+        self.mmu.as_mut().expect("the MMU is attached")
     }
 
-    /// The core's cycle for an op. Only write buffers read it, and they keep the
-    /// hierarchy inline, so a detached hierarchy is sent 0 (its cycle counters are on
-    /// its thread until `attach_mem`).
+    /// The timing side of a finished run (TLBs, walk caches, caches, walk counters).
+    pub fn mmu(&self) -> &Mmu<P> {
+        self.mmu.as_ref().expect("the MMU is attached once the run finished")
+    }
+
+    /// The core's cycle for a data reference. Only write buffers read it, and they keep
+    /// the hierarchy inline, so a detached hierarchy is sent 0 (its cycle counters are
+    /// on its thread until `attach`).
     #[inline(always)]
     fn mem_clock(&self) -> u64 {
-        if self.mem_thread.is_some() {
-            0
-        } else {
-            self.now()
+        match &self.mmu {
+            Some(m) if !m.mem_detached() => self.now(),
+            _ => 0,
         }
     }
 
-    /// Send one op to the memory model: inline, or to its thread.
+    /// Send one op to the memory model, wherever it runs.
     #[inline(always)]
     fn mem_op(&mut self, op: MemOp) {
-        match &mut self.mem_thread {
-            Some(t) => t.push(op),
-            None => self.timer.apply(&mut self.mem, op).account(&mut self.cycles, &mut self.walks.latency),
+        match &mut self.timing {
+            Some(t) => t.push(MmuOp::Mem(op)),
+            None => self.mmu_mut().mem_op(op),
         }
     }
 
-    /// Run the memory model on a thread of its own from the next batch on, if `on` and
-    /// nothing in this configuration depends on a reference's latency
-    /// ([`MemoryHierarchy::can_detach`], no recolouring). Results are identical either
-    /// way. Returns whether it will.
+    /// Use a second host thread from the next batch on, if `on` and nothing in this
+    /// configuration depends on a reference's latency (`MemoryHierarchy::can_detach`,
+    /// no recolouring). The whole timing side moves to it when, in addition, the table
+    /// splits its walk and nothing on this thread reads the TLBs per access
+    /// ([`Engine::can_split`]); otherwise only the cache hierarchy does. Results are
+    /// identical either way. Returns whether a thread will be used.
     pub fn use_memory_thread(&mut self, on: bool) -> bool {
-        self.detach_mem = on && !self.recolor_on && self.mem.can_detach();
-        self.detach_mem
+        self.detach = on && !self.recolor_on && self.mmu().mem.can_detach();
+        self.split = self.detach && self.can_split() && crate::sim::mmu::timing_thread_wanted();
+        self.detach
     }
 
-    /// Move the hierarchy to its own thread. If the host cannot start one, the run goes
-    /// on inline (the results are the same) after a warning.
+    /// Whether the whole timing side runs on the second thread (`use_memory_thread`).
+    pub fn mmu_on_thread(&self) -> bool {
+        self.detach && self.split
+    }
+
+    /// Whether the MMU may run on its own thread: the page table splits its walk, and
+    /// nothing here reads the TLBs or their timing per access — no policy watching the
+    /// TLBs, no region IDs, no recolouring, no background policy work — and no TLB
+    /// splinters pages (the engine's same-page entry, and the pages it marks touched,
+    /// follow the table's page size, not the TLB's piece).
+    fn can_split(&self) -> bool {
+        P::SPLITS
+            && !self.watching
+            && self.regions.is_none()
+            && !self.recolor_on
+            && self.background_at == u64::MAX
+            && !self.mmu().tlbs.splinters_pages()
+    }
+
+    /// Move the timing side (or its cache hierarchy) to a thread of its own for the
+    /// batches to come.
+    #[inline]
+    fn detach_timing(&mut self) {
+        if self.timing.is_some() || self.mmu.as_ref().is_some_and(|m| m.mem_detached()) {
+            return;
+        }
+        self.detach_cold();
+    }
+
+    /// If the host cannot start a thread, the run goes on inline (the results are the
+    /// same) after a warning.
     #[cold]
-    fn detach_memory(&mut self) {
-        match MemoryThread::start(std::mem::take(&mut self.mem)) {
-            Ok(t) => self.mem_thread = Some(t),
+    fn detach_cold(&mut self) {
+        if !self.split {
+            self.detach = self.mmu_mut().detach_mem();
+            return;
+        }
+        let mmu = self.mmu.take().expect("the MMU is attached");
+        match OpThread::start("vmlab-mmu", mmu) {
+            Ok(t) => self.timing = Some(t),
             Err(failed) => {
-                let (mem, e) = *failed;
-                eprintln!("vmlab: warning: cannot start the memory-model thread ({e}); simulating the caches inline");
-                self.mem = mem;
-                self.detach_mem = false;
+                let (mmu, e) = *failed;
+                eprintln!("vmlab: warning: cannot start the MMU-model thread ({e}); simulating it inline");
+                self.mmu = Some(mmu);
+                self.detach = false;
             }
         }
     }
 
-    /// Bring the memory model back inline (waiting for its thread to apply every op
-    /// sent), with the cycles and walk latencies it timed. Anything that reads the
-    /// hierarchy or those counters calls this first.
-    pub fn attach_mem(&mut self) {
-        if let Some(t) = self.mem_thread.take() {
-            let d = t.stop();
-            self.mem = d.mem;
-            self.cycles.walk += d.cycles.walk;
-            self.cycles.data += d.cycles.data;
-            self.cycles.recolor_copy += d.cycles.recolor_copy;
-            self.walks.latency.merge(&d.walk_latency);
+    /// Bring the timing side back (waiting for its thread to apply every op sent).
+    /// Anything that reads the TLBs, walk caches, caches or their counters calls this
+    /// first.
+    pub fn attach(&mut self) -> Result<()> {
+        if let Some(t) = self.timing.take() {
+            let mut mmu = t.stop();
+            let diverged = std::mem::take(&mut mmu.diverged);
+            self.mmu = Some(mmu);
+            if diverged != 0 {
+                return Err(Error::Sim(format!(
+                    "internal error: the MMU thread and the engine disagreed on {diverged} fault(s); rerun with VMLAB_TIMING_THREAD=off, and please report it"
+                )));
+            }
         }
+        self.mmu_mut().attach_mem();
+        Ok(())
     }
 
-    /// Translate an address of the page table's own virtual array: through the data TLB,
-    /// or by a nested walk (whose references and cycles go to the memory model as the
-    /// walk's nested part). Returns (physical address, TLB cycles of a hit, nested refs,
-    /// nested steps).
-    fn translate_array(&mut self, va: u64) -> (Option<u64>, u64, u64, u64) {
-        let asid = self.cur_asid;
-        self.walks.nested_lookups += 1;
-        // The probe changes data-side TLB state.
-        self.same_page[0].valid = false;
-        if self.shared_l1 {
-            self.same_page[1].valid = false;
-        }
-        if let Some(hit) = self.tlbs.lookup(false, va, asid) {
-            let t = hit.entry.translation();
-            if hit.level > 0 {
-                self.tlbs.fill(false, va, asid, &t, hit.level);
-            }
-            return (Some(t.phys(va)), self.tlb_latency[0][hit.level], 0, 0);
-        }
-        self.walks.nested_misses += 1;
-        let levels = self.tlbs.levels();
-        self.nested_path.clear();
-        let t = self.os.mm.pt.walk_nested(asid, va, &mut self.walk_caches, &mut self.nested_path);
-        let cycles = self.tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
-        let mut step = u16::MAX;
-        for i in 0..self.nested_path.refs().len() {
-            let r = self.nested_path.refs()[i];
-            let new_step = r.step != step;
-            step = r.step;
-            self.mem_op(MemOp::WalkRef { pa: r.pa, new_step, nested: true });
-        }
-        self.mem_op(MemOp::NestedEnd { cycles });
-        let (n_refs, n_steps) = (self.nested_path.refs().len() as u64, self.nested_path.steps() as u64);
-        let pa = t.map(|t| {
-            self.tlbs.fill(false, va, asid, &t, levels);
-            t.phys(va)
-        });
-        (pa, 0, n_refs, n_steps)
+    /// Move the MMU's cycle counters into the engine's (after `attach`).
+    fn settle_cycles(&mut self) {
+        let m = std::mem::take(&mut self.mmu_mut().cycles);
+        let c = &mut self.cycles;
+        c.tlb += m.tlb;
+        c.walk += m.walk;
+        c.data += m.data;
+        c.recolor_copy += m.recolor_copy;
     }
 
     fn fault(&mut self, va: u64, kind: AccessKind) -> Result<Translation> {
@@ -818,24 +812,19 @@ impl<P: PageTable> Engine<P> {
             return;
         }
         self.same_page = [SamePage::default(); 2];
-        for s in std::mem::take(&mut self.os.mm.shootdowns) {
-            match s {
-                Shootdown::Page { asid, va, size } => {
-                    self.tlbs.invalidate_page(va, size, asid);
-                    self.walk_caches.invalidate(asid, va);
-                }
-                Shootdown::Space { asid } => {
-                    self.tlbs.flush_asid(asid);
-                    self.walk_caches.flush_asid(asid);
-                    if self.policy_misses {
-                        self.deliver_tlb_changes();
-                        self.os.policy.space_gone(asid);
-                    }
-                }
-                Shootdown::TlbEntry { asid, va } => self.tlbs.invalidate(va, asid),
-                Shootdown::TlbFlush => self.tlbs.flush_all(),
+        let mut shootdowns = std::mem::take(&mut self.os.mm.shootdowns);
+        for s in shootdowns.drain(..) {
+            match &mut self.timing {
+                Some(t) => t.push(MmuOp::Shootdown(s)),
+                None => self.mmu.as_mut().expect("the MMU is attached").shootdown(s),
+            }
+            if let (Shootdown::Space { asid }, true) = (s, self.policy_misses) {
+                self.deliver_tlb_changes();
+                self.os.policy.space_gone(asid);
             }
         }
+        // Keep the buffer's allocation for the next shootdowns.
+        self.os.mm.shootdowns = shootdowns;
         if self.watching {
             self.deliver_tlb_changes();
         }
@@ -844,22 +833,25 @@ impl<P: PageTable> Engine<P> {
     /// End of the statistics warm-up: snapshot the counters that timing depends on (to
     /// subtract at the end) and restart the walk statistics.
     #[cold]
-    fn end_warmup(&mut self) {
-        self.attach_mem();
+    fn end_warmup(&mut self) -> Result<()> {
+        self.attach()?;
+        self.settle_cycles();
         self.warmup_at = u64::MAX;
         self.fold_tlb_counts();
+        let m = self.mmu.as_mut().expect("the MMU is attached");
         self.warmup_base = Some(Box::new(WarmupBase {
             run: self.run.clone(),
             cycles: self.cycles.clone(),
-            tlb_levels: self.tlb_levels.clone(),
-            tlbs: self.tlbs.tlbs.iter().map(|t| t.counters.clone()).collect(),
-            caches: self.mem.caches.iter().map(|c| c.counters.clone()).collect(),
-            write_buffers: self.mem.caches.iter().map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls))).collect(),
-            memory_accesses: self.mem.memory_accesses,
+            tlb_levels: m.tlb_levels.clone(),
+            tlbs: m.tlbs.tlbs.iter().map(|t| t.counters.clone()).collect(),
+            caches: m.mem.caches.iter().map(|c| c.counters.clone()).collect(),
+            write_buffers: m.mem.caches.iter().map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls))).collect(),
+            memory_accesses: m.mem.memory_accesses,
         }));
-        self.walk_cache_base = self.walk_caches.counters();
-        let steps = self.walks.step_refs.len();
-        self.walks = WalkCounters { step_refs: vec![0; steps], step_walks: vec![0; steps], ..Default::default() };
+        self.walk_cache_base = m.walk_caches.counters();
+        let steps = m.walks.step_refs.len();
+        m.walks = WalkCounters { step_refs: vec![0; steps], step_walks: vec![0; steps], ..Default::default() };
+        Ok(())
     }
 
     /// Whether the statistics warm-up ended (or there was none).
@@ -869,44 +861,48 @@ impl<P: PageTable> Engine<P> {
 
     /// Once, at the end of a run: fold the TLB lookups and same-page hits into the per-structure
     /// counters, and subtract the warm-up's counts.
-    pub fn finish(&mut self) {
-        self.attach_mem();
+    pub fn finish(&mut self) -> Result<()> {
+        self.attach()?;
+        self.settle_cycles();
         self.fold_tlb_counts();
-        let Some(b) = self.warmup_base.take() else { return };
+        let Some(b) = self.warmup_base.take() else { return Ok(()) };
         self.run = self.run.since(&b.run);
         self.cycles = self.cycles.since(&b.cycles);
-        for (side, levels) in self.tlb_levels.iter_mut().enumerate() {
+        let m = self.mmu.as_mut().expect("the MMU is attached");
+        for (side, levels) in m.tlb_levels.iter_mut().enumerate() {
             for (l, (lookups, hits)) in levels.iter_mut().enumerate() {
                 *lookups -= b.tlb_levels[side][l].0;
                 *hits -= b.tlb_levels[side][l].1;
             }
         }
-        for (t, base) in self.tlbs.tlbs.iter_mut().zip(&b.tlbs) {
+        for (t, base) in m.tlbs.tlbs.iter_mut().zip(&b.tlbs) {
             t.counters = t.counters.since(base);
         }
-        for ((c, base), wb) in self.mem.caches.iter_mut().zip(&b.caches).zip(&b.write_buffers) {
+        for ((c, base), wb) in m.mem.caches.iter_mut().zip(&b.caches).zip(&b.write_buffers) {
             c.counters = c.counters.since(base);
             if let Some(w) = &mut c.write_buffer {
                 (w.writes, w.stall_cycles, w.full_stalls) = (w.writes - wb.0, w.stall_cycles - wb.1, w.full_stalls - wb.2);
             }
         }
-        self.mem.memory_accesses -= b.memory_accesses;
+        m.mem.memory_accesses -= b.memory_accesses;
+        Ok(())
     }
 
     /// Bring every TLB structure's counters up to date: the hierarchy's per-level
     /// lookup counts, then the same-page hits counted per L1 slot.
     fn fold_tlb_counts(&mut self) {
-        self.tlbs.fold_counts();
+        let m = self.mmu.as_mut().expect("the MMU is attached");
+        m.tlbs.fold_counts();
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();
             if total == 0 {
                 continue;
             }
-            self.tlb_levels[side][0].0 += total;
-            self.tlb_levels[side][0].1 += total;
-            let l1: Vec<usize> = self.tlbs.side(side == 1)[0].clone();
+            m.tlb_levels[side][0].0 += total;
+            m.tlb_levels[side][0].1 += total;
+            let l1: Vec<usize> = m.tlbs.side(side == 1)[0].clone();
             for (slot, &id) in l1.iter().enumerate() {
-                let c = &mut self.tlbs.tlbs[id].counters;
+                let c = &mut m.tlbs.tlbs[id].counters;
                 let hits = self.same_page_hits[side][slot];
                 c.lookups += total;
                 c.hits += hits;

@@ -2,6 +2,7 @@
 //! source, and assemble the stats document (schema in docs/metrics.md).
 
 pub mod engine;
+pub mod mmu;
 
 pub use engine::Engine;
 
@@ -183,8 +184,11 @@ pub trait Simulation: Send {
     /// Run the memory model on a thread of its own if `on` and the configuration allows
     /// ([`Engine::use_memory_thread`]); returns whether it will.
     fn use_memory_thread(&mut self, on: bool) -> bool;
+    /// Whether that thread runs the whole timing side of the MMU (`sim::mmu`), not only
+    /// the cache hierarchy.
+    fn mmu_on_thread(&self) -> bool;
     /// End the run: its stats document, and the OFFLINE plan a first pass made.
-    fn finish(self: Box<Self>, meta: &TraceMeta) -> (Value, Option<OfflinePlan>);
+    fn finish(self: Box<Self>, meta: &TraceMeta) -> Result<(Value, Option<OfflinePlan>)>;
 }
 
 struct Run<P: PageTable> {
@@ -209,10 +213,14 @@ where
         self.engine.use_memory_thread(on)
     }
 
-    fn finish(mut self: Box<Self>, meta: &TraceMeta) -> (Value, Option<OfflinePlan>) {
-        self.engine.finish();
+    fn mmu_on_thread(&self) -> bool {
+        self.engine.mmu_on_thread()
+    }
+
+    fn finish(mut self: Box<Self>, meta: &TraceMeta) -> Result<(Value, Option<OfflinePlan>)> {
+        self.engine.finish()?;
         let plan = self.engine.os.policy.offline_plan(&self.cfg);
-        (document(&self.cfg, &self.engine, meta, &self.info), plan)
+        Ok((document(&self.cfg, &self.engine, meta, &self.info), plan))
     }
 }
 
@@ -230,7 +238,7 @@ fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl
             break;
         }
     }
-    let (doc, plan) = sim.finish(pass.src.meta());
+    let (doc, plan) = sim.finish(pass.src.meta())?;
     pass.plan_out = plan;
     Ok(doc)
 }
@@ -282,7 +290,7 @@ pub fn run_many(
             }
             on_batch(records);
         }
-        out.extend(group.into_iter().map(|(i, s)| (i, Ok(s.finish(&meta).0))));
+        out.extend(group.into_iter().map(|(i, s)| (i, s.finish(&meta).map(|r| r.0))));
         out
     } else {
         std::thread::scope(|scope| -> Result<Vec<(usize, Result<Value>)>> {
@@ -300,7 +308,7 @@ pub fn run_many(
                             break;
                         }
                     }
-                    out.extend(group.into_iter().map(|(i, s)| (i, Ok(s.finish(meta).0))));
+                    out.extend(group.into_iter().map(|(i, s)| (i, s.finish(meta).map(|r| r.0))));
                     out
                 }));
             }
@@ -358,7 +366,7 @@ fn feed_group(group: &mut Vec<(usize, Box<dyn Simulation>)>, batch: &[Record], m
             Ok(false) => k += 1,
             Ok(true) => {
                 let (i, s) = group.swap_remove(k);
-                out.push((i, Ok(s.finish(meta).0)));
+                out.push((i, s.finish(meta).map(|r| r.0)));
             }
             Err(e) => {
                 let (i, _) = group.swap_remove(k);
@@ -380,7 +388,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 /// Assemble the stats document of a finished engine.
 pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
     let mut tlb = Map::new();
-    for t in &e.tlbs.tlbs {
+    for t in &e.mmu().tlbs.tlbs {
         let c = &t.counters;
         tlb.insert(
             t.name.clone(),
@@ -403,19 +411,19 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
             })
             .collect()
     };
-    let [data, instr] = &e.tlb_levels;
+    let [data, instr] = &e.mmu().tlb_levels;
     let tlb_levels = level_rows(&mut data.iter().zip(instr).map(|(d, i)| (d.0 + i.0, d.1 + i.1)));
     let by_side = json!({
         "data": level_rows(&mut data.iter().copied()),
         "instr": level_rows(&mut instr.iter().copied()),
     });
     let mut walk_caches = Map::new();
-    for (name, c) in e.walk_caches.counters() {
+    for (name, c) in e.mmu().walk_caches.counters() {
         let c = e.walk_cache_base.iter().find(|(n, _)| *n == name).map_or(c.clone(), |(_, base)| c.since(base));
         walk_caches.insert(name, json!({"lookups": c.lookups, "hits": c.hits, "misses": c.misses, "hit_rate": ratio(c.hits, c.lookups)}));
     }
     let mut caches = Map::new();
-    for c in &e.mem.caches {
+    for c in &e.mmu().mem.caches {
         let k = &c.counters;
         caches.insert(
             c.name.clone(),
@@ -430,7 +438,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         );
     }
     let fp = e.os.mm.pt.footprint();
-    let w = &e.walks;
+    let w = &e.mmu().walks;
     let instr = e.run.instructions;
     let translation_cycles = e.cycles.tlb + e.cycles.walk + e.cycles.fault;
     let mem = e.os.mm.mem.counters();
@@ -484,7 +492,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
             "frames_reserved": mem.frames_reserved, "frames_other": mem.frames_other,
             "frames_peak": mem.frames_peak,
             "free_blocks_by_order": e.os.mm.mem.free_blocks_per_order(),
-            "dram_accesses": e.mem.memory_accesses,
+            "dram_accesses": e.mmu().mem.memory_accesses,
         },
         "cycles": {
             "tlb": e.cycles.tlb, "walk": e.cycles.walk, "fault": e.cycles.fault, "data": e.cycles.data,
@@ -544,10 +552,10 @@ fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
 fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
     let instr = e.run.instructions;
     let pc = &e.os.mm.pc;
-    let last = e.mem.colour_cache().map(|c| c.name.clone());
-    let l2_miss: u64 = e.mem.caches.iter().filter(|c| Some(&c.name) == last.as_ref()).map(|c| c.counters.miss_cycles).sum();
-    let upper_miss: u64 = e.mem.caches.iter().filter(|c| Some(&c.name) != last.as_ref()).map(|c| c.counters.miss_cycles).sum();
-    let wb: u64 = e.mem.caches.iter().filter_map(|c| c.write_buffer.as_ref()).map(|w| w.stall_cycles).sum();
+    let last = e.mmu().mem.colour_cache().map(|c| c.name.clone());
+    let l2_miss: u64 = e.mmu().mem.caches.iter().filter(|c| Some(&c.name) == last.as_ref()).map(|c| c.counters.miss_cycles).sum();
+    let upper_miss: u64 = e.mmu().mem.caches.iter().filter(|c| Some(&c.name) != last.as_ref()).map(|c| c.counters.miss_cycles).sum();
+    let wb: u64 = e.mmu().mem.caches.iter().filter_map(|c| c.write_buffer.as_ref()).map(|w| w.stall_cycles).sum();
     let recolor = e.cycles.recolor_copy + e.cycles.recolor_policy;
     let tlbm = e.cycles.tlb + e.cycles.walk + pc.bookkeeping_cycles + pc.copy_cycles;
     let total = e.cycles.data + e.cycles.fault + recolor + tlbm;

@@ -602,7 +602,7 @@ fn document_in_batches(overrides: &[String], records: &[Record], batch: usize) -
             break;
         }
     }
-    sim.finish(&vmlab::trace::TraceMeta::default()).0
+    sim.finish(&vmlab::trace::TraceMeta::default()).unwrap().0
 }
 
 proptest! {

@@ -1,10 +1,14 @@
-//! The memory model on its own thread (mem/thread.rs) changes wall time only: every
-//! stats document equals the inline run's, across page-table kinds, nested virtual
-//! references, data references, fixed miss costs and a statistics warm-up.
+//! The memory model on its own thread (mem/thread.rs), or the whole timing side of the
+//! MMU (sim/mmu.rs), changes wall time only: every stats document equals the inline
+//! run's, across page-table kinds, nested virtual references, data references, fixed
+//! miss costs, a statistics warm-up, and random traces with OS events and context
+//! switches.
 
+use proptest::prelude::*;
 use vmlab::api::{open_source, SourceSpec};
 use vmlab::config::Config;
-use vmlab::sim::build;
+use vmlab::sim::{build, SourceInfo};
+use vmlab::trace::{MapFlags, Record, TraceMeta};
 
 fn document(config: &str, overrides: &[&str], workload: &str, params: &[(&str, &str)], thread: bool) -> (serde_json::Value, bool) {
     let cfg = Config::load(config, &overrides.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
@@ -21,7 +25,7 @@ fn document(config: &str, overrides: &[&str], workload: &str, params: &[(&str, &
             break;
         }
     }
-    (sim.finish(src.meta()).0, detached)
+    (sim.finish(src.meta()).unwrap().0, detached)
 }
 
 #[test]
@@ -57,4 +61,105 @@ fn configurations_whose_timing_feeds_back_stay_inline() {
     }
     let (_, detached) = document("skylake", &[], "gups", &[("footprint", "16M"), ("accesses", "1000")], false);
     assert!(!detached, "not asked");
+}
+
+/// The stats document of `records` fed in batches of the given sizes (cycled), inline
+/// or with a second thread; and whether the MMU ran on it.
+fn feed_records(cfg: &Config, records: &[Record], batches: &[usize], thread: bool) -> (Result<serde_json::Value, String>, bool) {
+    let mut sim = build(cfg, &SourceInfo::default(), None).unwrap();
+    sim.use_memory_thread(thread);
+    let on_thread = sim.mmu_on_thread();
+    let mut at = 0;
+    for &n in batches.iter().cycle() {
+        if at >= records.len() {
+            break;
+        }
+        let end = (at + n).min(records.len());
+        match sim.feed(&records[at..end]) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => return (Err(e.to_string()), on_thread),
+        }
+        at = end;
+    }
+    (sim.finish(&TraceMeta::default()).map(|r| r.0).map_err(|e| e.to_string()), on_thread)
+}
+
+/// A random trace of three processes: maps, unmaps, protection changes (faults that
+/// grant rights), forks, context switches, and accesses of every kind, some crossing
+/// a page, over a few MiB so small TLBs miss often.
+fn arb_trace() -> impl Strategy<Value = Vec<Record>> {
+    const BASE: u64 = 0x4000_0000;
+    const SPAN: u64 = 8 << 20;
+    let op = (0u8..100, 1u32..4, 0u64..SPAN, 1u64..64, 0u8..8);
+    prop::collection::vec(op, 200..1500).prop_map(|ops| {
+        let mut recs: Vec<Record> = (1..=3).map(|pid| Record::Mmap { pid, start: BASE, len: SPAN, prot: 7, flags: MapFlags::PRIVATE }).collect();
+        for (what, pid, off, pages, x) in ops {
+            let at = BASE + (off & !0xfff);
+            let len = (pages << 12).min(BASE + SPAN - at);
+            recs.push(match what {
+                0..=1 => Record::Munmap { pid, start: at, len },
+                2..=3 => Record::Mmap { pid, start: at, len, prot: 7, flags: MapFlags::PRIVATE },
+                4..=6 => Record::Mprotect { pid, start: at, len, prot: [1, 3, 5, 7][x as usize % 4] },
+                7..=9 => Record::ContextSwitch { pid },
+                10 => Record::Tick(x as u64 + 1),
+                _ => {
+                    // Mostly reads and writes, some fetches, a few crossing into the next page.
+                    let va = BASE + off;
+                    let size = if x == 7 { 64 } else { 8 };
+                    match x % 4 {
+                        0 => Record::fetch(va, size, pid),
+                        1 => Record::write(va, size, pid),
+                        _ => Record::read(va, size, pid),
+                    }
+                }
+            });
+        }
+        recs
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The MMU on its own thread gives the inline run's stats document (or its error)
+    /// on random traces, with ASID tags or flushes on switches, a warm-up, an access
+    /// limit, huge pages and data references, whatever the batch boundaries.
+    #[test]
+    fn the_mmu_thread_matches_inline_on_random_traces(
+        recs in arb_trace(),
+        batches in prop::collection::vec(1usize..400, 1..6),
+        setting in 0usize..6,
+    ) {
+        let sets: &[&str] = match setting {
+            0 => &[],
+            1 => &["mmu.asid_tags=false"],
+            2 => &["sim.warmup_accesses=300"],
+            3 => &["sim.max_accesses=700"],
+            4 => &["os.policy.kind=\"thp-eager\""],
+            _ => &["memory.data_refs=true", "mmu.asid_tags=false"],
+        };
+        let cfg = Config::load("tiny", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let (inline, _) = feed_records(&cfg, &recs, &batches, false);
+        let (threaded, on_thread) = feed_records(&cfg, &recs, &batches, true);
+        prop_assert!(on_thread, "{:?}: the MMU should run on its own thread", sets);
+        prop_assert_eq!(inline, threaded, "{:?}", sets);
+    }
+}
+
+#[test]
+fn the_mmu_stays_inline_where_this_thread_reads_it() {
+    let recs: Vec<Record> = vec![Record::Mmap { pid: 1, start: 0x4000_0000, len: 1 << 20, prot: 3, flags: MapFlags::PRIVATE }, Record::read(0x4000_0000, 8, 1)];
+    let on_thread = |config: &str, sets: &[&str]| {
+        let cfg = Config::load(config, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        feed_records(&cfg, &recs, &[10], true).1
+    };
+    assert!(on_thread("skylake", &[]), "radix on skylake splits");
+    // Tables whose walk does not split, a policy that watches TLB misses, region IDs,
+    // and a splintering TLB keep it inline (the caches may still go to a thread).
+    assert!(!on_thread("skylake", &["page_table.kind=\"hashed\""]));
+    assert!(!on_thread("skylake", &["page_table.kind=\"nested-radix\""]));
+    assert!(!on_thread("romer", &[]));
+    assert!(!on_thread("skylake", &["mmu.regions.share=true"]));
+    assert!(!on_thread("skylake", &["tlb.l1d_2m.splinter=true"]));
 }

@@ -239,7 +239,7 @@ proptest! {
         }
         // Every TLB entry of a user page translates as the page table does now (entries
         // for the array's own pages, in the upper half, are the backing table's).
-        for tlb in &e.tlbs.tlbs {
+        for tlb in &e.mmu().tlbs.tlbs {
             let mut bad = None;
             tlb.for_each_entry(|asid, va, t| {
                 let ok = va >> 47 != 0 || e.os.mm.pt.translate(asid, va).is_some_and(|p| p.size == t.size && p.pa == t.pa && p.perms == t.perms);

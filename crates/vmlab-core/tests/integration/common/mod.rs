@@ -45,7 +45,7 @@ pub fn pages_inside_vmas<P: PageTable>(e: &Engine<P>) -> Result<Vec<(u64, Mappin
 /// frame offsets agree, and so do the permissions. A stale entry (a missed shootdown)
 /// fails this.
 pub fn tlbs_agree_with_page_table<P: PageTable>(e: &Engine<P>) -> Result<(), TestCaseError> {
-    for tlb in &e.tlbs.tlbs {
+    for tlb in &e.mmu().tlbs.tlbs {
         let mut bad = None;
         tlb.for_each_entry(|asid, va, t| {
             let ok = e.os.mm.pt.translate(asid, va).is_some_and(|p| p.size >= t.size && p.pa + (va - p.size.align_down(va)) == t.pa && p.perms == t.perms);
