@@ -291,20 +291,30 @@ impl<S: OpSink> Drop for OpThread<S> {
     }
 }
 
-/// Whether single simulations may run their memory model on a second thread:
-/// `VMLAB_MEMORY_THREAD` = `on`, `off`, or `auto` (the default: when the host has two or
-/// more cores). Results are identical either way; only wall time changes.
+/// Whether single simulations may use a second thread: `VMLAB_MEMORY_THREAD` = `on`,
+/// `off`, or `auto` (the default: when the host has two or more cores). Results are
+/// identical either way; only wall time changes. Also vets `VMLAB_TIMING_THREAD`
+/// ([`timing_thread_wanted`]), so a bad value of either stops the run at its start.
 pub fn memory_thread_wanted() -> crate::Result<bool> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    parse_memory_thread(std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)
+    parse_thread_setting("VMLAB_TIMING_THREAD", std::env::var("VMLAB_TIMING_THREAD").ok().as_deref(), cores)?;
+    parse_thread_setting("VMLAB_MEMORY_THREAD", std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)
 }
 
-fn parse_memory_thread(value: Option<&str>, cores: usize) -> crate::Result<bool> {
+/// Whether that second thread may run the MMU's whole timing side (`crate::sim::mmu`)
+/// where the configuration allows, rather than the cache hierarchy only:
+/// `VMLAB_TIMING_THREAD` other than `off` (its value is vetted by
+/// [`memory_thread_wanted`]).
+pub fn timing_thread_wanted() -> bool {
+    !matches!(std::env::var("VMLAB_TIMING_THREAD").ok().as_deref().map(str::trim), Some("off"))
+}
+
+fn parse_thread_setting(name: &str, value: Option<&str>, cores: usize) -> crate::Result<bool> {
     match value.map(str::trim) {
         Some("on") => Ok(true),
         Some("off") => Ok(false),
         None | Some("") | Some("auto") => Ok(cores >= 2),
-        Some(other) => Err(crate::Error::Sim(format!("environment variable VMLAB_MEMORY_THREAD=`{other}`: expected on, off or auto"))),
+        Some(other) => Err(crate::Error::Sim(format!("environment variable {name}=`{other}`: expected on, off or auto"))),
     }
 }
 
@@ -369,12 +379,15 @@ mod tests {
 
     #[test]
     fn the_environment_setting_is_on_off_or_auto() {
-        assert!(parse_memory_thread(Some("on"), 1).unwrap());
-        assert!(!parse_memory_thread(Some("off"), 8).unwrap());
-        assert!(parse_memory_thread(None, 2).unwrap() && !parse_memory_thread(None, 1).unwrap());
-        assert!(parse_memory_thread(Some(" auto "), 4).unwrap());
-        let e = parse_memory_thread(Some("yes"), 2).unwrap_err().to_string();
+        let parse = |v, cores| parse_thread_setting("VMLAB_MEMORY_THREAD", v, cores);
+        assert!(parse(Some("on"), 1).unwrap());
+        assert!(!parse(Some("off"), 8).unwrap());
+        assert!(parse(None, 2).unwrap() && !parse(None, 1).unwrap());
+        assert!(parse(Some(" auto "), 4).unwrap());
+        let e = parse(Some("yes"), 2).unwrap_err().to_string();
         assert!(e.contains("VMLAB_MEMORY_THREAD") && e.contains("yes"), "{e}");
+        let e = parse_thread_setting("VMLAB_TIMING_THREAD", Some("1"), 2).unwrap_err().to_string();
+        assert!(e.contains("VMLAB_TIMING_THREAD") && e.contains("`1`"), "{e}");
     }
 
     #[test]

@@ -718,7 +718,7 @@ impl<P: PageTable> Engine<P> {
     /// identical either way. Returns whether a thread will be used.
     pub fn use_memory_thread(&mut self, on: bool) -> bool {
         self.detach = on && !self.recolor_on && self.mmu().mem.can_detach();
-        self.split = self.detach && self.can_split() && crate::sim::mmu::timing_thread_wanted();
+        self.split = self.detach && self.can_split() && crate::mem::thread::timing_thread_wanted();
         self.detach
     }
 

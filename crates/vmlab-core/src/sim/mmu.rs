@@ -354,11 +354,3 @@ impl<P: PageTable> OpSink for Mmu<P> {
     }
 }
 
-/// Whether the MMU may run on its own thread when the configuration allows it:
-/// `VMLAB_TIMING_THREAD` = `on` or `auto` (the default), or `off` (then only the cache
-/// hierarchy may, as `VMLAB_MEMORY_THREAD` says). Results are identical either way;
-/// only wall time changes. An unknown value counts as `auto`, as `VMLAB_MEMORY_THREAD`
-/// already vetted the thread's use.
-pub fn timing_thread_wanted() -> bool {
-    !matches!(std::env::var("VMLAB_TIMING_THREAD").ok().as_deref().map(str::trim), Some("off"))
-}
