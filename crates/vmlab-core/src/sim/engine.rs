@@ -5,13 +5,12 @@
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::mem::thread::OpThread;
 use crate::mem::MemOp;
 use crate::mmu::regions::RegionIds;
 use crate::os::policy::TlbMiss;
 use crate::os::{Os, Shootdown};
 use crate::pt::{PageTable, Translation, WalkCaches};
-use crate::sim::mmu::{Lookup, Mmu, MmuOp, WalkSource};
+use crate::sim::mmu::{Lookup, Mmu};
 use crate::stats::{CycleCounters, RunCounters, WalkCounters};
 use crate::trace::{Access, Record, TraceSource};
 
@@ -46,19 +45,14 @@ const PREFETCH_DISTANCE: usize = 12;
 
 pub struct Engine<P: PageTable> {
     pub os: Os<P>,
-    /// The timing side (TLBs, walk caches, caches). `None` while it runs on `timing`:
-    /// everything that reads it outside the per-access path calls [`Engine::attach`]
-    /// first.
-    mmu: Option<Mmu<P>>,
-    /// The timing side on a thread of its own, while the run goes on.
-    timing: Option<OpThread<Mmu<P>>>,
+    /// The timing side: the TLBs, and the walker (walk caches, caches), which may run
+    /// on a thread of its own: everything that reads the walker outside the per-access
+    /// path calls [`Engine::attach`] first.
+    mmu: Mmu<P>,
     /// Use a second host thread during `feed` (`use_memory_thread`): for the whole
-    /// timing side if `split`, else for the cache hierarchy.
+    /// walker if `split`, else for the cache hierarchy.
     detach: bool,
     split: bool,
-    /// Translations that took the slow path (the look-ahead's measure while the
-    /// walk counters are on the MMU's thread).
-    slow_translations: u64,
     asid_tags: bool,
     data_refs: bool,
     fault_cycles: u64,
@@ -128,18 +122,16 @@ impl<P: PageTable> Engine<P> {
         let policy_misses = os.policy.wants_tlb_misses();
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
         let recolor_on = if let Some(r) = &os.recolor {
-            r.install(&mut mmu.mem, os.mm.placement.colours);
+            r.install(&mut mmu.walker_mut().mem, os.mm.placement.colours);
             true
         } else {
             false
         };
         let mut e = Engine {
             os,
-            mmu: None,
-            timing: None,
+            mmu,
             detach: false,
             split: false,
-            slow_translations: 0,
             asid_tags: cfg.mmu.asid_tags,
             data_refs: cfg.memory.data_refs,
             fault_cycles: cfg.os.fault_cycles,
@@ -166,7 +158,6 @@ impl<P: PageTable> Engine<P> {
             prefetch: false,
             regions: cfg.mmu.regions.share.then(|| RegionIds::new(&cfg.mmu.regions)),
         };
-        e.mmu = Some(mmu);
         e.refresh_policy_hooks();
         Ok(e)
     }
@@ -241,13 +232,9 @@ impl<P: PageTable> Engine<P> {
         Ok(false)
     }
 
-    /// Walks so far, or, while the MMU runs on its own thread, translations that took
-    /// the slow path (each may walk).
+    /// Walks so far (sent so far, while the walker runs on its own thread).
     fn walks_so_far(&self) -> u64 {
-        match &self.mmu {
-            Some(m) => m.walks.count,
-            None => self.slow_translations,
-        }
+        self.mmu.walks_so_far()
     }
 
     /// Consume the records from `from` on that need nothing but counting, and return
@@ -351,10 +338,7 @@ impl<P: PageTable> Engine<P> {
             }
         }
         if switching && !self.asid_tags {
-            match &mut self.timing {
-                Some(t) => t.push(MmuOp::FlushAll),
-                None => self.mmu_mut().flush_all(),
-            }
+            self.mmu.flush_all();
             self.same_page = [SamePage::default(); 2];
         }
         Ok(())
@@ -380,7 +364,7 @@ impl<P: PageTable> Engine<P> {
         }
         if self.recolor_on {
             let now = self.now();
-            if self.mmu_mut().mem.interrupt || now >= self.os.recolor.as_ref().map_or(u64::MAX, |r| r.next_timer) {
+            if self.mmu.walker().mem.interrupt || now >= self.os.recolor.as_ref().map_or(u64::MAX, |r| r.next_timer) {
                 self.recolor_events()?;
             }
         }
@@ -428,7 +412,7 @@ impl<P: PageTable> Engine<P> {
     #[inline(always)]
     fn now(&self) -> u64 {
         let c = &self.cycles;
-        let m = self.mmu.as_ref().map_or(0, |m| m.cycles.tlb + m.cycles.walk + m.cycles.data + m.cycles.recolor_copy);
+        let m = self.mmu.cycles_so_far();
         self.run.instructions + c.tlb + c.walk + c.fault + c.data + c.recolor_copy + c.recolor_policy + m
     }
 
@@ -448,7 +432,7 @@ impl<P: PageTable> Engine<P> {
         if self.shared_l1 {
             self.same_page[1 - side].valid = false;
         }
-        let (t, missed) = if self.timing.is_some() { (self.translate_split(kind, va, asid, need)?, false) } else { self.translate_inline(kind, va, asid, need)? };
+        let (t, missed) = self.translate_tlbs(kind, va, asid, need)?;
         if t.size != PageSize::K4 {
             // Base pages are touched when mapped; pages of larger ones when translated.
             self.os.mm.touched.touch(t.phys(va));
@@ -465,7 +449,7 @@ impl<P: PageTable> Engine<P> {
             if let Some(nt) = self.policy_tlb_miss(instr, va, t)? {
                 // The policy moved the page (recolour, promotion): the access uses the
                 // new frame, and the TLBs get the new translation.
-                let mmu = self.mmu_mut();
+                let mmu = &mut self.mmu;
                 let levels = mmu.tlbs.levels();
                 mmu.tlbs.fill(instr, va, asid, &nt, levels);
                 self.deliver_tlb_changes();
@@ -478,14 +462,14 @@ impl<P: PageTable> Engine<P> {
         Ok(t.phys(va))
     }
 
-    /// The TLB lookup, walk and fills of `translate_slow`, on this thread. Returns the
-    /// translation and whether the TLBs missed.
+    /// The TLB lookup, walk and fills of `translate_slow`. Returns the translation and
+    /// whether the TLBs missed.
     #[inline]
-    fn translate_inline(&mut self, kind: AccessKind, va: u64, asid: Asid, need: Perms) -> Result<(Translation, bool)> {
+    fn translate_tlbs(&mut self, kind: AccessKind, va: u64, asid: Asid, need: Perms) -> Result<(Translation, bool)> {
         let instr = kind.is_instr();
-        let mmu = self.mmu.as_mut().expect("the MMU is attached");
+        let mmu = &mut self.mmu;
         let levels = mmu.tlbs.levels();
-        let lookup = mmu.lookup(instr, va, asid, self.cur_asid, WalkSource::Table(&mut self.os.mm.pt));
+        let lookup = mmu.lookup(instr, va, asid, self.cur_asid, &mut self.os.mm.pt);
         if std::mem::take(&mut mmu.probed_data_tlb) {
             // A virtual walk reference looked up the data TLBs.
             self.same_page[0].valid = false;
@@ -497,7 +481,7 @@ impl<P: PageTable> Engine<P> {
             Lookup::Hit { t, level } => {
                 let t = if !t.perms.contains(need) {
                     let t = self.fault(va, kind)?;
-                    self.mmu_mut().tlbs.fill(instr, va, asid, &t, levels);
+                    self.mmu.tlbs.fill(instr, va, asid, &t, levels);
                     t
                 } else {
                     if level > 0 {
@@ -517,41 +501,15 @@ impl<P: PageTable> Engine<P> {
                         if let Some(e) = self.os.mm.pt.take_error() {
                             return Err(e);
                         }
-                        self.mmu_mut().walks.faulting += 1;
+                        self.mmu.note_faulting_walk();
                         self.fault(va, kind)?
                     }
                 };
                 if self.watching {
                     self.deliver_tlb_changes();
                 }
-                self.mmu_mut().tlbs.fill(instr, va, asid, &t, levels);
+                self.mmu.tlbs.fill(instr, va, asid, &t, levels);
                 Ok((t, true))
-            }
-        }
-    }
-
-    /// `translate_slow` while the MMU runs on its own thread: find the translation
-    /// functionally (resolving a fault here, as the OS would after the walk), and send
-    /// the MMU the walk's path for its lookup, walk and fills. Only the TLBs' contents
-    /// decide whether the MMU walks, and they never hold what the table contradicts
-    /// (every change of a mapping or its rights shoots its page down), so the fault
-    /// found here is the one the inline flow finds.
-    #[inline]
-    fn translate_split(&mut self, kind: AccessKind, va: u64, asid: Asid, need: Perms) -> Result<Translation> {
-        self.slow_translations += 1;
-        let mut full = P::Path::default();
-        let found = self.os.mm.pt.full_path(self.cur_asid, va, &mut full).filter(|t| t.perms.contains(need));
-        let op = MmuOp::Translate { instr: kind.is_instr(), va, asid, need, faults: found.is_none(), full };
-        self.timing.as_mut().expect("the MMU runs on its thread").push(op);
-        match found {
-            Some(t) => Ok(t),
-            None => {
-                if let Some(e) = self.os.mm.pt.take_error() {
-                    return Err(e);
-                }
-                let t = self.fault(va, kind)?;
-                self.timing.as_mut().expect("the MMU runs on its thread").push(MmuOp::FaultFill(t));
-                Ok(t)
             }
         }
     }
@@ -560,7 +518,7 @@ impl<P: PageTable> Engine<P> {
     /// flushes, fills that were not last-level misses), before a miss's own fill.
     #[inline(never)]
     fn deliver_tlb_changes(&mut self) {
-        let mmu = self.mmu.as_mut().expect("the MMU is attached");
+        let mmu = &mut self.mmu;
         mmu.tlbs.drain_changes(&mut self.tlb_changes);
         if !self.tlb_changes.is_empty() {
             if self.policy_misses {
@@ -580,7 +538,7 @@ impl<P: PageTable> Engine<P> {
     fn policy_tlb_miss(&mut self, instr: bool, va: u64, t: Translation) -> Result<Option<Translation>> {
         let pid = self.cur_pid.expect("access sets the current pid");
         let now = self.now();
-        let mmu = self.mmu.as_mut().expect("the MMU is attached");
+        let mmu = &mut self.mmu;
         let m = TlbMiss { pid, asid: self.cur_asid, va, translation: t, slot: mmu.tlbs.watched_slot(instr), instructions: self.run.instructions };
         mmu.tlbs.drain_changes(&mut self.tlb_changes);
         let fill = std::mem::take(&mut self.tlb_changes);
@@ -589,7 +547,7 @@ impl<P: PageTable> Engine<P> {
             r = self.os.tlb_miss(&m, &fill);
         }
         if let (true, Ok(()), Some(rc)) = (self.recolor_tlb, &r, &mut self.os.recolor) {
-            let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut mmu.mem, now };
+            let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem: &mut mmu.walker_mut().mem, now };
             r = rc.tlb_miss(&mut cx, &m, &fill);
         }
         self.tlb_changes = fill;
@@ -612,7 +570,7 @@ impl<P: PageTable> Engine<P> {
                 for off in (0..c.bytes).step_by(MemOp::MAX_COPY as usize) {
                     let bytes = (c.bytes - off).min(MemOp::MAX_COPY) as u32;
                     let now = self.now();
-                    self.mmu_mut().mem_op(MemOp::Copy { from: c.from + off, to: c.to + off, now, bytes });
+                    self.mmu.mem_op(MemOp::Copy { from: c.from + off, to: c.to + off, now, bytes });
                 }
             }
         }
@@ -626,7 +584,7 @@ impl<P: PageTable> Engine<P> {
     fn recolor_events(&mut self) -> Result<()> {
         let now = self.now();
         let Some(r) = &mut self.os.recolor else { return Ok(()) };
-        let mem = &mut self.mmu.as_mut().expect("the MMU is attached").mem;
+        let mem = &mut self.mmu.walker_mut().mem;
         let mut cx = crate::os::recolor::Ctx { mm: &mut self.os.mm, mem, now };
         if cx.mem.interrupt {
             r.interrupt(&mut cx)?;
@@ -645,9 +603,9 @@ impl<P: PageTable> Engine<P> {
         self.recolor_tlb = self.os.recolor.as_ref().is_some_and(|r| r.wants_tlb());
         self.watching = self.policy_misses || self.recolor_tlb;
         let watching = self.watching;
-        self.mmu_mut().tlbs.watch(watching);
+        self.mmu.tlbs.watch(watching);
         if self.policy_misses {
-            let entries = self.mmu_mut().tlbs.watched_entries();
+            let entries = self.mmu.tlbs.watched_entries();
             self.os.policy.watch_entries(entries);
         }
     }
@@ -679,15 +637,10 @@ impl<P: PageTable> Engine<P> {
         }
     }
 
-    /// The timing side, attached (outside the per-access path, after [`Engine::attach`]).
-    #[inline(always)]
-    fn mmu_mut(&mut self) -> &mut Mmu<P> {
-        self.mmu.as_mut().expect("the MMU is attached")
-    }
-
-    /// The timing side of a finished run (TLBs, walk caches, caches, walk counters).
+    /// The timing side (TLBs; the walker's walk caches, caches and walk counters once
+    /// attached: after [`Engine::attach`], or once the run finished).
     pub fn mmu(&self) -> &Mmu<P> {
-        self.mmu.as_ref().expect("the MMU is attached once the run finished")
+        &self.mmu
     }
 
     /// The core's cycle for a data reference. Only write buffers read it, and they keep
@@ -695,103 +648,56 @@ impl<P: PageTable> Engine<P> {
     /// on its thread until `attach`).
     #[inline(always)]
     fn mem_clock(&self) -> u64 {
-        match &self.mmu {
-            Some(m) if !m.mem_detached() => self.now(),
-            _ => 0,
+        if self.mmu.mem_detached() {
+            0
+        } else {
+            self.now()
         }
     }
 
     /// Send one op to the memory model, wherever it runs.
     #[inline(always)]
     fn mem_op(&mut self, op: MemOp) {
-        match &mut self.timing {
-            Some(t) => t.push(MmuOp::Mem(op)),
-            None => self.mmu_mut().mem_op(op),
-        }
+        self.mmu.mem_op(op)
     }
 
     /// Use a second host thread from the next batch on, if `on` and nothing in this
     /// configuration depends on a reference's latency (`MemoryHierarchy::can_detach`,
-    /// no recolouring). The whole timing side moves to it when, in addition, the table
-    /// splits its walk and nothing on this thread reads the TLBs per access
-    /// ([`Engine::can_split`]); otherwise only the cache hierarchy does. Results are
-    /// identical either way. Returns whether a thread will be used.
+    /// no recolouring). The whole walker (walk caches, caches, walk accounting) moves to
+    /// it when, in addition, the table splits its walk ([`PageTable::SPLITS`]);
+    /// otherwise only the cache hierarchy does. Results are identical either way.
+    /// Returns whether a thread will be used.
     pub fn use_memory_thread(&mut self, on: bool) -> bool {
-        self.detach = on && !self.recolor_on && self.mmu().mem.can_detach();
-        self.split = self.detach && self.can_split() && crate::mem::thread::timing_thread_wanted();
+        self.detach = on && !self.recolor_on && self.mmu.walker().mem.can_detach();
+        self.split = self.detach && P::SPLITS && crate::mem::thread::timing_thread_wanted();
         self.detach
     }
 
-    /// Whether the whole timing side runs on the second thread (`use_memory_thread`).
+    /// Whether the whole walker runs on the second thread (`use_memory_thread`).
     pub fn mmu_on_thread(&self) -> bool {
         self.detach && self.split
     }
 
-    /// Whether the MMU may run on its own thread: the page table splits its walk, and
-    /// nothing here reads the TLBs or their timing per access — no policy watching the
-    /// TLBs, no region IDs, no recolouring, no background policy work — and no TLB
-    /// splinters pages (the engine's same-page entry, and the pages it marks touched,
-    /// follow the table's page size, not the TLB's piece).
-    fn can_split(&self) -> bool {
-        P::SPLITS
-            && !self.watching
-            && self.regions.is_none()
-            && !self.recolor_on
-            && self.background_at == u64::MAX
-            && !self.mmu().tlbs.splinters_pages()
-    }
-
-    /// Move the timing side (or its cache hierarchy) to a thread of its own for the
-    /// batches to come.
+    /// Move the walker (or its cache hierarchy) to a thread of its own for the batches
+    /// to come. If the host cannot start a thread, the run goes on inline (the results
+    /// are the same) after a warning.
     #[inline]
     fn detach_timing(&mut self) {
-        if self.timing.is_some() || self.mmu.as_ref().is_some_and(|m| m.mem_detached()) {
-            return;
-        }
-        self.detach_cold();
-    }
-
-    /// If the host cannot start a thread, the run goes on inline (the results are the
-    /// same) after a warning.
-    #[cold]
-    fn detach_cold(&mut self) {
-        if !self.split {
-            self.detach = self.mmu_mut().detach_mem();
-            return;
-        }
-        let mmu = self.mmu.take().expect("the MMU is attached");
-        match OpThread::start("vmlab-mmu", mmu) {
-            Ok(t) => self.timing = Some(t),
-            Err(failed) => {
-                let (mmu, e) = *failed;
-                eprintln!("vmlab: warning: cannot start the MMU-model thread ({e}); simulating it inline");
-                self.mmu = Some(mmu);
-                self.detach = false;
-            }
+        if !self.mmu.mem_detached() {
+            self.detach = self.mmu.detach(self.split);
         }
     }
 
-    /// Bring the timing side back (waiting for its thread to apply every op sent).
-    /// Anything that reads the TLBs, walk caches, caches or their counters calls this
-    /// first.
+    /// Bring the walker back (waiting for its thread to apply every op sent). Anything
+    /// that reads the walk caches, caches or the walk counters calls this first.
     pub fn attach(&mut self) -> Result<()> {
-        if let Some(t) = self.timing.take() {
-            let mut mmu = t.stop();
-            let diverged = std::mem::take(&mut mmu.diverged);
-            self.mmu = Some(mmu);
-            if diverged != 0 {
-                return Err(Error::Sim(format!(
-                    "internal error: the MMU thread and the engine disagreed on {diverged} fault(s); rerun with VMLAB_TIMING_THREAD=off, and please report it"
-                )));
-            }
-        }
-        self.mmu_mut().attach_mem();
+        self.mmu.attach();
         Ok(())
     }
 
     /// Move the MMU's cycle counters into the engine's (after `attach`).
     fn settle_cycles(&mut self) {
-        let m = std::mem::take(&mut self.mmu_mut().cycles);
+        let m = self.mmu.take_cycles();
         let c = &mut self.cycles;
         c.tlb += m.tlb;
         c.walk += m.walk;
@@ -814,10 +720,7 @@ impl<P: PageTable> Engine<P> {
         self.same_page = [SamePage::default(); 2];
         let mut shootdowns = std::mem::take(&mut self.os.mm.shootdowns);
         for s in shootdowns.drain(..) {
-            match &mut self.timing {
-                Some(t) => t.push(MmuOp::Shootdown(s)),
-                None => self.mmu.as_mut().expect("the MMU is attached").shootdown(s),
-            }
+            self.mmu.shootdown(s);
             if let (Shootdown::Space { asid }, true) = (s, self.policy_misses) {
                 self.deliver_tlb_changes();
                 self.os.policy.space_gone(asid);
@@ -838,19 +741,20 @@ impl<P: PageTable> Engine<P> {
         self.settle_cycles();
         self.warmup_at = u64::MAX;
         self.fold_tlb_counts();
-        let m = self.mmu.as_mut().expect("the MMU is attached");
+        let m = &mut self.mmu;
         self.warmup_base = Some(Box::new(WarmupBase {
             run: self.run.clone(),
             cycles: self.cycles.clone(),
             tlb_levels: m.tlb_levels.clone(),
             tlbs: m.tlbs.tlbs.iter().map(|t| t.counters.clone()).collect(),
-            caches: m.mem.caches.iter().map(|c| c.counters.clone()).collect(),
-            write_buffers: m.mem.caches.iter().map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls))).collect(),
-            memory_accesses: m.mem.memory_accesses,
+            caches: m.walker().mem.caches.iter().map(|c| c.counters.clone()).collect(),
+            write_buffers: m.walker().mem.caches.iter().map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls))).collect(),
+            memory_accesses: m.walker().mem.memory_accesses,
         }));
-        self.walk_cache_base = m.walk_caches.counters();
-        let steps = m.walks.step_refs.len();
-        m.walks = WalkCounters { step_refs: vec![0; steps], step_walks: vec![0; steps], ..Default::default() };
+        let w = m.walker_mut();
+        self.walk_cache_base = w.walk_caches.counters();
+        let steps = w.walks.step_refs.len();
+        w.walks = WalkCounters { step_refs: vec![0; steps], step_walks: vec![0; steps], ..Default::default() };
         Ok(())
     }
 
@@ -868,7 +772,7 @@ impl<P: PageTable> Engine<P> {
         let Some(b) = self.warmup_base.take() else { return Ok(()) };
         self.run = self.run.since(&b.run);
         self.cycles = self.cycles.since(&b.cycles);
-        let m = self.mmu.as_mut().expect("the MMU is attached");
+        let m = &mut self.mmu;
         for (side, levels) in m.tlb_levels.iter_mut().enumerate() {
             for (l, (lookups, hits)) in levels.iter_mut().enumerate() {
                 *lookups -= b.tlb_levels[side][l].0;
@@ -878,20 +782,21 @@ impl<P: PageTable> Engine<P> {
         for (t, base) in m.tlbs.tlbs.iter_mut().zip(&b.tlbs) {
             t.counters = t.counters.since(base);
         }
-        for ((c, base), wb) in m.mem.caches.iter_mut().zip(&b.caches).zip(&b.write_buffers) {
+        let mem = &mut m.walker_mut().mem;
+        for ((c, base), wb) in mem.caches.iter_mut().zip(&b.caches).zip(&b.write_buffers) {
             c.counters = c.counters.since(base);
             if let Some(w) = &mut c.write_buffer {
                 (w.writes, w.stall_cycles, w.full_stalls) = (w.writes - wb.0, w.stall_cycles - wb.1, w.full_stalls - wb.2);
             }
         }
-        m.mem.memory_accesses -= b.memory_accesses;
+        mem.memory_accesses -= b.memory_accesses;
         Ok(())
     }
 
     /// Bring every TLB structure's counters up to date: the hierarchy's per-level
     /// lookup counts, then the same-page hits counted per L1 slot.
     fn fold_tlb_counts(&mut self) {
-        let m = self.mmu.as_mut().expect("the MMU is attached");
+        let m = &mut self.mmu;
         m.tlbs.fold_counts();
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();

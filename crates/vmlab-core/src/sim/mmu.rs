@@ -1,59 +1,63 @@
-//! The MMU's timing side: the TLB hierarchy, the walk caches, the walker's accounting,
-//! and the cache hierarchy the walks go through. The engine (`super::engine`) keeps the
-//! functional side (trace, OS model, page table) and drives this inline. When nothing on
-//! the engine's side reads the timing side per access, and the page table splits its
-//! walk ([`PageTable::SPLITS`]), the `Mmu` runs on a thread of its own instead, fed
-//! [`MmuOp`]s in trace order (docs/dev/timing-thread-plan.md). Both ways run the same
-//! code below, so the results are identical.
+//! The MMU's timing side: the TLB hierarchy (`Mmu`), and the walker (`Walker`): the
+//! walk caches, the walker's accounting and the cache hierarchy the walks go through.
+//! The engine (`super::engine`) keeps the functional side (trace, OS model, page table)
+//! and the TLBs, and drives the walker inline. When the page table splits its walk
+//! ([`PageTable::SPLITS`]) and nothing on the engine's side reads the walker per
+//! access, the walker runs on a thread of its own instead: on a TLB miss the engine
+//! finds the walk's functional path and sends it as a [`WalkerOp`]; the thread replays
+//! it through the walk caches and the cache hierarchy (docs/performance.md, "The walker
+//! thread"). Both ways run the same code below, so the results are identical.
 
-use crate::addr::{Asid, Perms};
+use crate::addr::Asid;
 use crate::config::Config;
-use crate::error::Result;
-use crate::mem::thread::OpSink;
+use crate::mem::thread::{OpSink, OpThread};
 use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
 use crate::mmu::TlbHierarchy;
 use crate::os::Shootdown;
 use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, WalkCounters};
+use crate::error::Result;
 
+/// The TLB hierarchy, and the walker behind it (here, or on a thread of its own).
 pub struct Mmu<P: PageTable> {
     pub tlbs: TlbHierarchy,
-    pub walk_caches: P::Caches,
-    /// The cache hierarchy (a placeholder while it runs on `mem_thread`: every reader
-    /// outside the per-access path calls [`Mmu::attach_mem`] first).
-    pub mem: MemoryHierarchy,
-    /// Times the walk in progress when the hierarchy runs inline.
-    timer: WalkTimer,
-    /// The hierarchy on a thread of its own, while the run goes on.
-    mem_thread: Option<MemoryThread>,
-    path: WalkPath,
-    /// The nested walk of a virtual walk reference.
-    nested_path: WalkPath,
     /// Cumulative TLB latency when a lookup stops at level l (index) per side.
     tlb_latency: [Vec<u64>; 2],
     /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits).
     pub tlb_levels: [Vec<(u64, u64)>; 2],
-    pub walks: WalkCounters,
-    /// TLB, walk, data-reference and copy cycles (the engine counts the others).
-    pub cycles: CycleCounters,
-    /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
-    fixed_miss_cycles: Option<u64>,
+    /// TLB cycles (the walker counts walk, data-reference and copy cycles).
+    pub tlb_cycles: u64,
     /// A walk's virtual reference probed the data TLB since the engine last looked
     /// (its same-page entries may then be stale).
     pub probed_data_tlb: bool,
-    /// On its own thread: the last `Translate` faulted and waits for its `FaultFill`
-    /// (side, address, TLB tag).
-    pending_fill: Option<(bool, u64, Asid)>,
-    /// On its own thread: `Translate`s whose fault the engine predicted wrongly (an
-    /// internal error, reported when the engine takes the MMU back).
-    pub diverged: u64,
+    /// The walker, while it runs here (every reader outside the per-access path calls
+    /// [`Mmu::attach`] first).
+    walker: Option<Walker<P>>,
+    /// The walker on a thread of its own, while the run goes on.
+    walker_thread: Option<OpThread<Walker<P>>>,
+    /// Walks that faulted while the walker is on its thread (added on `attach`).
+    faulting: u64,
+    /// Walks sent to the walker's thread.
+    walks_sent: u64,
 }
 
-/// Where a walk finds the table: the table itself (inline), or the functional path the
-/// engine found for it (on the MMU's thread).
-pub enum WalkSource<'a, P: PageTable> {
-    Table(&'a mut P),
-    Path(&'a P::Path),
+/// The walk caches, the walker's accounting and the cache hierarchy.
+pub struct Walker<P: PageTable> {
+    pub walk_caches: P::Caches,
+    /// The cache hierarchy (a placeholder while it runs on `mem_thread`).
+    pub mem: MemoryHierarchy,
+    /// Times the walk in progress when the hierarchy runs inline.
+    timer: WalkTimer,
+    /// The hierarchy on a thread of its own (when the walker stays with the engine).
+    mem_thread: Option<MemoryThread>,
+    path: WalkPath,
+    /// The nested walk of a virtual walk reference.
+    nested_path: WalkPath,
+    pub walks: WalkCounters,
+    /// Walk, data-reference and copy cycles.
+    pub cycles: CycleCounters,
+    /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
+    fixed_miss_cycles: Option<u64>,
 }
 
 /// What a TLB lookup found: a hit at a level (0-based), or a miss and its walk's result.
@@ -63,18 +67,20 @@ pub enum Lookup {
     Miss(Option<Translation>),
 }
 
-/// One request to an MMU running on its own thread, in trace order.
+/// A change to the walk caches' contents (the walk-cache half of a shootdown).
 #[derive(Clone, Copy, Debug)]
-pub enum MmuOp<T: Copy> {
-    /// A translation the engine could not prove a same-page hit. `faults`: the table
-    /// lacks the mapping or the rights (the engine has resolved the fault); `full` is
-    /// the walk's path before the fault.
-    Translate { instr: bool, va: u64, asid: Asid, need: Perms, faults: bool, full: T },
-    /// The mapping the OS installed for the last `Translate`'s fault.
-    FaultFill(Translation),
-    Shootdown(Shootdown),
-    /// A context switch without ASID tags.
+pub enum WalkCacheOp {
+    Invalidate { asid: Asid, va: u64 },
+    FlushAsid(Asid),
     FlushAll,
+}
+
+/// One request to a walker running on its own thread, in trace order.
+#[derive(Clone, Copy, Debug)]
+pub enum WalkerOp<T: Copy> {
+    /// A walk of `va` in address space `space`, along the functional path `full`.
+    Walk { space: Asid, va: u64, full: T },
+    WalkCaches(WalkCacheOp),
     Mem(MemOp),
 }
 
@@ -91,16 +97,13 @@ impl<P: PageTable> Mmu<P> {
                 lat.push(acc);
             }
         }
-        Ok(Mmu {
-            tlbs,
+        let walker = Walker {
             walk_caches,
             mem,
             timer: WalkTimer::default(),
             mem_thread: None,
             path: WalkPath::new(),
             nested_path: WalkPath::new(),
-            tlb_latency,
-            tlb_levels: [vec![(0, 0); levels], vec![(0, 0); levels]],
             walks: WalkCounters {
                 step_refs: vec![0; crate::stats::TRACKED_STEPS],
                 step_walks: vec![0; crate::stats::TRACKED_STEPS],
@@ -108,21 +111,38 @@ impl<P: PageTable> Mmu<P> {
             },
             cycles: CycleCounters::default(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
+        };
+        Ok(Mmu {
+            tlbs,
+            tlb_latency,
+            tlb_levels: [vec![(0, 0); levels], vec![(0, 0); levels]],
+            tlb_cycles: 0,
             probed_data_tlb: false,
-            pending_fill: None,
-            diverged: 0,
+            walker: Some(walker),
+            walker_thread: None,
+            faulting: 0,
+            walks_sent: 0,
         })
+    }
+
+    /// The walker (attached: outside the per-access path, after [`Mmu::attach`]).
+    pub fn walker(&self) -> &Walker<P> {
+        self.walker.as_ref().expect("the walker is attached")
+    }
+
+    pub fn walker_mut(&mut self) -> &mut Walker<P> {
+        self.walker.as_mut().expect("the walker is attached")
     }
 
     /// Look `va` up in the TLBs of a side with tag `asid`, and walk the table (for
     /// address space `space`) if they miss. Counts the lookup and the walk; fills
     /// nothing.
     #[inline]
-    pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid, space: Asid, src: WalkSource<P>) -> Lookup {
+    pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid, space: Asid, pt: &mut P) -> Lookup {
         let side = instr as usize;
         match self.tlbs.lookup(instr, va, asid) {
             Some(hit) => {
-                self.cycles.tlb += self.tlb_latency[side][hit.level];
+                self.tlb_cycles += self.tlb_latency[side][hit.level];
                 for l in 0..=hit.level {
                     self.tlb_levels[side][l].0 += 1;
                 }
@@ -131,26 +151,160 @@ impl<P: PageTable> Mmu<P> {
             }
             None => {
                 let levels = self.tlbs.levels();
-                self.cycles.tlb += self.tlb_latency[side][levels - 1];
+                self.tlb_cycles += self.tlb_latency[side][levels - 1];
                 for l in 0..levels {
                     self.tlb_levels[side][l].0 += 1;
                 }
-                Lookup::Miss(self.walk(space, va, src))
+                Lookup::Miss(self.walk(space, va, pt))
             }
         }
     }
 
-    /// One page walk: references go through the cache hierarchy step by step; a step's
-    /// references are issued in parallel, so a step costs its slowest reference. A
-    /// virtual reference (linear arrays) is first translated through the data TLB; if
-    /// that misses, a nested walk resolves it and fills the TLB (Elphinstone §3.3).
+    /// One page walk: here, or, with the walker on its thread, the table's functional
+    /// path, sent to be replayed there.
     #[inline]
-    fn walk(&mut self, space: Asid, va: u64, src: WalkSource<P>) -> Option<Translation> {
-        self.path.clear();
-        let (t, mut table) = match src {
-            WalkSource::Table(pt) => (pt.walk(space, va, &mut self.walk_caches, &mut self.path), Some(pt)),
-            WalkSource::Path(full) => (P::replay(full, space, va, &mut self.walk_caches, &mut self.path), None),
-        };
+    fn walk(&mut self, space: Asid, va: u64, pt: &mut P) -> Option<Translation> {
+        if let Some(th) = &mut self.walker_thread {
+            let mut full = P::Path::default();
+            let t = pt.full_path(space, va, &mut full);
+            th.push(WalkerOp::Walk { space, va, full });
+            self.walks_sent += 1;
+            return t;
+        }
+        let w = self.walker.as_mut().expect("the walker is attached");
+        w.path.clear();
+        let t = pt.walk(space, va, &mut w.walk_caches, &mut w.path);
+        let (tlbs, tlb_latency, probed) = (&mut self.tlbs, &self.tlb_latency, &mut self.probed_data_tlb);
+        w.time_walk(|w, array_va| {
+            // The probe changes data-side TLB state.
+            *probed = true;
+            w.translate_array(tlbs, tlb_latency, pt, space, array_va)
+        });
+        t
+    }
+
+    /// A walk that faulted (the walker counts it with the walk's other counters).
+    #[inline]
+    pub fn note_faulting_walk(&mut self) {
+        match &mut self.walker {
+            Some(w) => w.walks.faulting += 1,
+            None => self.faulting += 1,
+        }
+    }
+
+    /// Apply a TLB and walk-cache invalidation.
+    pub fn shootdown(&mut self, s: Shootdown) {
+        match s {
+            Shootdown::Page { asid, va, size } => {
+                self.tlbs.invalidate_page(va, size, asid);
+                self.walk_cache_op(WalkCacheOp::Invalidate { asid, va });
+            }
+            Shootdown::Space { asid } => {
+                self.tlbs.flush_asid(asid);
+                self.walk_cache_op(WalkCacheOp::FlushAsid(asid));
+            }
+            Shootdown::TlbEntry { asid, va } => self.tlbs.invalidate(va, asid),
+            Shootdown::TlbFlush => self.tlbs.flush_all(),
+        }
+    }
+
+    /// A context switch without ASID tags.
+    pub fn flush_all(&mut self) {
+        self.tlbs.flush_all();
+        self.walk_cache_op(WalkCacheOp::FlushAll);
+    }
+
+    fn walk_cache_op(&mut self, op: WalkCacheOp) {
+        match &mut self.walker_thread {
+            Some(th) => th.push(WalkerOp::WalkCaches(op)),
+            None => self.walker_mut().walk_cache_op(op),
+        }
+    }
+
+    /// Send one op to the memory model, wherever it runs.
+    #[inline(always)]
+    pub fn mem_op(&mut self, op: MemOp) {
+        match &mut self.walker_thread {
+            Some(th) => th.push(WalkerOp::Mem(op)),
+            None => self.walker.as_mut().expect("the walker is attached").mem_op(op),
+        }
+    }
+
+    /// Whether the cache hierarchy's timing is elsewhere (on a thread) until `attach`.
+    #[inline(always)]
+    pub fn mem_detached(&self) -> bool {
+        self.walker.as_ref().is_none_or(|w| w.mem_thread.is_some())
+    }
+
+    /// Walks so far: done, and sent to the walker's thread.
+    #[inline]
+    pub fn walks_so_far(&self) -> u64 {
+        self.walks_sent + self.walker.as_ref().map_or(0, |w| w.walks.count)
+    }
+
+    /// Whether the walker runs on its own thread.
+    pub fn walker_detached(&self) -> bool {
+        self.walker_thread.is_some()
+    }
+
+    /// Move the walker (`whole`, for a table that splits its walk) or only its cache
+    /// hierarchy to a thread of its own. If the host cannot start one, the run goes
+    /// on inline (the results are the same) after a warning. Returns whether it moved.
+    #[cold]
+    pub fn detach(&mut self, whole: bool) -> bool {
+        if !whole {
+            return self.walker_mut().detach_mem();
+        }
+        let w = self.walker.take().expect("the walker is attached");
+        match OpThread::start("vmlab-walker", w) {
+            Ok(t) => {
+                self.walker_thread = Some(t);
+                true
+            }
+            Err(failed) => {
+                let (w, e) = *failed;
+                eprintln!("vmlab: warning: cannot start the walker thread ({e}); simulating it inline");
+                self.walker = Some(w);
+                false
+            }
+        }
+    }
+
+    /// Bring the walker and its cache hierarchy back (waiting for their threads to
+    /// apply every op sent).
+    pub fn attach(&mut self) {
+        if let Some(t) = self.walker_thread.take() {
+            let mut w = t.stop();
+            w.walks.faulting += std::mem::take(&mut self.faulting);
+            self.walks_sent = 0;
+            self.walker = Some(w);
+        }
+        self.walker_mut().attach_mem();
+    }
+
+    /// Take the TLB, walk, data-reference and copy cycles counted so far (after
+    /// `attach`).
+    pub fn take_cycles(&mut self) -> CycleCounters {
+        let mut c = std::mem::take(&mut self.walker_mut().cycles);
+        c.tlb += std::mem::take(&mut self.tlb_cycles);
+        c
+    }
+
+    /// Cycles so far, for the core's clock (the walker's only while it is here).
+    #[inline(always)]
+    pub fn cycles_so_far(&self) -> u64 {
+        self.tlb_cycles + self.walker.as_ref().map_or(0, |w| w.cycles.walk + w.cycles.data + w.cycles.recolor_copy)
+    }
+}
+
+impl<P: PageTable> Walker<P> {
+    /// Time the walk whose references are in `path`: they go through the cache
+    /// hierarchy step by step; a step's references are issued in parallel, so a step
+    /// costs its slowest reference. A virtual reference (linear arrays) is translated by
+    /// `virt` (through the data TLB, or a nested walk: Elphinstone §3.3), which returns
+    /// (physical address, TLB cycles of a hit, nested refs, nested steps).
+    #[inline]
+    fn time_walk(&mut self, mut virt: impl FnMut(&mut Walker<P>, u64) -> (Option<u64>, u64, u64, u64)) {
         // Cycles of the walk's own besides its steps' references.
         let mut cycles = self.walk_caches.probe_latency() + self.path.extra_cycles();
         let mut step = u16::MAX;
@@ -158,9 +312,7 @@ impl<P: PageTable> Mmu<P> {
         for i in 0..self.path.refs().len() {
             let r = self.path.refs()[i];
             let pa = if r.what == WalkRef::VIRTUAL {
-                // Only tables that do not split make virtual references, and those walk inline.
-                let pt = table.as_deref_mut().expect("a virtual walk reference comes from a walk of the table itself");
-                let (pa, tlb_cycles, nested_refs, nested_steps) = self.translate_array(pt, space, r.pa);
+                let (pa, tlb_cycles, nested_refs, nested_steps) = virt(self, r.pa);
                 cycles += tlb_cycles;
                 refs += nested_refs;
                 steps += nested_steps;
@@ -199,29 +351,26 @@ impl<P: PageTable> Mmu<P> {
         self.walks.steps += steps;
         // A fixed miss-handler cost replaces the modelled latency (Romer §3.5.1).
         self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles });
-        t
     }
 
     /// Translate an address of the page table's own virtual array: through the data TLB,
     /// or by a nested walk (whose references and cycles go to the memory model as the
     /// walk's nested part). Returns (physical address, TLB cycles of a hit, nested refs,
     /// nested steps).
-    fn translate_array(&mut self, pt: &mut P, asid: Asid, va: u64) -> (Option<u64>, u64, u64, u64) {
+    fn translate_array(&mut self, tlbs: &mut TlbHierarchy, tlb_latency: &[Vec<u64>; 2], pt: &mut P, asid: Asid, va: u64) -> (Option<u64>, u64, u64, u64) {
         self.walks.nested_lookups += 1;
-        // The probe changes data-side TLB state.
-        self.probed_data_tlb = true;
-        if let Some(hit) = self.tlbs.lookup(false, va, asid) {
+        if let Some(hit) = tlbs.lookup(false, va, asid) {
             let t = hit.entry.translation();
             if hit.level > 0 {
-                self.tlbs.fill(false, va, asid, &t, hit.level);
+                tlbs.fill(false, va, asid, &t, hit.level);
             }
-            return (Some(t.phys(va)), self.tlb_latency[0][hit.level], 0, 0);
+            return (Some(t.phys(va)), tlb_latency[0][hit.level], 0, 0);
         }
         self.walks.nested_misses += 1;
-        let levels = self.tlbs.levels();
+        let levels = tlbs.levels();
         self.nested_path.clear();
         let t = pt.walk_nested(asid, va, &mut self.walk_caches, &mut self.nested_path);
-        let cycles = self.tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
+        let cycles = tlb_latency[0][levels - 1] + self.nested_path.extra_cycles();
         let mut step = u16::MAX;
         for i in 0..self.nested_path.refs().len() {
             let r = self.nested_path.refs()[i];
@@ -232,53 +381,32 @@ impl<P: PageTable> Mmu<P> {
         self.mem_op(MemOp::NestedEnd { cycles });
         let (n_refs, n_steps) = (self.nested_path.refs().len() as u64, self.nested_path.steps() as u64);
         let pa = t.map(|t| {
-            self.tlbs.fill(false, va, asid, &t, levels);
+            tlbs.fill(false, va, asid, &t, levels);
             t.phys(va)
         });
         (pa, 0, n_refs, n_steps)
     }
 
-    /// Apply a TLB and walk-cache invalidation.
-    pub fn shootdown(&mut self, s: Shootdown) {
-        match s {
-            Shootdown::Page { asid, va, size } => {
-                self.tlbs.invalidate_page(va, size, asid);
-                self.walk_caches.invalidate(asid, va);
-            }
-            Shootdown::Space { asid } => {
-                self.tlbs.flush_asid(asid);
-                self.walk_caches.flush_asid(asid);
-            }
-            Shootdown::TlbEntry { asid, va } => self.tlbs.invalidate(va, asid),
-            Shootdown::TlbFlush => self.tlbs.flush_all(),
+    fn walk_cache_op(&mut self, op: WalkCacheOp) {
+        match op {
+            WalkCacheOp::Invalidate { asid, va } => self.walk_caches.invalidate(asid, va),
+            WalkCacheOp::FlushAsid(asid) => self.walk_caches.flush_asid(asid),
+            WalkCacheOp::FlushAll => self.walk_caches.flush_all(),
         }
-    }
-
-    /// A context switch without ASID tags.
-    pub fn flush_all(&mut self) {
-        self.tlbs.flush_all();
-        self.walk_caches.flush_all();
     }
 
     /// Send one op to the memory model: inline, or to its thread.
     #[inline(always)]
-    pub fn mem_op(&mut self, op: MemOp) {
+    fn mem_op(&mut self, op: MemOp) {
         match &mut self.mem_thread {
             Some(t) => t.push(op),
             None => self.timer.apply(&mut self.mem, op).account(&mut self.cycles, &mut self.walks.latency),
         }
     }
 
-    /// Whether the memory model runs on its own thread.
-    #[inline(always)]
-    pub fn mem_detached(&self) -> bool {
-        self.mem_thread.is_some()
-    }
-
-    /// Move the hierarchy to its own thread. If the host cannot start one, the run goes
-    /// on inline (the results are the same) after a warning. Returns whether it moved.
+    /// Move the hierarchy to its own thread (see [`Mmu::detach`]).
     #[cold]
-    pub fn detach_mem(&mut self) -> bool {
+    fn detach_mem(&mut self) -> bool {
         match MemoryThread::start_memory(std::mem::take(&mut self.mem)) {
             Ok(t) => {
                 self.mem_thread = Some(t);
@@ -295,7 +423,7 @@ impl<P: PageTable> Mmu<P> {
 
     /// Bring the memory model back inline (waiting for its thread to apply every op
     /// sent), with the cycles and walk latencies it timed.
-    pub fn attach_mem(&mut self) {
+    fn attach_mem(&mut self) {
         if let Some(t) = self.mem_thread.take() {
             let d = t.stop();
             self.mem = d.mem;
@@ -307,50 +435,22 @@ impl<P: PageTable> Mmu<P> {
     }
 }
 
-impl<P: PageTable> OpSink for Mmu<P> {
-    type Op = MmuOp<P::Path>;
+impl<P: PageTable> OpSink for Walker<P> {
+    type Op = WalkerOp<P::Path>;
 
-    /// The timing side of `Engine::translate_slow`, with the fault already resolved by
-    /// the engine: the same lookup, walk and fills, in the same order.
+    /// The walk of `Mmu::walk` after a TLB miss, along the path the engine found: the
+    /// same walk-cache probes and fills, references and accounting.
     #[inline]
-    fn apply(&mut self, op: MmuOp<P::Path>) {
+    fn apply(&mut self, op: WalkerOp<P::Path>) {
         match op {
-            MmuOp::Translate { instr, va, asid, need, faults, full } => {
-                let levels = self.tlbs.levels();
-                let ok = match self.lookup(instr, va, asid, asid, WalkSource::Path(&full)) {
-                    Lookup::Hit { t, level } if t.perms.contains(need) => {
-                        if level > 0 {
-                            self.tlbs.fill(instr, va, asid, &t, level);
-                        }
-                        true
-                    }
-                    Lookup::Hit { .. } => false,
-                    Lookup::Miss(Some(t)) if t.perms.contains(need) => {
-                        self.tlbs.fill(instr, va, asid, &t, levels);
-                        true
-                    }
-                    Lookup::Miss(_) => {
-                        self.walks.faulting += 1;
-                        false
-                    }
-                };
-                if ok == faults {
-                    self.diverged += 1;
-                }
-                self.pending_fill = (!ok).then_some((instr, va, asid));
+            WalkerOp::Walk { space, va, full } => {
+                self.path.clear();
+                P::replay(&full, space, va, &mut self.walk_caches, &mut self.path);
+                // Only tables that do not split make virtual references, and those walk inline.
+                self.time_walk(|_, _| unreachable!("a virtual walk reference from a table that splits its walk"));
             }
-            MmuOp::FaultFill(t) => {
-                if let Some((instr, va, asid)) = self.pending_fill.take() {
-                    let levels = self.tlbs.levels();
-                    self.tlbs.fill(instr, va, asid, &t, levels);
-                } else {
-                    self.diverged += 1;
-                }
-            }
-            MmuOp::Shootdown(s) => self.shootdown(s),
-            MmuOp::FlushAll => self.flush_all(),
-            MmuOp::Mem(op) => self.mem_op(op),
+            WalkerOp::WalkCaches(op) => self.walk_cache_op(op),
+            WalkerOp::Mem(op) => self.mem_op(op),
         }
     }
 }
-

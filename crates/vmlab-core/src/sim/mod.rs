@@ -184,8 +184,8 @@ pub trait Simulation: Send {
     /// Run the memory model on a thread of its own if `on` and the configuration allows
     /// ([`Engine::use_memory_thread`]); returns whether it will.
     fn use_memory_thread(&mut self, on: bool) -> bool;
-    /// Whether that thread runs the whole timing side of the MMU (`sim::mmu`), not only
-    /// the cache hierarchy.
+    /// Whether that thread runs the whole walker (`sim::mmu::Walker`: walk caches, walk
+    /// accounting and caches), not only the cache hierarchy.
     fn mmu_on_thread(&self) -> bool;
     /// End the run: its stats document, and the OFFLINE plan a first pass made.
     fn finish(self: Box<Self>, meta: &TraceMeta) -> Result<(Value, Option<OfflinePlan>)>;
@@ -418,12 +418,12 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         "instr": level_rows(&mut instr.iter().copied()),
     });
     let mut walk_caches = Map::new();
-    for (name, c) in e.mmu().walk_caches.counters() {
+    for (name, c) in e.mmu().walker().walk_caches.counters() {
         let c = e.walk_cache_base.iter().find(|(n, _)| *n == name).map_or(c.clone(), |(_, base)| c.since(base));
         walk_caches.insert(name, json!({"lookups": c.lookups, "hits": c.hits, "misses": c.misses, "hit_rate": ratio(c.hits, c.lookups)}));
     }
     let mut caches = Map::new();
-    for c in &e.mmu().mem.caches {
+    for c in &e.mmu().walker().mem.caches {
         let k = &c.counters;
         caches.insert(
             c.name.clone(),
@@ -438,7 +438,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         );
     }
     let fp = e.os.mm.pt.footprint();
-    let w = &e.mmu().walks;
+    let w = &e.mmu().walker().walks;
     let instr = e.run.instructions;
     let translation_cycles = e.cycles.tlb + e.cycles.walk + e.cycles.fault;
     let mem = e.os.mm.mem.counters();
@@ -492,7 +492,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
             "frames_reserved": mem.frames_reserved, "frames_other": mem.frames_other,
             "frames_peak": mem.frames_peak,
             "free_blocks_by_order": e.os.mm.mem.free_blocks_per_order(),
-            "dram_accesses": e.mmu().mem.memory_accesses,
+            "dram_accesses": e.mmu().walker().mem.memory_accesses,
         },
         "cycles": {
             "tlb": e.cycles.tlb, "walk": e.cycles.walk, "fault": e.cycles.fault, "data": e.cycles.data,
@@ -552,10 +552,10 @@ fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
 fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
     let instr = e.run.instructions;
     let pc = &e.os.mm.pc;
-    let last = e.mmu().mem.colour_cache().map(|c| c.name.clone());
-    let l2_miss: u64 = e.mmu().mem.caches.iter().filter(|c| Some(&c.name) == last.as_ref()).map(|c| c.counters.miss_cycles).sum();
-    let upper_miss: u64 = e.mmu().mem.caches.iter().filter(|c| Some(&c.name) != last.as_ref()).map(|c| c.counters.miss_cycles).sum();
-    let wb: u64 = e.mmu().mem.caches.iter().filter_map(|c| c.write_buffer.as_ref()).map(|w| w.stall_cycles).sum();
+    let last = e.mmu().walker().mem.colour_cache().map(|c| c.name.clone());
+    let l2_miss: u64 = e.mmu().walker().mem.caches.iter().filter(|c| Some(&c.name) == last.as_ref()).map(|c| c.counters.miss_cycles).sum();
+    let upper_miss: u64 = e.mmu().walker().mem.caches.iter().filter(|c| Some(&c.name) != last.as_ref()).map(|c| c.counters.miss_cycles).sum();
+    let wb: u64 = e.mmu().walker().mem.caches.iter().filter_map(|c| c.write_buffer.as_ref()).map(|w| w.stall_cycles).sum();
     let recolor = e.cycles.recolor_copy + e.cycles.recolor_policy;
     let tlbm = e.cycles.tlb + e.cycles.walk + pc.bookkeeping_cycles + pc.copy_cycles;
     let total = e.cycles.data + e.cycles.fault + recolor + tlbm;

@@ -1,5 +1,5 @@
-//! The memory model on its own thread (mem/thread.rs), or the whole timing side of the
-//! MMU (sim/mmu.rs), changes wall time only: every stats document equals the inline
+//! The memory model on its own thread (mem/thread.rs), or the MMU's whole walker
+//! (sim/mmu.rs), changes wall time only: every stats document equals the inline
 //! run's, across page-table kinds, nested virtual references, data references, fixed
 //! miss costs, a statistics warm-up, and random traces with OS events and context
 //! switches.
@@ -122,14 +122,16 @@ fn arb_trace() -> impl Strategy<Value = Vec<Record>> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
-    /// The MMU on its own thread gives the inline run's stats document (or its error)
-    /// on random traces, with ASID tags or flushes on switches, a warm-up, an access
-    /// limit, huge pages and data references, whatever the batch boundaries.
+    /// The walker on its own thread gives the inline run's stats document (or its
+    /// error) on random traces, with ASID tags or flushes on switches, a warm-up, an
+    /// access limit, huge pages, data references, page-size policies that watch the
+    /// TLBs or work in the background, and a splintering TLB, whatever the batch
+    /// boundaries.
     #[test]
-    fn the_mmu_thread_matches_inline_on_random_traces(
+    fn the_walker_thread_matches_inline_on_random_traces(
         recs in arb_trace(),
         batches in prop::collection::vec(1usize..400, 1..6),
-        setting in 0usize..6,
+        setting in 0usize..9,
     ) {
         let sets: &[&str] = match setting {
             0 => &[],
@@ -137,29 +139,34 @@ proptest! {
             2 => &["sim.warmup_accesses=300"],
             3 => &["sim.max_accesses=700"],
             4 => &["os.policy.kind=\"thp-eager\""],
-            _ => &["memory.data_refs=true", "mmu.asid_tags=false"],
+            5 => &["memory.data_refs=true", "mmu.asid_tags=false"],
+            // Policies that watch the TLBs and move pages (shootdowns from the policy).
+            6 => &["os.policy.kind=\"online\"", "page_table.radix.tailored=true"],
+            7 => &["os.policy.kind=\"thp-eager\"", "tlb.l1d.page_sizes=[\"4K\"]", "tlb.l1d.splinter=true"],
+            _ => &["os.policy.khugepaged.every=50", "os.policy.kind=\"thp-reserve\""],
         };
         let cfg = Config::load("tiny", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         let (inline, _) = feed_records(&cfg, &recs, &batches, false);
         let (threaded, on_thread) = feed_records(&cfg, &recs, &batches, true);
-        prop_assert!(on_thread, "{:?}: the MMU should run on its own thread", sets);
+        prop_assert!(on_thread, "{:?}: the walker should run on its own thread", sets);
         prop_assert_eq!(inline, threaded, "{:?}", sets);
     }
 }
 
 #[test]
-fn the_mmu_stays_inline_where_this_thread_reads_it() {
+fn the_walker_goes_to_the_thread_when_the_table_splits_its_walk() {
     let recs: Vec<Record> = vec![Record::Mmap { pid: 1, start: 0x4000_0000, len: 1 << 20, prot: 3, flags: MapFlags::PRIVATE }, Record::read(0x4000_0000, 8, 1)];
     let on_thread = |config: &str, sets: &[&str]| {
         let cfg = Config::load(config, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         feed_records(&cfg, &recs, &[10], true).1
     };
     assert!(on_thread("skylake", &[]), "radix on skylake splits");
-    // Tables whose walk does not split, a policy that watches TLB misses, region IDs,
-    // and a splintering TLB keep it inline (the caches may still go to a thread).
+    // The TLBs stay on the engine's thread, so what reads them per access does not
+    // keep the walker here.
+    assert!(on_thread("skylake", &["mmu.regions.share=true"]));
+    assert!(on_thread("skylake", &["tlb.l1d_2m.splinter=true"]));
+    assert!(on_thread("tiny", &["os.policy.kind=\"online\"", "page_table.radix.tailored=true"]));
+    // Tables whose walk does not split keep it here (the caches may still go to a thread).
     assert!(!on_thread("skylake", &["page_table.kind=\"hashed\""]));
     assert!(!on_thread("skylake", &["page_table.kind=\"nested-radix\""]));
-    assert!(!on_thread("romer", &[]));
-    assert!(!on_thread("skylake", &["mmu.regions.share=true"]));
-    assert!(!on_thread("skylake", &["tlb.l1d_2m.splinter=true"]));
 }
