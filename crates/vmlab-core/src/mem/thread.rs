@@ -195,17 +195,24 @@ pub type MemoryThread = OpThread<Detached>;
 
 impl MemoryThread {
     /// Move `mem` to a new thread. Fails only if the host cannot start a thread; then
-    /// `mem` comes back with the error, so the caller can run it inline.
-    pub fn start_memory(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, Box<(MemoryHierarchy, std::io::Error)>> {
+    /// `mem` comes back (after a warning), so the caller can run it inline.
+    pub fn start_memory(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, MemoryHierarchy> {
         let d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default(), timer: WalkTimer::default() };
-        OpThread::start("vmlab-memory", d).map_err(|b| {
-            let (d, e) = *b;
-            Box::new((d.mem, e))
-        })
+        OpThread::start_or_inline("vmlab-memory", d, "the caches").map_err(|d| d.mem)
     }
 }
 
 impl<S: OpSink> OpThread<S> {
+    /// `start`, for a caller that goes on inline if the host cannot start a thread:
+    /// then `state` comes back after a warning naming `what` runs inline.
+    pub fn start_or_inline(name: &str, state: S, what: &str) -> std::result::Result<OpThread<S>, S> {
+        OpThread::start(name, state).map_err(|failed| {
+            let (state, e) = *failed;
+            eprintln!("vmlab: warning: cannot start the {name} thread ({e}); simulating {what} inline");
+            state
+        })
+    }
+
     /// Move `state` to a new thread. Fails only if the host cannot start a thread; then
     /// `state` comes back with the error, so the caller can run it inline.
     pub fn start(name: &str, state: S) -> std::result::Result<OpThread<S>, Box<(S, std::io::Error)>> {
@@ -363,7 +370,7 @@ mod tests {
         for &op in &stream {
             timer.apply(&mut inline, op).account(&mut cycles, &mut hist);
         }
-        let mut t = MemoryThread::start_memory(skylake()).map_err(|b| b.1).unwrap();
+        let mut t = MemoryThread::start_memory(skylake()).ok().unwrap();
         for &op in &stream {
             t.push(op);
         }

@@ -256,18 +256,11 @@ impl<P: PageTable> Mmu<P> {
             return self.walker_mut().detach_mem();
         }
         let w = self.walker.take().expect("the walker is attached");
-        match OpThread::start("vmlab-walker", w) {
-            Ok(t) => {
-                self.walker_thread = Some(t);
-                true
-            }
-            Err(failed) => {
-                let (w, e) = *failed;
-                eprintln!("vmlab: warning: cannot start the walker thread ({e}); simulating it inline");
-                self.walker = Some(w);
-                false
-            }
+        match OpThread::start_or_inline("vmlab-walker", w, "the walker") {
+            Ok(t) => self.walker_thread = Some(t),
+            Err(w) => self.walker = Some(w),
         }
+        self.walker_thread.is_some()
     }
 
     /// Bring the walker and its cache hierarchy back (waiting for their threads to
@@ -408,17 +401,10 @@ impl<P: PageTable> Walker<P> {
     #[cold]
     fn detach_mem(&mut self) -> bool {
         match MemoryThread::start_memory(std::mem::take(&mut self.mem)) {
-            Ok(t) => {
-                self.mem_thread = Some(t);
-                true
-            }
-            Err(failed) => {
-                let (mem, e) = *failed;
-                eprintln!("vmlab: warning: cannot start the memory-model thread ({e}); simulating the caches inline");
-                self.mem = mem;
-                false
-            }
+            Ok(t) => self.mem_thread = Some(t),
+            Err(mem) => self.mem = mem,
         }
+        self.mem_thread.is_some()
     }
 
     /// Bring the memory model back inline (waiting for its thread to apply every op
