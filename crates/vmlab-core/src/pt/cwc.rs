@@ -23,7 +23,7 @@ pub struct CuckooWalkCache {
 
 impl CuckooWalkCache {
     pub fn new(shift: u32, entries: usize, seed: u64, key_path: &str) -> Result<CuckooWalkCache> {
-        let store = if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, key_path)?) };
+        let store = if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, key_path)?.with_mru_first()) };
         Ok(CuckooWalkCache { shift, store, counters: CacheCounters::default() })
     }
 

@@ -156,7 +156,7 @@ impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
         let ntlb = if cfg.ntlb_entries == 0 {
             None
         } else {
-            Some(AssocCache::new(cfg.ntlb_entries, cfg.ntlb_ways, Replacement::Lru, seed.wrapping_add(78), "page_table.nested.ntlb")?)
+            Some(AssocCache::new(cfg.ntlb_entries, cfg.ntlb_ways, Replacement::Lru, seed.wrapping_add(78), "page_table.nested.ntlb")?.with_mru_first())
         };
         Ok(NestedWalkCaches { guest, host, ntlb, ntlb_counters: CacheCounters::default(), latency: cfg.latency })
     }

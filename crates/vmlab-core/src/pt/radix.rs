@@ -590,7 +590,7 @@ impl PageWalkCache {
             levels.push(if n == 0 {
                 None
             } else {
-                Some(AssocCache::new(n, ways.min(n), repl, seed + k as u64, &format!("pwc[{k}]"))?)
+                Some(AssocCache::new(n, ways.min(n), repl, seed + k as u64, &format!("pwc[{k}]"))?.with_mru_first())
             });
         }
         Ok(PageWalkCache { counters: vec![CacheCounters::default(); levels.len()], levels, latency })
