@@ -263,7 +263,13 @@ impl<V: Copy + Default> AssocCache<V> {
             return self.find_by_fingerprint_wide(base, fp, key, asid);
         }
         let span = self.ways.next_multiple_of(16);
-        let mask = crate::host::byte_match_mask(&self.fps[base..base + span], fp) & self.way_mask;
+        let fps = &self.fps[base..base + span];
+        // The walk caches' widths unrolled (a constant number of 16-byte compares).
+        let mask = match span {
+            16 => crate::host::byte_match_mask(&fps[..16], fp),
+            32 => crate::host::byte_match_mask(&fps[..32], fp),
+            _ => crate::host::byte_match_mask(fps, fp),
+        } & self.way_mask;
         self.first_key_match(base, mask, key, asid)
     }
 
