@@ -33,6 +33,8 @@ def test_quick_itanium_runs_traced_programs_and_says_what_is_not_built(tmp_path,
     # The short VHPT with a page size per region: 4 rows per input (traced program, GUPS).
     assert text.count("**short VHPT, page size per region:") == 2
     assert text.count("| 64K in region ") == 2 and text.count("| 16K in every region |") == 2
+    # The extreme benchmark on the DTLB (key sharing) and on the ITLB (text sharing).
+    assert "**extreme: 10 processes × p shared pages" in text and "**extreme ITLB: 10 processes × p text pages" in text
     assert "(traced)" in text  # valgrind is installed by `make setup`
     assert list((tmp_path / "cache" / "traces").glob("*.vmt"))
 

@@ -83,6 +83,8 @@ struct SharedObject {
     /// 4 KiB, or a short-VHPT region's size (`PageTable::page_size_at`).
     frames: HashMap<u64, (u64, PageSize)>,
     refs: u32,
+    /// A program's text (`mmu.regions.share_text`), not a MAP_SHARED mapping.
+    text: bool,
 }
 
 /// A demand fault the page-size policy must resolve: the page of `va` is not mapped.
@@ -146,8 +148,11 @@ pub struct Mm<P: PageTable> {
     pub copies: Vec<PageCopy>,
     /// Recolouring counters (the `recolor` section).
     pub rc: RecolorCounters,
-    /// Shared objects' translations are tagged with global RIDs (`mmu.regions.share`).
+    /// Shared objects' translations are tagged with global RIDs (`mmu.regions.share`
+    /// or `share_text`).
     share_rids: bool,
+    /// Program text is a shared object (`mmu.regions.share_text`, Chapman et al. §3.2).
+    share_text: bool,
 }
 
 impl<P: PageTable> Os<P> {
@@ -179,7 +184,8 @@ impl<P: PageTable> Os<P> {
             rmap: None,
             copies: Vec::new(),
             rc: RecolorCounters::default(),
-            share_rids: cfg.mmu.regions.share,
+            share_rids: cfg.mmu.regions.share || cfg.mmu.regions.share_text,
+            share_text: cfg.mmu.regions.share_text,
         };
         let mut os = Os { mm, policy, recolor: None };
         if cfg.os.recolor.kind != recolor::RecolorKind::None {
@@ -256,7 +262,7 @@ impl<P: PageTable> Mm<P> {
                     return Err(Error::Sim("more than 65535 live processes".into()));
                 }
                 if self.share_rids && self.next_asid == crate::mmu::regions::GLOBAL_RID_BASE {
-                    return Err(Error::Sim("more than 32768 live processes with mmu.regions.share (the upper RIDs are global)".into()));
+                    return Err(Error::Sim("more than 32768 live processes with mmu.regions.share or share_text (the upper RIDs are global)".into()));
                 }
                 self.next_asid += 1;
                 self.next_asid - 1
@@ -271,9 +277,12 @@ impl<P: PageTable> Mm<P> {
         self.spaces.get(&pid)
     }
 
-    /// The shared-object mappings of a process: (start, end, object).
-    pub fn shared_mappings(&self, pid: Pid) -> impl Iterator<Item = (u64, u64, u32)> + '_ {
-        self.spaces.get(&pid).into_iter().flat_map(|s| s.vmas.iter().filter_map(|v| v.object.map(|o| (v.start, v.end, o))))
+    /// The shared-object mappings of a process: (start, end, object, whether the object
+    /// is program text).
+    pub fn shared_mappings(&self, pid: Pid) -> impl Iterator<Item = (u64, u64, u32, bool)> + '_ {
+        self.spaces.get(&pid).into_iter().flat_map(|s| {
+            s.vmas.iter().filter_map(|v| v.object.map(|o| (v.start, v.end, o, self.objects[o as usize].as_ref().is_some_and(|x| x.text))))
+        })
     }
 
     /// The process that owns `asid`, if live.
@@ -653,8 +662,16 @@ impl<P: PageTable> Mm<P> {
         }
         // MAP_FIXED over existing pages replaces them.
         self.unmap_range(pid, s, e)?;
-        let object = if flags.contains(MapFlags::SHARED) {
-            self.objects.push(Some(SharedObject { frames: HashMap::new(), refs: 1 }));
+        // With text sharing, a program's text (private, file-backed, executable and not
+        // writable: its pages are the executable's, in the page cache) is an object its
+        // children inherit, so they share its frames and its region.
+        let text = self.share_text
+            && !flags.contains(MapFlags::SHARED)
+            && flags.contains(MapFlags::FILE)
+            && prot & crate::trace::record::prot::EXEC != 0
+            && prot & crate::trace::record::prot::WRITE == 0;
+        let object = if flags.contains(MapFlags::SHARED) || text {
+            self.objects.push(Some(SharedObject { frames: HashMap::new(), refs: 1, text }));
             let id = (self.objects.len() - 1) as u32;
             self.spaces.get_mut(&pid).unwrap().objects.push(id);
             Some(id)

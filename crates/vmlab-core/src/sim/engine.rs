@@ -95,7 +95,7 @@ pub struct Engine<P: PageTable> {
     tlb_changes: Vec<crate::mmu::TlbChange>,
     /// Prefetch page-table entries for the next batch (walks were frequent).
     prefetch: bool,
-    /// Region IDs with protection-key sharing (`mmu.regions.share`).
+    /// Region IDs with TLB sharing (`mmu.regions.share`, `mmu.regions.share_text`).
     pub regions: Option<RegionIds>,
 }
 
@@ -156,7 +156,7 @@ impl<P: PageTable> Engine<P> {
             cycles: CycleCounters::default(),
             tlb_changes: Vec::new(),
             prefetch: false,
-            regions: cfg.mmu.regions.share.then(|| RegionIds::new(&cfg.mmu.regions)),
+            regions: (cfg.mmu.regions.share || cfg.mmu.regions.share_text).then(|| RegionIds::new(&cfg.mmu.regions)),
         };
         e.refresh_policy_hooks();
         Ok(e)
@@ -420,10 +420,11 @@ impl<P: PageTable> Engine<P> {
     fn translate_slow(&mut self, kind: AccessKind, va: u64) -> Result<u64> {
         let instr = kind.is_instr();
         let side = instr as usize;
-        // The TLB tag: the process's own, or a shared object's global RID.
-        let asid = match &self.regions {
+        // The TLB tag: the process's own, a shared object's global RID (its key is
+        // checked), or its program's text RID.
+        let (asid, keyed) = match &self.regions {
             Some(r) => r.tag(va, self.cur_asid),
-            None => self.cur_asid,
+            None => (self.cur_asid, false),
         };
         let need = Perms::needed_for(kind);
         // This lookup changes L1 replacement state of this side (and of the other side
@@ -439,9 +440,15 @@ impl<P: PageTable> Engine<P> {
         }
         if asid != self.cur_asid {
             // A shared translation: its protection key must be in a PKR. The same-page
-            // shortcut is not taken, so every access to it is checked.
-            let stall = self.regions.as_mut().map_or(0, |r| r.check_key(asid));
-            self.cycles.fault += stall;
+            // shortcut is not taken, so every access to it is checked (and, for text,
+            // counted).
+            if let Some(r) = &mut self.regions {
+                if keyed {
+                    self.cycles.fault += r.check_key(asid);
+                } else {
+                    r.note_text();
+                }
+            }
         } else {
             self.note_same_page(side, va, &t);
         }

@@ -514,7 +514,9 @@ fn regions_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Value {
     let c = e.regions.as_ref().map(|r| r.counters).unwrap_or_default();
     json!({
         "share": cfg.mmu.regions.share,
+        "share_text": cfg.mmu.regions.share_text,
         "shared_translations": c.shared_translations,
+        "text_translations": c.text_translations,
         "key_checks": c.key_checks,
         "key_misses": c.key_misses,
         "key_miss_cycles": c.key_miss_cycles,

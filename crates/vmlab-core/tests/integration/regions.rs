@@ -1,16 +1,26 @@
-//! Itanium region IDs and protection-key TLB sharing on the "extreme" benchmark
-//! (Chapman et al. §4.4): n processes touching the same p shared pages in turn.
+//! Itanium region IDs and TLB sharing on the "extreme" benchmark (Chapman et al. §4.4):
+//! n processes touching the same p pages in turn, shared through protection keys (data)
+//! or through the program's text region (instruction fetches).
 
 use serde_json::Value;
 use vmlab::api::{self, RunRequest, SourceSpec};
 
 fn extreme(pages: u32, share: bool, extra: &[&str]) -> vmlab::Result<Value> {
-    let mut overrides = vec![format!("mmu.regions.share={share}")];
-    overrides.extend(extra.iter().map(|s| s.to_string()));
+    extreme_side("data", pages, &[&[format!("mmu.regions.share={share}").as_str()], extra].concat())
+}
+
+/// The extreme benchmark on `side` (data, instr or both), 10 processes.
+fn extreme_side(side: &str, pages: u32, overrides: &[&str]) -> vmlab::Result<Value> {
     let source = SourceSpec::Workload {
         name: "shared".into(),
-        params: vec![("procs".into(), "10".into()), ("pages".into(), pages.to_string()), ("accesses".into(), "200000".into())],
+        params: vec![
+            ("procs".into(), "10".into()),
+            ("pages".into(), pages.to_string()),
+            ("side".into(), side.into()),
+            ("accesses".into(), "200000".into()),
+        ],
     };
+    let overrides = overrides.iter().map(|s| s.to_string()).collect();
     api::run(&RunRequest { config: "itanium2".into(), overrides, source, progress: false })
 }
 
@@ -53,6 +63,35 @@ fn flushed_protection_key_registers_fault_once_per_switch() {
 }
 
 #[test]
+fn program_text_shares_itlb_entries_through_its_region() {
+    // The ITLB variant: 10 processes forked from one fetch from the same 64 text pages.
+    // Without text sharing each process's text is its own (own frames, entries tagged by
+    // process): 640 entries thrash the 128-entry L2 ITLB. With it (§3.2), the program's
+    // text is one region with one RID: 64 walks, and no protection keys involved.
+    let private = extreme_side("instr", 64, &[]).unwrap();
+    let shared = extreme_side("instr", 64, &["mmu.regions.share_text=true"]).unwrap();
+    assert_eq!(u(&shared, "/walks/count"), 64);
+    assert!(u(&private, "/walks/count") >= 100 * 64);
+    assert_eq!((u(&private, "/faults/count"), u(&shared, "/faults/count")), (640, 64));
+    assert!(u(&shared, "/regions/text_translations") > 0);
+    assert_eq!(u(&shared, "/regions/key_checks") + u(&private, "/regions/text_translations"), 0);
+    // Protection-key sharing alone leaves program text per process.
+    let keys = extreme_side("instr", 64, &["mmu.regions.share=true"]).unwrap();
+    assert_eq!(u(&keys, "/walks/count"), u(&private, "/walks/count"));
+    // Both sides and both mechanisms: the data through keys, the text through its region;
+    // each side's 64 pages fit its L2 TLB.
+    let both = extreme_side("both", 64, &["mmu.regions.share=true", "mmu.regions.share_text=true"]).unwrap();
+    assert_eq!(u(&both, "/walks/count"), 128);
+    assert!(u(&both, "/regions/key_checks") > 0 && u(&both, "/regions/text_translations") > 0);
+    let text_only = extreme_side("both", 64, &["mmu.regions.share_text=true"]).unwrap();
+    assert!(u(&text_only, "/walks/count") >= 100 * 64, "the data stays per process");
+    // The short VHPT can share a whole region (its key is the region's): text sharing
+    // works with it.
+    let short = extreme_side("instr", 64, &["page_table.kind=\"linear\"", "page_table.stlb.entries=0", "mmu.regions.share_text=true"]).unwrap();
+    assert_eq!(u(&short, "/faults/count"), 64);
+}
+
+#[test]
 fn impossible_sharing_configs_are_named() {
     let e = extreme(64, true, &["page_table.kind=\"linear\"", "page_table.stlb.entries=0"]).unwrap_err().to_string();
     assert!(e.contains("mmu.regions.share") && e.contains("short VHPT"), "{e}");
@@ -60,4 +99,8 @@ fn impossible_sharing_configs_are_named() {
     assert!(e.contains("mmu.regions.share"), "{e}");
     let e = extreme(64, true, &["mmu.regions.pkrs=0"]).unwrap_err().to_string();
     assert!(e.contains("mmu.regions.pkrs"), "{e}");
+    let e = extreme_side("instr", 64, &["mmu.regions.share_text=true", "mmu.asid_tags=false"]).unwrap_err().to_string();
+    assert!(e.contains("mmu.regions.share_text"), "{e}");
+    let e = extreme_side("code", 64, &[]).unwrap_err().to_string();
+    assert!(e.contains("side"), "{e}");
 }
