@@ -35,6 +35,8 @@ def test_quick_itanium_runs_traced_programs_and_says_what_is_not_built(tmp_path,
     assert text.count("| 64K in region ") == 2 and text.count("| 16K in every region |") == 2
     # The extreme benchmark on the DTLB (key sharing) and on the ITLB (text sharing).
     assert "**extreme: 10 processes × p shared pages" in text and "**extreme ITLB: 10 processes × p text pages" in text
+    # The long format with 2M superpages, both designs, on two inputs.
+    assert text.count("**long-format VHPT with superpages:") == 2 and text.count("| long-vhpt-pt, 2M superpages |") == 2
     assert "(traced)" in text  # valgrind is installed by `make setup`
     assert list((tmp_path / "cache" / "traces").glob("*.vmt"))
 
