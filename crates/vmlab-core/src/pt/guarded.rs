@@ -55,8 +55,13 @@ struct Entry {
     kind: u8,
     /// Guard length in digits, and the guard's digits packed (most significant first).
     glen: u8,
+    /// Node: the node's index (simulator-only; it sits in the padding, so an entry is
+    /// still 24 bytes of host memory).
+    node: u32,
     guard: u64,
-    /// Leaf: physical page | page-size digits << 4 | permission bits. Node: node index.
+    /// Leaf: physical page | page-size digits << 4 | permission bits. Node: the node's
+    /// simulated physical address, so a walk step reads one host entry, not the entry
+    /// and then the node's record.
     val: u64,
 }
 
@@ -162,15 +167,13 @@ impl GuardedPageTable {
             return Chase::IDLE;
         }
         let d = d + e.glen as u32;
-        let n = e.val as usize;
-        let entry = n * self.entries_per_node() + self.digit(key, d);
-        match (self.entries.get(entry), self.nodes.get(n)) {
-            (Some(next), Some(node)) => {
+        let entry = e.node as usize * self.entries_per_node() + self.digit(key, d);
+        match self.entries.get(entry) {
+            Some(next) => {
                 crate::host::prefetch(next);
-                crate::host::prefetch(node);
                 Chase { key, entry: entry as u32, d: d + 1 }
             }
-            _ => Chase::IDLE,
+            None => Chase::IDLE,
         }
     }
 
@@ -294,7 +297,7 @@ impl GuardedPageTable {
             if e.kind == LEAF {
                 return Some(slot);
             }
-            slot = Slot::At(e.val as usize * per + self.digit(key, d));
+            slot = Slot::At(e.node as usize * per + self.digit(key, d));
             d += 1;
         }
     }
@@ -313,7 +316,7 @@ impl GuardedPageTable {
             self.mapped -= 1;
         } else if e.kind == NODE {
             let per = self.entries_per_node();
-            let n = e.val as usize;
+            let n = e.node as usize;
             for i in 0..per {
                 let c = self.entries[n * per + i];
                 self.free_subtree(mem, c);
@@ -383,7 +386,7 @@ impl PageTable for GuardedPageTable {
                     return Err(Error::Sim(format!("map {va:#x}: a {size} page cannot sit below a node decoding its offset bits")));
                 }
                 let glen = end - d;
-                self.set(slot, Entry { kind: LEAF, glen: glen as u8, guard: self.digits_of(key, d, glen), val: leaf_val });
+                self.set(slot, Entry { kind: LEAF, glen: glen as u8, node: 0, guard: self.digits_of(key, d, glen), val: leaf_val });
                 if let Slot::At(i) = slot {
                     self.nodes[i / per].live += 1;
                 }
@@ -397,7 +400,7 @@ impl PageTable for GuardedPageTable {
                     return Err(Error::Sim(format!("map {va:#x}: overlaps an existing mapping")));
                 }
                 d += c;
-                slot = Slot::At(e.val as usize * per + self.digit(key, d));
+                slot = Slot::At(e.node as usize * per + self.digit(key, d));
                 d += 1;
                 continue;
             }
@@ -409,13 +412,13 @@ impl PageTable for GuardedPageTable {
             let old = Entry { glen: rest as u8, guard: e.guard & rest_mask, ..e };
             let dn = d + c;
             let new_glen = end - dn - 1;
-            let new = Entry { kind: LEAF, glen: new_glen as u8, guard: self.digits_of(key, dn + 1, new_glen), val: leaf_val };
+            let new = Entry { kind: LEAF, glen: new_glen as u8, node: 0, guard: self.digits_of(key, dn + 1, new_glen), val: leaf_val };
             let (old_at, new_at) = (self.guard_digit(&e, c), self.digit(key, dn));
             self.entries[n * per + old_at] = old;
             self.entries[n * per + new_at] = new;
             self.nodes[n].live = 2;
             let head = if c == 0 { 0 } else { e.guard >> (self.s * (e.glen as u32 - c)) };
-            self.set(slot, Entry { kind: NODE, glen: c as u8, guard: head, val: n as u64 });
+            self.set(slot, Entry { kind: NODE, glen: c as u8, node: n as u32, guard: head, val: self.nodes[n].pa });
             self.mapped += 1;
             return Ok(());
         }
@@ -440,7 +443,7 @@ impl PageTable for GuardedPageTable {
                 let r = self.entries[n * per + j];
                 let glen = p.glen as u32 + 1 + r.glen as u32;
                 let guard = (((p.guard << self.s) | j as u64) << (self.s * r.glen as u32)) | r.guard;
-                self.set(parent, Entry { kind: r.kind, glen: glen as u8, guard, val: r.val });
+                self.set(parent, Entry { glen: glen as u8, guard, ..r });
                 self.free_node(mem, n as u32);
             }
         }
@@ -486,10 +489,9 @@ impl PageTable for GuardedPageTable {
                 self.last_walk_depth = depth as u32;
                 return Some(self.leaf_translation(&e));
             }
-            let n = e.val as usize;
             let i = self.digit(key, d);
-            path.push_step(self.nodes[n].pa + i as u64 * ENTRY_BYTES, depth);
-            e = self.entries[n * per + i];
+            path.push_step(e.val + i as u64 * ENTRY_BYTES, depth);
+            e = self.entries[e.node as usize * per + i];
             d += 1;
             depth = depth.saturating_add(1);
         }
