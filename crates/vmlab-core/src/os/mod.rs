@@ -151,6 +151,8 @@ pub struct Mm<P: PageTable> {
     /// Shared objects' translations are tagged with global RIDs (`mmu.regions.share`
     /// or `share_text`).
     share_rids: bool,
+    /// MAP_SHARED objects get a region (`mmu.regions.share`).
+    share_keys: bool,
     /// Program text is a shared object (`mmu.regions.share_text`, Chapman et al. §3.2).
     share_text: bool,
 }
@@ -185,6 +187,7 @@ impl<P: PageTable> Os<P> {
             copies: Vec::new(),
             rc: RecolorCounters::default(),
             share_rids: cfg.mmu.regions.share || cfg.mmu.regions.share_text,
+            share_keys: cfg.mmu.regions.share,
             share_text: cfg.mmu.regions.share_text,
         };
         let mut os = Os { mm, policy, recolor: None };
@@ -735,8 +738,9 @@ impl<P: PageTable> Mm<P> {
             obj.refs -= 1;
             if obj.refs == 0 {
                 let obj = self.objects[o as usize].take().unwrap();
-                // Entries tagged with the object's global RID go too.
-                if self.share_rids {
+                // Entries tagged with the object's global RID go too (if it had one).
+                let tagged = if obj.text { self.share_text } else { self.share_keys };
+                if tagged {
                     if let Ok(rid) = crate::mmu::regions::RegionIds::global_rid(o) {
                         self.shootdowns.push(Shootdown::Space { asid: rid });
                     }
