@@ -104,3 +104,42 @@ fn impossible_sharing_configs_are_named() {
     let e = extreme_side("code", 64, &[]).unwrap_err().to_string();
     assert!(e.contains("side"), "{e}");
 }
+
+/// A program's shared text outlives the process that mapped it: its fork child keeps
+/// hitting the text's TLB entries and frames after the parent exits, and the frames go
+/// with the last process running the program.
+#[test]
+fn shared_text_is_freed_with_the_last_process_of_the_program() {
+    use vmlab::config::Config;
+    use vmlab::sim::{run, SourceInfo};
+    use vmlab::trace::record::prot;
+    use vmlab::trace::{MapFlags, Record, VecSource};
+    let text = 0x40_0000u64;
+    let pages = 16u64;
+    let fetch_all = |pid: u32, line: u64, r: &mut Vec<Record>| {
+        r.push(Record::ContextSwitch { pid });
+        r.extend((0..pages).map(|p| Record::fetch(text + p * 4096 + line * 64, 4, pid)));
+    };
+    let mut r = vec![Record::Mmap { pid: 1, start: text, len: pages * 4096, prot: prot::READ | prot::EXEC, flags: MapFlags::FILE }];
+    r.push(Record::Fork { parent: 1, child: 2 });
+    fetch_all(1, 0, &mut r);
+    fetch_all(2, 1, &mut r);
+    r.push(Record::Exit { pid: 1 });
+    fetch_all(2, 2, &mut r);
+    let sim = |share: bool, exit_last: bool| {
+        let mut r = r.clone();
+        if exit_last {
+            r.push(Record::Exit { pid: 2 });
+        }
+        let cfg = Config::load("itanium2", &[format!("mmu.regions.share_text={share}")]).unwrap();
+        run(&cfg, &mut VecSource::new("text", r), &SourceInfo::default(), |_| {}).unwrap()
+    };
+    let shared = sim(true, false);
+    // Each page faults once, in the parent; the child hits the parent's entries, before
+    // and after the parent exits.
+    assert_eq!((u(&shared, "/walks/count"), u(&shared, "/faults/count")), (pages, pages));
+    assert_eq!(u(&shared, "/memory/frames_data"), pages, "the child still holds the text");
+    let private = sim(false, false);
+    assert_eq!(u(&private, "/faults/count"), 2 * pages);
+    assert_eq!(u(&sim(true, true), "/memory/frames_data"), 0, "the last exit frees the text");
+}
