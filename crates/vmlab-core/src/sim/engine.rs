@@ -438,18 +438,19 @@ impl<P: PageTable> Engine<P> {
             // Base pages are touched when mapped; pages of larger ones when translated.
             self.os.mm.touched.touch(t.phys(va));
         }
-        if asid != self.cur_asid {
-            // A shared translation: its protection key must be in a PKR. The same-page
-            // shortcut is not taken, so every access to it is checked (and, for text,
-            // counted).
+        if keyed {
+            // A shared object's translation: its protection key must be in a PKR. The
+            // same-page shortcut is not taken, so every access to it is checked.
             if let Some(r) = &mut self.regions {
-                if keyed {
-                    self.cycles.fault += r.check_key(asid);
-                } else {
+                self.cycles.fault += r.check_key(asid);
+            }
+        } else {
+            if asid != self.cur_asid {
+                // Program text under its program's RID: no key to check.
+                if let Some(r) = &mut self.regions {
                     r.note_text();
                 }
             }
-        } else {
             self.note_same_page(side, va, &t);
         }
         if missed && self.watching {
@@ -460,7 +461,7 @@ impl<P: PageTable> Engine<P> {
                 let levels = mmu.tlbs.levels();
                 mmu.tlbs.fill(instr, va, asid, &nt, levels);
                 self.deliver_tlb_changes();
-                if asid == self.cur_asid {
+                if !keyed {
                     self.note_same_page(side, va, &nt);
                 }
                 return Ok(nt.phys(va));
