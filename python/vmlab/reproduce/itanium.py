@@ -104,23 +104,33 @@ def region_page_sizes(quick: bool, n: str, traces: list[tuple[str, str]]) -> str
     return "\n".join(parts)
 
 
+def extreme_off_on(n: str, pages: list[int], switch: str, side: str) -> list[tuple[int, dict, dict]]:
+    """The extreme benchmark (10 processes, `side` = data or instr) for each page count,
+    with the configuration key `switch` off and on: (p, off, on) stats documents."""
+    b = Batch()
+    for p in pages:
+        src = {"workload": "shared", "procs": "10", "pages": str(p), "side": side, "accesses": n}
+        for on in (False, True):
+            b.add((p, on), "itanium2", {switch: str(on).lower()}, src)
+    b.run()
+    return [(p, b[(p, False)], b[(p, True)]) for p in pages]
+
+
+def cpki(d: dict) -> float:
+    return d["cycles"]["translation_per_kilo_instruction"]
+
+
+def ratio(a: dict, s: dict) -> str:
+    return f"{cpki(a) / cpki(s):.2f}×" if cpki(s) else "–"
+
+
 def extreme_sharing(n: str) -> str:
     """Figure 2's shape: the extreme DTLB benchmark (10 processes) with and without
     protection-key TLB sharing, as the shared working set grows past the TLB."""
-    pages = [16, 32, 64, 128, 256, 512, 1024]
-    b = Batch()
-    for p in pages:
-        src = {"workload": "shared", "procs": "10", "pages": str(p), "accesses": n}
-        for share in (False, True):
-            b.add((p, share), "itanium2", {"mmu.regions.share": str(share).lower()}, src)
-    b.run()
-    rows = []
-    for p in pages:
-        a, s = b[(p, False)], b[(p, True)]
-        ca, cs = (d["cycles"]["translation_per_kilo_instruction"] for d in (a, s))
-        rows.append([p, a["walks"]["count"], s["walks"]["count"], a["tlb_levels_by_side"]["data"][0]["misses"],
-                     s["tlb_levels_by_side"]["data"][0]["misses"], f"{ca:.1f}", f"{cs:.1f}",
-                     f"{ca / cs:.2f}×" if cs else "–", s["regions"]["key_misses"]])
+    rows = [[p, a["walks"]["count"], s["walks"]["count"], a["tlb_levels_by_side"]["data"][0]["misses"],
+             s["tlb_levels_by_side"]["data"][0]["misses"], f"{cpki(a):.1f}", f"{cpki(s):.1f}", ratio(a, s),
+             s["regions"]["key_misses"]]
+            for p, a, s in extreme_off_on(n, [16, 32, 64, 128, 256, 512, 1024], "mmu.regions.share", "data")]
     return md_table(["shared pages p", "walks (ASIDs)", "walks (sharing)", "L1 DTLB misses (ASIDs)",
                      "L1 DTLB misses (sharing)", "translation CPKI (ASIDs)", "translation CPKI (sharing)",
                      "ASIDs / sharing", "key misses"], rows,
@@ -132,20 +142,10 @@ def extreme_text_sharing(n: str) -> str:
     """§3.2: the extreme benchmark set up to stress the ITLB (10 processes forked from one
     fetch from the same p pages of the program's text), with text tagged per process and
     with one region ID for the program's text (``mmu.regions.share_text``)."""
-    pages = [16, 32, 64, 128, 256, 512]
-    b = Batch()
-    for p in pages:
-        src = {"workload": "shared", "procs": "10", "pages": str(p), "side": "instr", "accesses": n}
-        for share in (False, True):
-            b.add((p, share), "itanium2", {"mmu.regions.share_text": str(share).lower()}, src)
-    b.run()
-    rows = []
-    for p in pages:
-        a, s = b[(p, False)], b[(p, True)]
-        ca, cs = (d["cycles"]["translation_per_kilo_instruction"] for d in (a, s))
-        rows.append([p, a["walks"]["count"], s["walks"]["count"], a["tlb_levels_by_side"]["instr"][0]["misses"],
-                     s["tlb_levels_by_side"]["instr"][0]["misses"], a["faults"]["count"], s["faults"]["count"],
-                     f"{ca:.1f}", f"{cs:.1f}", f"{ca / cs:.2f}×" if cs else "–"])
+    rows = [[p, a["walks"]["count"], s["walks"]["count"], a["tlb_levels_by_side"]["instr"][0]["misses"],
+             s["tlb_levels_by_side"]["instr"][0]["misses"], a["faults"]["count"], s["faults"]["count"],
+             f"{cpki(a):.1f}", f"{cpki(s):.1f}", ratio(a, s)]
+            for p, a, s in extreme_off_on(n, [16, 32, 64, 128, 256, 512], "mmu.regions.share_text", "instr")]
     return md_table(["text pages p", "walks (per process)", "walks (text RID)", "L1 ITLB misses (per process)",
                      "L1 ITLB misses (text RID)", "faults (per process)", "faults (text RID)",
                      "translation CPKI (per process)", "translation CPKI (text RID)", "per process / text RID"], rows,

@@ -148,10 +148,7 @@ pub struct Mm<P: PageTable> {
     pub copies: Vec<PageCopy>,
     /// Recolouring counters (the `recolor` section).
     pub rc: RecolorCounters,
-    /// Shared objects' translations are tagged with global RIDs (`mmu.regions.share`
-    /// or `share_text`).
-    share_rids: bool,
-    /// MAP_SHARED objects get a region (`mmu.regions.share`).
+    /// MAP_SHARED objects get a region with a global RID (`mmu.regions.share`).
     share_keys: bool,
     /// Program text is a shared object (`mmu.regions.share_text`, Chapman et al. §3.2).
     share_text: bool,
@@ -186,7 +183,6 @@ impl<P: PageTable> Os<P> {
             rmap: None,
             copies: Vec::new(),
             rc: RecolorCounters::default(),
-            share_rids: cfg.mmu.regions.share || cfg.mmu.regions.share_text,
             share_keys: cfg.mmu.regions.share,
             share_text: cfg.mmu.regions.share_text,
         };
@@ -264,7 +260,7 @@ impl<P: PageTable> Mm<P> {
                 if self.next_asid == Asid::MAX {
                     return Err(Error::Sim("more than 65535 live processes".into()));
                 }
-                if self.share_rids && self.next_asid == crate::mmu::regions::GLOBAL_RID_BASE {
+                if (self.share_keys || self.share_text) && self.next_asid == crate::mmu::regions::GLOBAL_RID_BASE {
                     return Err(Error::Sim("more than 32768 live processes with mmu.regions.share or share_text (the upper RIDs are global)".into()));
                 }
                 self.next_asid += 1;
