@@ -112,6 +112,30 @@ pub trait WalkCaches: Send + 'static {
     fn probe_latency(&self) -> u64 {
         0
     }
+    /// An instance of the same kind that caches nothing (what a split leaves where a
+    /// part moved out), if the kind has one.
+    fn vacant(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// When the walk splits ([`PageTable::SPLITS`]) and the walker leaves for a thread of
+    /// its own: move out the caches the functional path consults
+    /// ([`PageTable::full_path`]'s `front`), leaving the rest here for the walker.
+    /// `None`: these caches cannot split, so the walker stays.
+    fn split_front(&mut self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+    /// Take back what `split_front` moved out (when the walker returns).
+    fn rejoin_front(&mut self, _front: Self)
+    where
+        Self: Sized,
+    {
+    }
 }
 
 /// Walk caches for a kind that has none.
@@ -172,21 +196,32 @@ pub trait PageTable: 'static {
     /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
     fn walk(&mut self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
 
-    /// Whether the walk splits into [`PageTable::full_path`] (functional: the table)
-    /// and [`PageTable::replay`] (timing: the walk caches), so that the walk caches
-    /// can run on another thread than the table (docs/dev/timing-thread-plan.md).
-    /// Then `walk` must be exactly `full_path` followed by `replay`, and must not
-    /// change the table.
+    /// Whether the walk splits into [`PageTable::full_path`] (functional: the table,
+    /// and the walk caches that decide what it must read) and [`PageTable::replay`]
+    /// (timing: the other walk caches), so that the latter can run on another thread
+    /// than the table (docs/performance.md, "The walker thread"). Then `walk` must be
+    /// exactly `full_path` followed by the replay of every piece it sends, and the
+    /// caches must split ([`WalkCaches::split_front`]).
     const SPLITS: bool = false;
-    /// The mapping of `va` and the path a walk with cold walk caches takes to it (or
-    /// to the missing entry). Only called when `SPLITS`.
-    fn full_path(&self, _asid: Asid, _va: u64, _path: &mut Self::Path) -> Option<Translation> {
+    /// The mapping of `va`, and the path a walk takes to it (or to the missing entry),
+    /// sent to `emit` in pieces, the last one ending the walk
+    /// ([`PageTable::path_continues`]). Radix: one piece, read with cold walk caches.
+    /// A nested table consults its guest PWC and NTLB in `front` (what
+    /// `split_front` moved out): they decide which host walks happen. Only called
+    /// when `SPLITS`.
+    fn full_path(&mut self, _asid: Asid, _va: u64, _front: &mut Self::Caches, _emit: impl FnMut(Self::Path)) -> Option<Translation> {
         unreachable!("full_path of a page table that does not split its walk")
     }
-    /// The walk of `va` along `full`, with the walk caches: the references it makes
-    /// go into `path`, exactly as `walk` would make them. Only called when `SPLITS`.
-    fn replay(_full: &Self::Path, _asid: Asid, _va: u64, _caches: &mut Self::Caches, _path: &mut WalkPath) -> Option<Translation> {
+    /// The walk of `va` along one piece of its path, with the walker's walk caches: the
+    /// references it makes go into `path`, exactly as `walk` would make them (the
+    /// mapping is `full_path`'s). Only called when `SPLITS`.
+    fn replay(_full: &Self::Path, _asid: Asid, _va: u64, _caches: &mut Self::Caches, _path: &mut WalkPath) {
         unreachable!("replay of a page table that does not split its walk")
+    }
+    /// Whether more pieces of the same walk follow this one.
+    #[inline(always)]
+    fn path_continues(_full: &Self::Path) -> bool {
+        false
     }
 
     /// Translate an address of the table's own virtual array (a `WalkRef::VIRTUAL`
@@ -203,6 +238,19 @@ pub trait PageTable: 'static {
     /// Whether `prefetch` does anything (a nested table skips the work of finding a
     /// host address to prefetch for when its host table would ignore the hint).
     const PREFETCHES: bool = false;
+    /// `prefetch`, also saying where the entry it hinted sits, for a later `phys_at`
+    /// once the entry has reached the host cache (a nested table's look-ahead for its
+    /// host table). `None`: the table does not say; the caller translates instead.
+    #[inline(always)]
+    fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
+        self.prefetch(asid, va);
+        None
+    }
+    /// What the entry at `loc` (from `prefetch_at` of `va`) maps `va` to now. A hint
+    /// only: the answer may be stale or missing, never a reason to change state.
+    fn phys_at(&self, _loc: u64, _va: u64) -> Option<u64> {
+        None
+    }
 
     /// An error a walk met but could not return (a nested table's hypervisor out of
     /// host memory for a page-table page): the engine checks after a walk that found no

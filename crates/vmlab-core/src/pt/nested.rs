@@ -135,7 +135,13 @@ pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches> {
     /// Guest-physical page -> host-physical page of guest page-table pages.
     ntlb: Option<AssocCache<u64>>,
     ntlb_counters: CacheCounters,
-    latency: u32,
+    /// Cycles of the probes at the start of every walk (fixed at construction, so the
+    /// walker's half of a split charges the whole walk's).
+    probe_cycles: u64,
+    /// The walker's scratch when it replays a split walk: one host walk's references,
+    /// and the host walks of a guest step before they merge.
+    hpath: WalkPath,
+    merge: Vec<WalkRef>,
 }
 
 /// The nested PWC of a radix host, from `[page_table.nested]`.
@@ -158,7 +164,8 @@ impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
         } else {
             Some(AssocCache::new(cfg.ntlb_entries, cfg.ntlb_ways, Replacement::Lru, seed.wrapping_add(78), "page_table.nested.ntlb")?.with_mru_first())
         };
-        Ok(NestedWalkCaches { guest, host, ntlb, ntlb_counters: CacheCounters::default(), latency: cfg.latency })
+        let probe_cycles = guest.probe_latency() + if ntlb.is_some() || host.probe_latency() > 0 { cfg.latency as u64 } else { 0 };
+        Ok(NestedWalkCaches { guest, host, ntlb, ntlb_counters: CacheCounters::default(), probe_cycles, hpath: WalkPath::new(), merge: Vec::new() })
     }
 }
 
@@ -186,7 +193,29 @@ impl<GC: WalkCaches, HC: WalkCaches> WalkCaches for NestedWalkCaches<GC, HC> {
         v
     }
     fn probe_latency(&self) -> u64 {
-        self.guest.probe_latency() + if self.ntlb.is_some() || self.host.probe_latency() > 0 { self.latency as u64 } else { 0 }
+        self.probe_cycles
+    }
+    /// The guest walk, and so the guest PWC, and the NTLB decide which host walks a
+    /// nested walk makes: they move to the front. The host's walk caches (the nested
+    /// PWC) stay with the walker, which replays the host walks.
+    fn split_front(&mut self) -> Option<Self> {
+        let (vacant, host) = (self.guest.vacant()?, self.host.split_front()?);
+        let guest = std::mem::replace(&mut self.guest, vacant);
+        Some(NestedWalkCaches {
+            guest,
+            host,
+            ntlb: self.ntlb.take(),
+            ntlb_counters: std::mem::take(&mut self.ntlb_counters),
+            probe_cycles: self.probe_cycles,
+            hpath: WalkPath::new(),
+            merge: Vec::new(),
+        })
+    }
+    fn rejoin_front(&mut self, front: Self) {
+        self.guest = front.guest;
+        self.host.rejoin_front(front.host);
+        self.ntlb = front.ntlb;
+        self.ntlb_counters = front.ntlb_counters;
     }
 }
 
@@ -221,11 +250,63 @@ pub struct NestedPageTable<G: PageTable, H: PageTable> {
     backed: Vec<u64>,
     /// Host memory ran out while a walk backed a guest page-table page.
     pub(crate) walk_error: Option<Error>,
-    /// Simulator-only: the last `HOST_PREFETCH_LAG` addresses `prefetch` was given (a
-    /// ring; `u64::MAX` = none), whose host entries it hints once their guest entries
-    /// have arrived.
-    prefetched: [Cell<(Asid, u64)>; HOST_PREFETCH_LAG],
+    /// Simulator-only: the last `HOST_PREFETCH_LAG` addresses `prefetch` was given, with
+    /// where the guest table said their entries sit (a ring; `va == u64::MAX`: none),
+    /// whose host entries it hints once their guest entries have arrived.
+    prefetched: [Cell<Hinted>; HOST_PREFETCH_LAG],
     next_prefetched: Cell<usize>,
+}
+
+/// Append the merged host walks in `merge` as steps of `path` (their k-th steps
+/// together), and empty it.
+fn flush_merge(merge: &mut Vec<WalkRef>, path: &mut WalkPath) {
+    // One host walk's references are already in step order (the common case: a radix
+    // guest reads one entry per step).
+    if !merge.is_sorted_by_key(|r| r.step) {
+        merge.sort_by_key(|r| r.step);
+    }
+    let mut step = u16::MAX;
+    for r in merge.iter() {
+        if r.step != step {
+            path.begin_step();
+            step = r.step;
+        }
+        path.push_parallel(r.pa, r.what);
+    }
+    merge.clear();
+}
+
+/// One piece of a nested walk's path, as `full_path` sends it to the walker: a host
+/// walk to replay (of `gpa`, along `host`), then possibly a new step, then possibly
+/// the read of a guest entry at host-physical `hpa`. The walk's last piece replays the
+/// data page's host walk, if any, and ends the walk.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NestedPiece<HP> {
+    host: HP,
+    gpa: u64,
+    hpa: u64,
+    what: u8,
+    flags: u8,
+}
+
+impl<HP: Copy + Default> NestedPiece<HP> {
+    const HOST_WALK: u8 = 1;
+    /// The host walks so far merge into steps, and a new step begins.
+    const NEW_STEP: u8 = 2;
+    const READ: u8 = 4;
+    const LAST: u8 = 8;
+
+    fn host_walk(gpa: u64, host: HP) -> Self {
+        NestedPiece { host, gpa, flags: Self::HOST_WALK, ..Default::default() }
+    }
+}
+
+/// An address `prefetch` hinted, and where the guest table said its entry sits.
+#[derive(Clone, Copy, Debug)]
+struct Hinted {
+    asid: Asid,
+    va: u64,
+    loc: Option<u64>,
 }
 
 /// Guest radix over host radix.
@@ -257,7 +338,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             host_fallbacks: 0,
             backed: Vec::new(),
             walk_error: None,
-            prefetched: std::array::from_fn(|_| Cell::new((VM, u64::MAX))),
+            prefetched: std::array::from_fn(|_| Cell::new(Hinted { asid: VM, va: u64::MAX, loc: None })),
             next_prefetched: Cell::new(0),
         })
     }
@@ -380,22 +461,33 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         Some(h.phys(gpa))
     }
 
-    /// Append the merged host walks as steps of `path`: their k-th steps together.
-    fn flush_merge(&mut self, path: &mut WalkPath) {
-        // One host walk's references are already in step order (the common case: a
-        // radix guest reads one entry per step).
-        if !self.merge.is_sorted_by_key(|r| r.step) {
-            self.merge.sort_by_key(|r| r.step);
-        }
-        let mut step = u16::MAX;
-        for r in &self.merge {
-            if r.step != step {
-                path.begin_step();
-                step = r.step;
+    /// `host_ref` for a split walk: the NTLB (in `front`) or the host table's
+    /// functional path, whose replay the walker does. Returns the host-physical address
+    /// and the host path to replay (none on an NTLB hit); `None` where `host_ref`
+    /// fails.
+    fn host_path(&mut self, gpa: u64, front: &mut NestedWalkCaches<G::Caches, H::Caches>) -> Option<(u64, Option<H::Path>)> {
+        let page = gpa >> 12;
+        if let Some(ntlb) = &mut front.ntlb {
+            let set = ntlb.set_of(page);
+            let hit = ntlb.lookup(set, page, VM);
+            front.ntlb_counters.record(hit.is_some());
+            if let Some(hpage) = hit {
+                return Some(((hpage << 12) | (gpa & 0xfff), None));
             }
-            path.push_parallel(r.pa, r.what);
         }
-        self.merge.clear();
+        if !self.known_backed(gpa) && self.host.translate(VM, gpa).is_none() {
+            if let Err(e) = self.back(gpa) {
+                self.walk_error = Some(e);
+                return None;
+            }
+        }
+        let mut hp = H::Path::default();
+        let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p)?;
+        if let Some(ntlb) = &mut front.ntlb {
+            let set = ntlb.set_of(page);
+            ntlb.fill_absent_evicts(set, page, VM, h.phys(gpa) >> 12);
+        }
+        Some((h.phys(gpa), Some(hp)))
     }
 
     pub fn host_footprint(&self) -> PtFootprint {
@@ -405,7 +497,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 
 impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
     type Caches = NestedWalkCaches<G::Caches, H::Caches>;
-    type Path = ();
+    type Path = NestedPiece<H::Path>;
 
     fn kind(&self) -> &'static str {
         self.kind
@@ -459,6 +551,100 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         self.compose(va, self.guest.translate(asid, va)?)
     }
 
+    /// Radix hosts: the host walks' functional paths go to the walker, which replays
+    /// them through the nested PWC and times every reference. The guest walk and the
+    /// NTLB stay with the table (`split_front`): they decide which host walks happen.
+    const SPLITS: bool = H::SPLITS;
+
+    /// `walk`, with the host walks sent as paths: per guest step, a piece per host walk,
+    /// the last of them carrying the step's first guest read (most walks: one piece per
+    /// guest entry read), then the data page's host walk, ending the walk.
+    fn full_path(&mut self, asid: Asid, va: u64, front: &mut Self::Caches, mut emit: impl FnMut(Self::Path)) -> Option<Translation> {
+        let mut gpath = std::mem::take(&mut self.gpath);
+        gpath.clear();
+        let g = self.guest.walk(asid, va, &mut front.guest, &mut gpath);
+        let mut ok = true;
+        let refs = gpath.refs();
+        let mut i = 0;
+        while i < refs.len() && ok {
+            let step = refs[i].step;
+            let j = refs[i..].iter().position(|r| r.step != step).map_or(refs.len(), |k| i + k);
+            self.hpas.clear();
+            // The step's host walks, the last one held back to carry the first read.
+            let mut held: Option<NestedPiece<H::Path>> = None;
+            for r in &refs[i..j] {
+                match self.host_path(r.pa, front) {
+                    Some((hpa, host)) => {
+                        if let Some(hp) = host {
+                            if let Some(p) = held.replace(NestedPiece::host_walk(r.pa, hp)) {
+                                emit(p);
+                            }
+                        }
+                        self.hpas.push((hpa, r.what));
+                    }
+                    None => ok = false,
+                }
+            }
+            let mut first = held.unwrap_or_default();
+            first.flags |= NestedPiece::<H::Path>::NEW_STEP;
+            match self.hpas.first() {
+                None => emit(first),
+                Some(&(hpa, what)) => {
+                    emit(NestedPiece { hpa, what, flags: first.flags | NestedPiece::<H::Path>::READ, ..first });
+                    for &(hpa, what) in &self.hpas[1..] {
+                        emit(NestedPiece { hpa, what, flags: NestedPiece::<H::Path>::READ, ..Default::default() });
+                    }
+                }
+            }
+            i = j;
+        }
+        self.gpath = gpath;
+        let last = NestedPiece::<H::Path> { flags: NestedPiece::<H::Path>::LAST, ..Default::default() };
+        let Some(g) = g.filter(|_| ok) else {
+            emit(last);
+            return None;
+        };
+        // Finally the data page's guest-physical address.
+        let gpa = g.phys(va);
+        let mut hp = H::Path::default();
+        let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p);
+        emit(NestedPiece { flags: NestedPiece::<H::Path>::HOST_WALK | NestedPiece::<H::Path>::LAST, ..NestedPiece::host_walk(gpa, hp) });
+        let h = h?;
+        let size = g.size.min(h.size);
+        Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+    }
+
+    #[inline]
+    fn replay(p: &Self::Path, _asid: Asid, _va: u64, c: &mut Self::Caches, path: &mut WalkPath) {
+        let ends_merge = p.flags & (NestedPiece::<H::Path>::NEW_STEP | NestedPiece::<H::Path>::LAST) != 0;
+        if p.flags & NestedPiece::<H::Path>::HOST_WALK != 0 {
+            if ends_merge && c.merge.is_empty() {
+                // The only host walk before the step (radix guests: always): its
+                // references go straight into the path, each its own step, as
+                // `flush_merge` would put them.
+                H::replay(&p.host, VM, p.gpa, &mut c.host, path);
+            } else {
+                c.hpath.clear();
+                H::replay(&p.host, VM, p.gpa, &mut c.host, &mut c.hpath);
+                c.merge.extend_from_slice(c.hpath.refs());
+            }
+        }
+        if ends_merge && !c.merge.is_empty() {
+            flush_merge(&mut c.merge, path);
+        }
+        if p.flags & NestedPiece::<H::Path>::NEW_STEP != 0 {
+            path.begin_step();
+        }
+        if p.flags & NestedPiece::<H::Path>::READ != 0 {
+            path.push_parallel(p.hpa, p.what);
+        }
+    }
+
+    #[inline(always)]
+    fn path_continues(p: &Self::Path) -> bool {
+        p.flags & NestedPiece::<H::Path>::LAST == 0
+    }
+
     fn walk(&mut self, asid: Asid, va: u64, c: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation> {
         let mut gpath = std::mem::take(&mut self.gpath);
         gpath.clear();
@@ -477,7 +663,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
                     None => ok = false,
                 }
             }
-            self.flush_merge(path);
+            flush_merge(&mut self.merge, path);
             path.begin_step();
             for &(hpa, what) in &self.hpas {
                 path.push_parallel(hpa, what);
@@ -491,7 +677,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         self.hpath.clear();
         let h = self.host.walk(VM, gpa, &mut c.host, &mut self.hpath);
         self.merge.extend_from_slice(self.hpath.refs());
-        self.flush_merge(path);
+        flush_merge(&mut self.merge, path);
         let h = h?;
         let size = g.size.min(h.size);
         Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
@@ -501,15 +687,22 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
     /// given `HOST_PREFETCH_LAG` calls ago, whose guest entry has had time to arrive
     /// (a nested walk's two dependent misses, each hidden by its own look-ahead).
     fn prefetch(&self, asid: Asid, va: u64) {
-        self.guest.prefetch(asid, va);
-        if H::PREFETCHES {
-            let slot = self.next_prefetched.get();
-            let (old_asid, old_va) = self.prefetched[slot].replace((asid, va));
-            self.next_prefetched.set((slot + 1) % HOST_PREFETCH_LAG);
-            if old_va != u64::MAX {
-                if let Some(g) = self.guest.translate(old_asid, old_va) {
-                    self.host.prefetch(VM, g.phys(old_va));
-                }
+        if !H::PREFETCHES {
+            self.guest.prefetch(asid, va);
+            return;
+        }
+        let loc = self.guest.prefetch_at(asid, va);
+        let slot = self.next_prefetched.get();
+        let old = self.prefetched[slot].replace(Hinted { asid, va, loc });
+        self.next_prefetched.set((slot + 1) % HOST_PREFETCH_LAG);
+        if old.va != u64::MAX {
+            // Where the guest said its entry sits: one read instead of a translation.
+            let gpa = match old.loc {
+                Some(loc) => self.guest.phys_at(loc, old.va),
+                None => self.guest.translate(old.asid, old.va).map(|g| g.phys(old.va)),
+            };
+            if let Some(gpa) = gpa {
+                self.host.prefetch(VM, gpa);
             }
         }
     }
@@ -561,6 +754,96 @@ pub(crate) mod tests {
         };
         let (pt, caches) = radix_over_radix(guest_levels, &cfg);
         (pt, caches, BuddyAllocator::new(4 << 30).unwrap())
+    }
+
+    /// A split walk is the walk: `full_path` (guest walk and NTLB on the front half of
+    /// the caches) followed by the replay of each piece it sends (the nested PWC on the
+    /// walker's half) makes exactly the fused walk's references, steps, translation,
+    /// walk-cache traffic and host backing, on random maps (4K and 2M guest pages, over
+    /// 4K and 2M host pages), unmaps and protects, with walks of mapped and unmapped
+    /// addresses and of a space with no table. Invalidations reach both halves, as the
+    /// MMU sends them; the halves rejoin to the fused caches' counters.
+    #[test]
+    fn split_walk_is_the_walk() {
+        use rand::{Rng, SeedableRng};
+        for host_page in [4096u64, 2 << 20] {
+            let cfg = NestedConfig { host_page_size: Bytes(host_page), ntlb_entries: 8, npwc_entries: vec![4, 4, 2], ..Default::default() };
+            let new = || {
+                let host = RadixPageTable::new(4).unwrap();
+                let mut pt = NestedPageTable::new("nested-radix", RadixPageTable::new(4).unwrap(), host, &cfg).unwrap();
+                let guest_pwc = PageWalkCache::new(&[4, 4, 2], 2, Replacement::Lru, 0, 3).unwrap();
+                let caches = NestedWalkCaches::new(guest_pwc, nested_pwc(&cfg, 0).unwrap(), &cfg, 0).unwrap();
+                let mut mem = BuddyAllocator::new(4 << 30).unwrap();
+                pt.create_space(&mut mem, 0).unwrap();
+                (pt, caches, mem)
+            };
+            let (mut fused, mut fc, mut fmem) = new();
+            let (mut split, mut sc, mut smem) = new();
+            let mut front = sc.split_front().expect("radix-over-radix caches split");
+            assert_eq!(front.probe_latency(), fc.probe_latency());
+            assert_eq!(sc.probe_latency(), fc.probe_latency());
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(host_page);
+            let (mut a, mut b) = (WalkPath::new(), WalkPath::new());
+            let mut pieces = Vec::new();
+            let mut multi_piece = 0;
+            for i in 0..20_000 {
+                let va = 0x40_0000_0000 + rng.gen_range(0..(4u64 << 30));
+                match rng.gen_range(0..10) {
+                    0 => {
+                        let size = if rng.gen_range(0..8) == 0 { PageSize::M2 } else { PageSize::K4 };
+                        let base = size.align_down(va);
+                        if (0..size.bytes()).step_by(4096).all(|o| fused.translate(0, base + o).is_none()) {
+                            if let (Ok(x), Ok(y)) = (fmem.alloc(size, FrameUse::Data), smem.alloc(size, FrameUse::Data)) {
+                                assert_eq!(x, y);
+                                fused.map(&mut fmem, 0, base, x, size, Perms::RW_USER).unwrap();
+                                split.map(&mut smem, 0, base, y, size, Perms::RW_USER).unwrap();
+                            }
+                        }
+                    }
+                    1 => {
+                        fused.unmap(&mut fmem, 0, va);
+                        split.unmap(&mut smem, 0, va);
+                        // As the OS does on unmap: drop the space's walk-cache entries.
+                        fc.invalidate(0, va);
+                        front.invalidate(0, va);
+                        sc.invalidate(0, va);
+                    }
+                    2 => {
+                        fused.protect(0, va, Perms::R);
+                        split.protect(0, va, Perms::R);
+                    }
+                    3 if i % 50 == 0 => {
+                        fc.flush_all();
+                        front.flush_all();
+                        sc.flush_all();
+                    }
+                    _ => {}
+                }
+                a.clear();
+                b.clear();
+                let asid = if i % 97 == 0 { 5 } else { 0 };
+                let x = fused.walk(asid, va, &mut fc, &mut a);
+                pieces.clear();
+                let f = split.full_path(asid, va, &mut front, |p| pieces.push(p));
+                let (last, rest) = pieces.split_last().expect("a walk sends at least one piece");
+                assert!(rest.iter().all(NestedRadixPageTable::path_continues) && !NestedRadixPageTable::path_continues(last));
+                multi_piece += (pieces.len() > 1) as u32;
+                for p in &pieces {
+                    NestedRadixPageTable::replay(p, asid, va, &mut sc, &mut b);
+                }
+                assert_eq!(f, x, "{va:#x}");
+                assert_eq!((a.refs(), a.steps()), (b.refs(), b.steps()), "{va:#x}");
+            }
+            sc.rejoin_front(front);
+            assert_eq!(fc.counters(), sc.counters());
+            assert_eq!(fused.details(), split.details());
+            // The walks exercised every kind of walk cache, and walks in several pieces.
+            for name in ["pwc_l3", "host_pwc_l3", "ntlb"] {
+                assert!(fc.counters().iter().any(|(n, c)| n == name && c.hits > 100), "{name}: {:?}", fc.counters());
+            }
+            assert!(fused.details()["host_faults"].as_u64().unwrap() > 100);
+            assert!(multi_piece > 1000, "{multi_piece}");
+        }
     }
 
     /// `prefetch` is a host-cache hint only: with hints given ahead of walks (and for

@@ -57,6 +57,11 @@ fn leaf_translation(e: u64, level: u8) -> Translation {
     }
     Translation { pa: e & PAYLOAD_MASK & !((1u64 << shift) - 1), size: PageSize::from_valid_shift(shift as u8), perms: entry_perms(e) }
 }
+/// `prefetch_at`'s location of entry `i` of node `idx` at `level`.
+#[inline(always)]
+fn entry_location(idx: u32, level: u8, i: usize) -> u64 {
+    ((idx as u64) << 12) | ((level as u64) << 9) | i as u64
+}
 #[inline(always)]
 fn table_entry(child: u32) -> u64 {
     ((child as u64) << 12) | P_PRESENT
@@ -111,7 +116,6 @@ pub struct RadixPath {
     level: [u8; 6],
     /// Physical addresses of the entries read.
     pa: [u64; 6],
-    t: Option<Translation>,
 }
 
 impl RadixPath {
@@ -271,6 +275,39 @@ impl RadixPageTable {
 
     fn root(&self, asid: Asid) -> Option<u32> {
         self.roots.get(asid as usize).copied().filter(|&r| r != u32::MAX)
+    }
+
+    /// `full_path`'s walk: the entries a walk with cold PWCs reads, root first, and the
+    /// mapping it finds.
+    #[inline(always)]
+    fn cold_path(&self, asid: Asid, va: u64, full: &mut RadixPath) -> Option<Translation> {
+        let mut idx = self.root(asid)?;
+        full.rooted = true;
+        let mut level = self.levels;
+        let t = loop {
+            let i = index(va, level);
+            full.push(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
+            let e = self.entry(idx, i);
+            if e & P_PRESENT == 0 {
+                break None;
+            }
+            if e & P_LEAF != 0 {
+                if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
+                    // TPS Fig. 6: an alias sends the walker to the true PTE, at the
+                    // index with the page-offset bits cleared: one more reference.
+                    let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
+                    if ti != i {
+                        full.push(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
+                        break Some(leaf_translation(self.entry(idx, ti), level));
+                    }
+                }
+                break Some(leaf_translation(e, level));
+            }
+            full.descend += 1;
+            idx = (e >> 12) as u32;
+            level -= 1;
+        };
+        t
     }
 
     /// Physical addresses of the table nodes on the path to `va`'s entry, root first
@@ -484,42 +521,17 @@ impl PageTable for RadixPageTable {
     const SPLITS: bool = true;
 
     #[inline]
-    fn full_path(&self, asid: Asid, va: u64, full: &mut RadixPath) -> Option<Translation> {
-        *full = RadixPath { top: self.levels, ..RadixPath::default() };
-        let mut idx = self.root(asid)?;
-        full.rooted = true;
-        let mut level = self.levels;
-        let t = loop {
-            let i = index(va, level);
-            full.push(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
-            let e = self.entry(idx, i);
-            if e & P_PRESENT == 0 {
-                break None;
-            }
-            if e & P_LEAF != 0 {
-                if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
-                    // TPS Fig. 6: an alias sends the walker to the true PTE, at the
-                    // index with the page-offset bits cleared: one more reference.
-                    let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
-                    if ti != i {
-                        full.push(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
-                        break Some(leaf_translation(self.entry(idx, ti), level));
-                    }
-                }
-                break Some(leaf_translation(e, level));
-            }
-            full.descend += 1;
-            idx = (e >> 12) as u32;
-            level -= 1;
-        };
-        full.t = t;
+    fn full_path(&mut self, asid: Asid, va: u64, _front: &mut PageWalkCache, mut emit: impl FnMut(RadixPath)) -> Option<Translation> {
+        let mut full = RadixPath { top: self.levels, ..RadixPath::default() };
+        let t = self.cold_path(asid, va, &mut full);
+        emit(full);
         t
     }
 
     #[inline]
-    fn replay(full: &RadixPath, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) -> Option<Translation> {
+    fn replay(full: &RadixPath, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) {
         if !full.rooted {
-            return None;
+            return;
         }
         // The deepest PWC hit decides where the walk starts: a hit for the entry at
         // level L means the level-(L-1) node is known (Intel SDM §4.10.3), so the
@@ -538,23 +550,48 @@ impl PageTable for RadixPageTable {
                 pwc.fill(asid, va, level, level <= start);
             }
         }
-        full.t
     }
-
     const PREFETCHES: bool = true;
 
     #[inline]
     fn prefetch(&self, asid: Asid, va: u64) {
-        let Some(mut idx) = self.root(asid) else { return };
+        self.prefetch_at(asid, va);
+    }
+
+    /// The location is the node, level and index of the entry that ends the chase: the
+    /// leaf entry, or a leaf found above level 1 (a large page). `u64::MAX` if the chase
+    /// met a missing entry.
+    #[inline]
+    fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
+        let Some(mut idx) = self.root(asid) else { return Some(u64::MAX) };
         // Upper levels are few and hot in the host cache; the leaf is what misses.
         for level in (2..=self.levels).rev() {
-            let e = self.entry(idx, index(va, level));
-            if e & P_PRESENT == 0 || e & P_LEAF != 0 {
-                return;
+            let i = index(va, level);
+            let e = self.entry(idx, i);
+            if e & P_PRESENT == 0 {
+                return Some(u64::MAX);
+            }
+            if e & P_LEAF != 0 {
+                return Some(entry_location(idx, level, i));
             }
             idx = (e >> 12) as u32;
         }
-        self.entries.prefetch(idx, index(va, 1));
+        let i = index(va, 1);
+        self.entries.prefetch(idx, i);
+        Some(entry_location(idx, 1, i))
+    }
+
+    #[inline]
+    fn phys_at(&self, loc: u64, va: u64) -> Option<u64> {
+        if loc == u64::MAX {
+            return None;
+        }
+        // The node may have been freed and reused since: its entry is still a
+        // readable u64 (the arena never shrinks), and a wrong answer only misplaces a
+        // hint.
+        let (idx, level, i) = ((loc >> 12) as u32, ((loc >> 9) & 7) as u8, (loc & 511) as usize);
+        let e = self.entry(idx, i);
+        (e & P_PRESENT != 0 && e & P_LEAF != 0).then(|| leaf_translation(e, level).phys(va))
     }
 
     fn footprint(&self) -> PtFootprint {
@@ -648,6 +685,13 @@ impl PageWalkCache {
 }
 
 impl WalkCaches for PageWalkCache {
+    fn vacant(&self) -> Option<Self> {
+        Some(PageWalkCache::none())
+    }
+    /// A radix walk's functional path needs no PWC: the PWCs stay with the walker.
+    fn split_front(&mut self) -> Option<Self> {
+        self.vacant()
+    }
     fn flush_all(&mut self) {
         self.levels.iter_mut().flatten().for_each(|c| c.flush_all());
     }
@@ -746,9 +790,8 @@ mod tests {
                 let asid = if i % 97 == 0 { 5 } else { 0 };
                 let x = pt.walk(asid, va, &mut fused, &mut a);
                 let mut full = RadixPath::default();
-                let f = pt.full_path(asid, va, &mut full);
-                let y = RadixPageTable::replay(&full, asid, va, &mut split, &mut b);
-                assert_eq!(x, y, "{va:#x}");
+                let f = pt.full_path(asid, va, &mut PageWalkCache::none(), |p| full = p);
+                RadixPageTable::replay(&full, asid, va, &mut split, &mut b);
                 assert_eq!(f, x, "{va:#x}");
                 assert_eq!((a.refs(), a.steps()), (b.refs(), b.steps()), "{va:#x}");
             }

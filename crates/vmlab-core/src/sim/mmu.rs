@@ -35,6 +35,9 @@ pub struct Mmu<P: PageTable> {
     walker: Option<Walker<P>>,
     /// The walker on a thread of its own, while the run goes on.
     walker_thread: Option<OpThread<Walker<P>>>,
+    /// The walk caches the table's functional path consults while the walker is on its
+    /// thread ([`WalkCaches::split_front`]; rejoined on `attach`).
+    front: Option<P::Caches>,
     /// Walks that faulted while the walker is on its thread (added on `attach`).
     faulting: u64,
     /// Walks sent to the walker's thread.
@@ -51,6 +54,8 @@ pub struct Walker<P: PageTable> {
     /// The hierarchy on a thread of its own (when the walker stays with the engine).
     mem_thread: Option<MemoryThread>,
     path: WalkPath,
+    /// The walk in `path` awaits more pieces ([`PageTable::path_continues`]).
+    walk_open: bool,
     /// The nested walk of a virtual walk reference.
     nested_path: WalkPath,
     pub walks: WalkCounters,
@@ -73,6 +78,17 @@ pub enum WalkCacheOp {
     Invalidate { asid: Asid, va: u64 },
     FlushAsid(Asid),
     FlushAll,
+}
+
+impl WalkCacheOp {
+    /// Apply to a kind's walk caches.
+    fn apply(self, c: &mut impl WalkCaches) {
+        match self {
+            WalkCacheOp::Invalidate { asid, va } => c.invalidate(asid, va),
+            WalkCacheOp::FlushAsid(asid) => c.flush_asid(asid),
+            WalkCacheOp::FlushAll => c.flush_all(),
+        }
+    }
 }
 
 /// One request to a walker running on its own thread, in trace order.
@@ -103,6 +119,7 @@ impl<P: PageTable> Mmu<P> {
             timer: WalkTimer::default(),
             mem_thread: None,
             path: WalkPath::new(),
+            walk_open: false,
             nested_path: WalkPath::new(),
             walks: WalkCounters {
                 step_refs: vec![0; crate::stats::TRACKED_STEPS],
@@ -120,6 +137,7 @@ impl<P: PageTable> Mmu<P> {
             probed_data_tlb: false,
             walker: Some(walker),
             walker_thread: None,
+            front: None,
             faulting: 0,
             walks_sent: 0,
         })
@@ -165,9 +183,8 @@ impl<P: PageTable> Mmu<P> {
     #[inline]
     fn walk(&mut self, space: Asid, va: u64, pt: &mut P) -> Option<Translation> {
         if let Some(th) = &mut self.walker_thread {
-            let mut full = P::Path::default();
-            let t = pt.full_path(space, va, &mut full);
-            th.push(WalkerOp::Walk { space, va, full });
+            let front = self.front.as_mut().expect("the walk caches split when the walker left");
+            let t = pt.full_path(space, va, front, |full| th.push(WalkerOp::Walk { space, va, full }));
             self.walks_sent += 1;
             return t;
         }
@@ -216,8 +233,13 @@ impl<P: PageTable> Mmu<P> {
 
     fn walk_cache_op(&mut self, op: WalkCacheOp) {
         match &mut self.walker_thread {
-            Some(th) => th.push(WalkerOp::WalkCaches(op)),
-            None => self.walker_mut().walk_cache_op(op),
+            Some(th) => {
+                th.push(WalkerOp::WalkCaches(op));
+                if let Some(front) = &mut self.front {
+                    op.apply(front);
+                }
+            }
+            None => op.apply(&mut self.walker_mut().walk_caches),
         }
     }
 
@@ -255,10 +277,20 @@ impl<P: PageTable> Mmu<P> {
         if !whole {
             return self.walker_mut().detach_mem();
         }
-        let w = self.walker.take().expect("the walker is attached");
+        let mut w = self.walker.take().expect("the walker is attached");
+        let Some(front) = w.walk_caches.split_front() else {
+            self.walker = Some(w);
+            return false;
+        };
         match OpThread::start_or_inline("vmlab-walker", w, "the walker") {
-            Ok(t) => self.walker_thread = Some(t),
-            Err(w) => self.walker = Some(w),
+            Ok(t) => {
+                self.walker_thread = Some(t);
+                self.front = Some(front);
+            }
+            Err(mut w) => {
+                w.walk_caches.rejoin_front(front);
+                self.walker = Some(w);
+            }
         }
         self.walker_thread.is_some()
     }
@@ -268,6 +300,9 @@ impl<P: PageTable> Mmu<P> {
     pub fn attach(&mut self) {
         if let Some(t) = self.walker_thread.take() {
             let mut w = t.stop();
+            if let Some(front) = self.front.take() {
+                w.walk_caches.rejoin_front(front);
+            }
             w.walks.faulting += std::mem::take(&mut self.faulting);
             self.walks_sent = 0;
             self.walker = Some(w);
@@ -380,14 +415,6 @@ impl<P: PageTable> Walker<P> {
         (pa, 0, n_refs, n_steps)
     }
 
-    fn walk_cache_op(&mut self, op: WalkCacheOp) {
-        match op {
-            WalkCacheOp::Invalidate { asid, va } => self.walk_caches.invalidate(asid, va),
-            WalkCacheOp::FlushAsid(asid) => self.walk_caches.flush_asid(asid),
-            WalkCacheOp::FlushAll => self.walk_caches.flush_all(),
-        }
-    }
-
     /// Send one op to the memory model: inline, or to its thread.
     #[inline(always)]
     fn mem_op(&mut self, op: MemOp) {
@@ -430,12 +457,19 @@ impl<P: PageTable> OpSink for Walker<P> {
     fn apply(&mut self, op: WalkerOp<P::Path>) {
         match op {
             WalkerOp::Walk { space, va, full } => {
-                self.path.clear();
+                if !self.walk_open {
+                    self.path.clear();
+                }
                 P::replay(&full, space, va, &mut self.walk_caches, &mut self.path);
+                // A walk sent in pieces is timed once its last piece is in.
+                self.walk_open = P::path_continues(&full);
+                if self.walk_open {
+                    return;
+                }
                 // Only tables that do not split make virtual references, and those walk inline.
                 self.time_walk(|_, _| unreachable!("a virtual walk reference from a table that splits its walk"));
             }
-            WalkerOp::WalkCaches(op) => self.walk_cache_op(op),
+            WalkerOp::WalkCaches(op) => op.apply(&mut self.walk_caches),
             WalkerOp::Mem(op) => self.mem_op(op),
         }
     }

@@ -131,7 +131,7 @@ proptest! {
     fn the_walker_thread_matches_inline_on_random_traces(
         recs in arb_trace(),
         batches in prop::collection::vec(1usize..400, 1..6),
-        setting in 0usize..9,
+        setting in 0usize..11,
     ) {
         let sets: &[&str] = match setting {
             0 => &[],
@@ -143,7 +143,11 @@ proptest! {
             // Policies that watch the TLBs and move pages (shootdowns from the policy).
             6 => &["os.policy.kind=\"online\"", "page_table.radix.tailored=true"],
             7 => &["os.policy.kind=\"thp-eager\"", "tlb.l1d.page_sizes=[\"4K\"]", "tlb.l1d.splinter=true"],
-            _ => &["os.policy.khugepaged.every=50", "os.policy.kind=\"thp-reserve\""],
+            8 => &["os.policy.khugepaged.every=50", "os.policy.kind=\"thp-reserve\""],
+            // Nested radix: guest and host walks, NTLB and nested PWC on the walker's
+            // thread; guest page-table pages backed by the engine on their first walk.
+            9 => &["page_table.kind=\"nested-radix\""],
+            _ => &["page_table.kind=\"nested-radix\"", "page_table.nested.host_page_size=\"2M\"", "os.policy.kind=\"thp-eager\"", "mmu.asid_tags=false"],
         };
         let cfg = Config::load("tiny", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         let (inline, _) = feed_records(&cfg, &recs, &batches, false);
@@ -166,7 +170,8 @@ fn the_walker_goes_to_the_thread_when_the_table_splits_its_walk() {
     assert!(on_thread("skylake", &["mmu.regions.share=true"]));
     assert!(on_thread("skylake", &["tlb.l1d_2m.splinter=true"]));
     assert!(on_thread("tiny", &["os.policy.kind=\"online\"", "page_table.radix.tailored=true"]));
+    assert!(on_thread("skylake", &["page_table.kind=\"nested-radix\""]), "radix over radix splits");
     // Tables whose walk does not split keep it here (the caches may still go to a thread).
     assert!(!on_thread("skylake", &["page_table.kind=\"hashed\""]));
-    assert!(!on_thread("skylake", &["page_table.kind=\"nested-radix\""]));
+    assert!(!on_thread("ecpt-asplos22", &["page_table.kind=\"hybrid\""]));
 }
