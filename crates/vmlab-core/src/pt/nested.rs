@@ -28,6 +28,11 @@
 //! the nested TLB (NTLB: guest-physical to host-physical translations of guest
 //! page-table pages, which skip the host walk of a guest entry) and the nested PWC
 //! (NPWC: the host table's upper-level entries, for every host walk).
+//!
+//! Over a radix host the walk splits ([`PageTable::SPLITS`]): the guest walk and the
+//! NTLB, which decide which host walks happen, stay with the table; the host walks'
+//! functional paths go to the walker in pieces ([`NestedPiece`]), which replays them
+//! through the nested PWC (docs/performance.md, "The nested walker thread").
 
 use super::radix::PageWalkCache;
 use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath, WalkRef};
@@ -166,6 +171,29 @@ impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
         };
         let probe_cycles = guest.probe_latency() + if ntlb.is_some() || host.probe_latency() > 0 { cfg.latency as u64 } else { 0 };
         Ok(NestedWalkCaches { guest, host, ntlb, ntlb_counters: CacheCounters::default(), probe_cycles, hpath: WalkPath::new(), merge: Vec::new() })
+    }
+}
+
+impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
+    /// The NTLB's host-physical address of the guest entry at `gpa`, if it holds its
+    /// page (the probe is counted).
+    #[inline]
+    fn ntlb_probe(&mut self, gpa: u64) -> Option<u64> {
+        let ntlb = self.ntlb.as_mut()?;
+        let page = gpa >> 12;
+        let hit = ntlb.lookup(ntlb.set_of(page), page, VM);
+        self.ntlb_counters.record(hit.is_some());
+        hit.map(|hpage| (hpage << 12) | (gpa & 0xfff))
+    }
+
+    /// Cache the host page of the guest entry at `gpa` (host-physical `hpa`), which the
+    /// NTLB just missed.
+    #[inline]
+    fn ntlb_fill(&mut self, gpa: u64, hpa: u64) {
+        if let Some(ntlb) = &mut self.ntlb {
+            let page = gpa >> 12;
+            ntlb.fill_absent_evicts(ntlb.set_of(page), page, VM, hpa >> 12);
+        }
     }
 }
 
@@ -436,28 +464,14 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
     /// a host walk whose references go to `merge` (steps counted from 0). Backs the page
     /// first if the hypervisor has not yet (a guest table page's first use).
     fn host_ref(&mut self, gpa: u64, c: &mut NestedWalkCaches<G::Caches, H::Caches>) -> Option<u64> {
-        let page = gpa >> 12;
-        if let Some(ntlb) = &mut c.ntlb {
-            let set = ntlb.set_of(page);
-            let hit = ntlb.lookup(set, page, VM);
-            c.ntlb_counters.record(hit.is_some());
-            if let Some(hpage) = hit {
-                return Some((hpage << 12) | (gpa & 0xfff));
-            }
+        if let Some(hpa) = c.ntlb_probe(gpa) {
+            return Some(hpa);
         }
-        if !self.known_backed(gpa) && self.host.translate(VM, gpa).is_none() {
-            if let Err(e) = self.back(gpa) {
-                self.walk_error = Some(e);
-                return None;
-            }
-        }
+        self.back_table_page(gpa)?;
         self.hpath.clear();
         let h = self.host.walk(VM, gpa, &mut c.host, &mut self.hpath)?;
         self.merge.extend_from_slice(self.hpath.refs());
-        if let Some(ntlb) = &mut c.ntlb {
-            let set = ntlb.set_of(page);
-            ntlb.fill_absent_evicts(set, page, VM, h.phys(gpa) >> 12);
-        }
+        c.ntlb_fill(gpa, h.phys(gpa));
         Some(h.phys(gpa))
     }
 
@@ -466,28 +480,27 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
     /// and the host path to replay (none on an NTLB hit); `None` where `host_ref`
     /// fails.
     fn host_path(&mut self, gpa: u64, front: &mut NestedWalkCaches<G::Caches, H::Caches>) -> Option<(u64, Option<H::Path>)> {
-        let page = gpa >> 12;
-        if let Some(ntlb) = &mut front.ntlb {
-            let set = ntlb.set_of(page);
-            let hit = ntlb.lookup(set, page, VM);
-            front.ntlb_counters.record(hit.is_some());
-            if let Some(hpage) = hit {
-                return Some(((hpage << 12) | (gpa & 0xfff), None));
-            }
+        if let Some(hpa) = front.ntlb_probe(gpa) {
+            return Some((hpa, None));
         }
+        self.back_table_page(gpa)?;
+        let mut hp = H::Path::default();
+        let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p)?;
+        front.ntlb_fill(gpa, h.phys(gpa));
+        Some((h.phys(gpa), Some(hp)))
+    }
+
+    /// Back the guest page-table page of `gpa` before its first host walk, if the
+    /// hypervisor has not yet. `None` if host memory ran out (the error waits in
+    /// `walk_error` for the engine).
+    fn back_table_page(&mut self, gpa: u64) -> Option<()> {
         if !self.known_backed(gpa) && self.host.translate(VM, gpa).is_none() {
             if let Err(e) = self.back(gpa) {
                 self.walk_error = Some(e);
                 return None;
             }
         }
-        let mut hp = H::Path::default();
-        let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p)?;
-        if let Some(ntlb) = &mut front.ntlb {
-            let set = ntlb.set_of(page);
-            ntlb.fill_absent_evicts(set, page, VM, h.phys(gpa) >> 12);
-        }
-        Some((h.phys(gpa), Some(hp)))
+        Some(())
     }
 
     pub fn host_footprint(&self) -> PtFootprint {

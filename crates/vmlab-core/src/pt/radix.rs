@@ -284,7 +284,7 @@ impl RadixPageTable {
         let mut idx = self.root(asid)?;
         full.rooted = true;
         let mut level = self.levels;
-        let t = loop {
+        loop {
             let i = index(va, level);
             full.push(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
             let e = self.entry(idx, i);
@@ -306,8 +306,7 @@ impl RadixPageTable {
             full.descend += 1;
             idx = (e >> 12) as u32;
             level -= 1;
-        };
-        t
+        }
     }
 
     /// Physical addresses of the table nodes on the path to `va`'s entry, root first
