@@ -31,11 +31,7 @@ impl TraceSource for Gen {
             buf.push(Record::Mmap { pid: 1, start: BASE, len: self.footprint, prot: 3, flags: MapFlags::PRIVATE });
         }
         while buf.len() < BATCH && self.left > 0 {
-            let off = if self.pattern == "gups" {
-                self.rng.gen_range(0..self.footprint) & !7
-            } else {
-                (self.i * 64) % self.footprint
-            };
+            let off = if self.pattern == "gups" { self.rng.gen_range(0..self.footprint) & !7 } else { (self.i * 64) % self.footprint };
             self.i += 1;
             self.left -= 1;
             buf.push(Record::read(BASE + off, 8, 1));
@@ -51,24 +47,9 @@ fn main() {
     let n: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(20_000_000);
     let overrides: Vec<String> = args.iter().skip(4).cloned().collect();
     let cfg = Config::load("skylake", &overrides).unwrap();
-    let mut g = Gen {
-        meta: TraceMeta::default(),
-        rng: Xoshiro256PlusPlus::seed_from_u64(1),
-        pattern,
-        footprint,
-        left: n,
-        i: 0,
-        started: false,
-    };
+    let mut g = Gen { meta: TraceMeta::default(), rng: Xoshiro256PlusPlus::seed_from_u64(1), pattern, footprint, left: n, i: 0, started: false };
     let t = std::time::Instant::now();
     let doc = run(&cfg, &mut g, &SourceInfo::default(), |_| {}).unwrap();
     let s = t.elapsed().as_secs_f64();
-    println!(
-        "{:.1} M accesses/s ({} accesses, {} walks, {} faults, {:.2} s)",
-        n as f64 / s / 1e6,
-        n,
-        doc["walks"]["count"],
-        doc["faults"]["count"],
-        s
-    );
+    println!("{:.1} M accesses/s ({} accesses, {} walks, {} faults, {:.2} s)", n as f64 / s / 1e6, n, doc["walks"]["count"], doc["faults"]["count"], s);
 }

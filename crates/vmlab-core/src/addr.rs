@@ -24,9 +24,7 @@ impl PageSize {
         if (MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT).contains(&shift) {
             Ok(PageSize(shift))
         } else {
-            Err(format!(
-                "page size 2^{shift} is outside 2^{MIN_PAGE_SHIFT}..2^{MAX_PAGE_SHIFT}"
-            ))
+            Err(format!("page size 2^{shift} is outside 2^{MIN_PAGE_SHIFT}..2^{MAX_PAGE_SHIFT}"))
         }
     }
 
@@ -96,10 +94,7 @@ pub fn format_bytes(b: u64) -> String {
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    let stripped = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower);
+    let stripped = lower.strip_suffix("ib").or_else(|| lower.strip_suffix('b')).unwrap_or(&lower);
     let (num, mult) = match stripped.chars().last() {
         Some('k') => (&stripped[..stripped.len() - 1], 1u64 << 10),
         Some('m') => (&stripped[..stripped.len() - 1], 1u64 << 20),
@@ -108,10 +103,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         Some('p') => (&stripped[..stripped.len() - 1], 1u64 << 50),
         _ => (stripped, 1u64),
     };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (use e.g. 4096, 4K, 2M, 1G)"))?;
+    let n: u64 = num.trim().parse().map_err(|_| format!("`{s}` is not a size (use e.g. 4096, 4K, 2M, 1G)"))?;
     n.checked_mul(mult).ok_or_else(|| format!("`{s}` overflows 64 bits"))
 }
 

@@ -44,24 +44,14 @@ pub fn open_source(spec: &SourceSpec) -> Result<(Box<dyn TraceSource + Send>, So
         }
         SourceSpec::Workload { name, params } => {
             let src = trace::synth::open(name, params)?;
-            let resolved: serde_json::Map<String, serde_json::Value> =
-                src.meta().extra.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
-            let info = SourceInfo {
-                kind: "workload".into(),
-                name: name.clone(),
-                params: serde_json::Value::Object(resolved),
-                content_hash: None,
-            };
+            let resolved: serde_json::Map<String, serde_json::Value> = src.meta().extra.iter().map(|(k, v)| (k.clone(), v.clone().into())).collect();
+            let info = SourceInfo { kind: "workload".into(), name: name.clone(), params: serde_json::Value::Object(resolved), content_hash: None };
             Ok((src, info))
         }
         SourceSpec::Snapshot(pid) => {
             let src = trace::snapshot::snapshot(*pid)?;
-            let info = SourceInfo {
-                kind: "snapshot".into(),
-                name: format!("pid {pid}"),
-                params: serde_json::Value::Object(Default::default()),
-                content_hash: None,
-            };
+            let info =
+                SourceInfo { kind: "snapshot".into(), name: format!("pid {pid}"), params: serde_json::Value::Object(Default::default()), content_hash: None };
             Ok((Box::new(src), info))
         }
     }
@@ -144,13 +134,10 @@ pub fn progress_bar(enabled: bool, len: Option<u64>) -> Option<indicatif::Progre
     }
     let target = indicatif::ProgressDrawTarget::stderr_with_hz(4);
     let bar = match len {
-        Some(n) => indicatif::ProgressBar::with_draw_target(Some(n), target).with_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {percent:>3}% {human_pos}/{human_len} records, ETA {eta}")
-                .expect("template"),
-        ),
-        None => indicatif::ProgressBar::with_draw_target(None, target).with_style(
-            indicatif::ProgressStyle::with_template("{spinner} {human_pos} records ({per_sec})").expect("template"),
-        ),
+        Some(n) => indicatif::ProgressBar::with_draw_target(Some(n), target)
+            .with_style(indicatif::ProgressStyle::with_template("{bar:40} {percent:>3}% {human_pos}/{human_len} records, ETA {eta}").expect("template")),
+        None => indicatif::ProgressBar::with_draw_target(None, target)
+            .with_style(indicatif::ProgressStyle::with_template("{spinner} {human_pos} records ({per_sec})").expect("template")),
     };
     Some(bar)
 }
@@ -236,7 +223,6 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         }
     })
 }
-
 
 /// Elphinstone's refill-cost and size measurements (a walk reference is one cache-line
 /// access, so `refs_per_walk` is his "cache lines per refill"): run `source` under each design

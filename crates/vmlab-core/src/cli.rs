@@ -274,7 +274,10 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             } else {
                 println!(
                     "{} references to {} distinct {} pages ({} side), LRU:",
-                    curves.references, curves.distinct_pages, curves.page_size, serde_json::to_value(curves.side).expect("json").as_str().unwrap_or("")
+                    curves.references,
+                    curves.distinct_pages,
+                    curves.page_size,
+                    serde_json::to_value(curves.side).expect("json").as_str().unwrap_or("")
                 );
                 println!("{:>8} {:>6} {:>8} {:>12} {:>10}", "sets", "ways", "entries", "misses", "miss rate");
                 for p in curves.fully_associative.iter().chain(&curves.set_associative) {
@@ -327,11 +330,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             let mut src: Box<dyn TraceSource> = match from.as_str() {
                 "lackey" => {
                     let f = std::fs::File::open(&input).map_err(|e| Error::io(&input, e))?;
-                    Box::new(trace::lackey::LackeyReader::new(
-                        std::io::BufReader::with_capacity(1 << 20, f),
-                        &input.display().to_string(),
-                        pid,
-                    ))
+                    Box::new(trace::lackey::LackeyReader::new(std::io::BufReader::with_capacity(1 << 20, f), &input.display().to_string(), pid))
                 }
                 _ => Box::new(trace::champsim::ChampSimReader::open(&input, pid)?),
             };
@@ -358,20 +357,13 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             match name {
                 None => {
                     for (n, text) in api::presets() {
-                        let desc = text
-                            .lines()
-                            .find_map(|l| l.strip_prefix("description = "))
-                            .unwrap_or("")
-                            .trim_matches('"')
-                            .to_string();
+                        let desc = text.lines().find_map(|l| l.strip_prefix("description = ")).unwrap_or("").trim_matches('"').to_string();
                         println!("{n:<12} {desc}");
                     }
                 }
                 Some(n) => {
-                    let (_, text) = api::presets()
-                        .into_iter()
-                        .find(|(p, _)| *p == n)
-                        .ok_or_else(|| Error::config("presets", format!("unknown preset `{n}`")))?;
+                    let (_, text) =
+                        api::presets().into_iter().find(|(p, _)| *p == n).ok_or_else(|| Error::config("presets", format!("unknown preset `{n}`")))?;
                     print!("{text}");
                 }
             }
@@ -427,15 +419,8 @@ pub fn summary_text(doc: &serde_json::Value) -> String {
     if let Some(tlbs) = doc["tlb"].as_object() {
         let _ = writeln!(s, "{:<12} {:>5} {:>12} {:>12} {:>9}", "tlb", "level", "lookups", "misses", "miss %");
         for (name, t) in tlbs {
-            let _ = writeln!(
-                s,
-                "{:<12} {:>5} {:>12} {:>12} {:>8.3}%",
-                name,
-                t["level"],
-                t["lookups"],
-                t["misses"],
-                100.0 * t["miss_rate"].as_f64().unwrap_or(0.0)
-            );
+            let _ =
+                writeln!(s, "{:<12} {:>5} {:>12} {:>12} {:>8.3}%", name, t["level"], t["lookups"], t["misses"], 100.0 * t["miss_rate"].as_f64().unwrap_or(0.0));
         }
     }
     let _ = writeln!(
@@ -455,10 +440,6 @@ pub fn summary_text(doc: &serde_json::Value) -> String {
         g("/page_table/nodes"),
         g("/page_table/mapped_pages")
     );
-    let _ = writeln!(
-        s,
-        "translation {:.2} cycles per kilo-instruction",
-        g("/cycles/translation_per_kilo_instruction").as_f64().unwrap_or(0.0)
-    );
+    let _ = writeln!(s, "translation {:.2} cycles per kilo-instruction", g("/cycles/translation_per_kilo_instruction").as_f64().unwrap_or(0.0));
     s
 }

@@ -375,10 +375,7 @@ impl Config {
                 let p = std::path::Path::new(name_or_path);
                 if !p.exists() {
                     let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-                    return Err(Error::config(
-                        "--config",
-                        format!("`{name_or_path}` is neither a preset ({}) nor a file", names.join(", ")),
-                    ));
+                    return Err(Error::config("--config", format!("`{name_or_path}` is neither a preset ({}) nor a file", names.join(", "))));
                 }
                 (std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?, p.display().to_string())
             }
@@ -388,19 +385,11 @@ impl Config {
 
     /// Parse TOML text, apply overrides, deserialize and validate.
     pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Config> {
-        let mut value: toml::Value = toml::from_str(text).map_err(|e| {
-            Error::config(origin, format!("not valid TOML: {}", e.message()))
-        })?;
+        let mut value: toml::Value = toml::from_str(text).map_err(|e| Error::config(origin, format!("not valid TOML: {}", e.message())))?;
         // A file may start from a preset: `base = "skylake"`.
         if let Some(base) = value.as_table_mut().and_then(|t| t.remove("base")) {
-            let base = base
-                .as_str()
-                .ok_or_else(|| Error::config("base", "must be a preset name"))?
-                .to_string();
-            let (_, btext) = PRESETS
-                .iter()
-                .find(|(n, _)| *n == base)
-                .ok_or_else(|| Error::config("base", format!("unknown preset `{base}`")))?;
+            let base = base.as_str().ok_or_else(|| Error::config("base", "must be a preset name"))?.to_string();
+            let (_, btext) = PRESETS.iter().find(|(n, _)| *n == base).ok_or_else(|| Error::config("base", format!("unknown preset `{base}`")))?;
             let mut merged: toml::Value = toml::from_str(btext).expect("built-in preset parses");
             merge(&mut merged, value);
             value = merged;
@@ -427,10 +416,7 @@ impl Config {
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
     pub fn validate(&self) -> Result<()> {
         if !PAGE_TABLE_KINDS.contains(&self.page_table.kind.as_str()) {
-            return Err(Error::config(
-                "page_table.kind",
-                format!("unknown kind `{}` (known: {})", self.page_table.kind, PAGE_TABLE_KINDS.join(", ")),
-            ));
+            return Err(Error::config("page_table.kind", format!("unknown kind `{}` (known: {})", self.page_table.kind, PAGE_TABLE_KINDS.join(", "))));
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         self.os.policy.validate(self)?;
@@ -468,7 +454,10 @@ impl Config {
                 PageSize::from_bytes(s.0).map_err(|m| Error::config(format!("{key}.page_sizes"), m))?;
             }
             if t.any_size && t.ways != 0 && t.ways != t.entries {
-                return Err(Error::config(format!("{key}.any_size"), format!("an any-size TLB must be fully associative (ways = 0 or {}), not {}-way", t.entries, t.ways)));
+                return Err(Error::config(
+                    format!("{key}.any_size"),
+                    format!("an any-size TLB must be fully associative (ways = 0 or {}), not {}-way", t.entries, t.ways),
+                ));
             }
         }
         let min_level = self.tlb.values().map(|t| t.level).min().unwrap_or(1);
@@ -493,7 +482,10 @@ impl Config {
             if c.organisation == Organisation::ColumnAssociative {
                 let lines = c.size.0 / line;
                 if c.ways != 1 || lines < 2 {
-                    return Err(Error::config(format!("{key}.organisation"), format!("a column-associative cache is a direct-mapped array of at least 2 lines (ways = 1), not {}-way with {lines} lines", c.ways)));
+                    return Err(Error::config(
+                        format!("{key}.organisation"),
+                        format!("a column-associative cache is a direct-mapped array of at least 2 lines (ways = 1), not {}-way with {lines} lines", c.ways),
+                    ));
                 }
             } else if c.slow_latency.is_some() {
                 return Err(Error::config(format!("{key}.slow_latency"), "only a column-associative cache has a second probe"));
@@ -502,7 +494,10 @@ impl Config {
                 return Err(Error::config(format!("{key}.victim.entries"), "must be at least 1"));
             }
             if c.write_buffer > 0 && c.write_policy != WritePolicy::WriteThrough {
-                return Err(Error::config(format!("{key}.write_buffer"), "a write buffer sits behind a write-through cache (write_policy = \"write-through\")"));
+                return Err(Error::config(
+                    format!("{key}.write_buffer"),
+                    "a write buffer sits behind a write-through cache (write_policy = \"write-through\")",
+                ));
             }
         }
         if self.machine.phys_mem.0 < 4096 {
@@ -561,24 +556,18 @@ fn merge(base: &mut toml::Value, over: toml::Value) {
 /// Apply `a.b.c=value`. The value is parsed as TOML (numbers, booleans, arrays,
 /// quoted strings) and otherwise taken as a bare string ("2M", "lru").
 pub fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
-    let (key, raw) = spec
-        .split_once('=')
-        .ok_or_else(|| Error::config(spec, "an override must look like key=value"))?;
+    let (key, raw) = spec.split_once('=').ok_or_else(|| Error::config(spec, "an override must look like key=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(|p| p.is_empty()) {
         return Err(Error::config(spec, "empty key in override"));
     }
     let raw = raw.trim();
-    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let value =
+        toml::from_str::<toml::Table>(&format!("v = {raw}")).ok().and_then(|mut t| t.remove("v")).unwrap_or_else(|| toml::Value::String(raw.to_string()));
     let parts: Vec<&str> = key.split('.').collect();
     let mut cur = root;
     for (i, p) in parts.iter().enumerate() {
-        let table = cur
-            .as_table_mut()
-            .ok_or_else(|| Error::config(parts[..i].join("."), "is not a table, cannot set a key inside it"))?;
+        let table = cur.as_table_mut().ok_or_else(|| Error::config(parts[..i].join("."), "is not a table, cannot set a key inside it"))?;
         if i + 1 == parts.len() {
             table.insert(p.to_string(), value);
             return Ok(());

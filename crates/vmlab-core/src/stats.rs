@@ -89,8 +89,7 @@ impl Histogram {
 
     /// Non-empty buckets as (value or bucket upper bound, count), ascending.
     pub fn buckets(&self) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> =
-            self.exact.iter().enumerate().filter(|(_, &c)| c > 0).map(|(v, &c)| (v as u64, c)).collect();
+        let mut out: Vec<(u64, u64)> = self.exact.iter().enumerate().filter(|(_, &c)| c > 0).map(|(v, &c)| (v as u64, c)).collect();
         for (k, &c) in self.overflow.iter().enumerate() {
             if c > 0 {
                 out.push((((EXACT as u64) << (k + 1)) - 1, c));

@@ -14,8 +14,7 @@ use super::write_buffer::WriteBuffer;
 use crate::config::{CacheConfig, Indexing, Organisation, Serves, WritePolicy};
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{
-    check_geometry, lru_initial_order, lru_to_front, lru_victim, lru_victim_to_front, match_mask_ignoring, plru_touch, plru_victim,
-    Replacement,
+    check_geometry, lru_initial_order, lru_to_front, lru_victim, lru_victim_to_front, match_mask_ignoring, plru_touch, plru_victim, Replacement,
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -45,7 +44,17 @@ pub struct CacheCounters {
 }
 
 crate::counters_since!(CacheCounters {
-    accesses, hits, misses, walk_accesses, walk_misses, copy_accesses, copy_misses, writebacks, slow_hits, victim_hits, miss_cycles,
+    accesses,
+    hits,
+    misses,
+    walk_accesses,
+    walk_misses,
+    copy_accesses,
+    copy_misses,
+    writebacks,
+    slow_hits,
+    victim_hits,
+    miss_cycles,
 });
 
 /// Who made a reference (for the per-source counters).
@@ -92,10 +101,16 @@ enum Order {
     /// (`mmu::assoc`'s packed order; nibble 0 = most recent, never-filled ways last),
     /// so a hit updates one word instead of moving the tags in front of it. More ways:
     /// `recency` is empty and the set's tags themselves are kept in recency order.
-    Lru { recency: Vec<u64> },
+    Lru {
+        recency: Vec<u64>,
+    },
     /// One bit-tree per set; ways keep their position.
-    Plru { bits: Vec<u64> },
-    Random { rng: Xoshiro256PlusPlus },
+    Plru {
+        bits: Vec<u64>,
+    },
+    Random {
+        rng: Xoshiro256PlusPlus,
+    },
 }
 
 /// The tags of every set, `ways` consecutive entries per set.

@@ -114,7 +114,7 @@ mod tests {
         let mut c = ColumnStore::new(8);
         c.access(3, 3, false, true);
         c.access(11, 11, false, true); // 11 at slot 3, 3 rehashed into slot 7
-        // Line 7's home is slot 7, which holds rehashed line 3: replace it directly.
+                                       // Line 7's home is slot 7, which holds rehashed line 3: replace it directly.
         let p = c.access(7, 7, false, true);
         assert!(!p.hit);
         assert_eq!(p.evicted >> 1, 3);

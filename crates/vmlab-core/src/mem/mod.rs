@@ -63,12 +63,7 @@ impl MemoryHierarchy {
                 match ids.len() {
                     0 => {}
                     1 => path.push(ids[0]),
-                    _ => {
-                        return Err(Error::config(
-                            "cache",
-                            format!("two caches serve the same side at level {level}"),
-                        ))
-                    }
+                    _ => return Err(Error::config("cache", format!("two caches serve the same side at level {level}"))),
                 }
             }
             Ok(path)
@@ -79,12 +74,7 @@ impl MemoryHierarchy {
         let walker_entry = match data_path.iter().position(|&i| caches[i].level >= wl) {
             Some(p) => p,
             None if caches.is_empty() => 0,
-            None => {
-                return Err(Error::config(
-                    "memory.walker_level",
-                    format!("no data-side cache at level {wl} or below memory"),
-                ))
-            }
+            None => return Err(Error::config("memory.walker_level", format!("no data-side cache at level {wl} or below memory"))),
         };
         let walk_reads_plain = data_path[walker_entry.min(data_path.len())..].iter().all(|&i| caches[i].serves_walk_reads_plainly());
         Ok(MemoryHierarchy {

@@ -238,13 +238,7 @@ impl<S: OpSink> OpThread<S> {
             Err(e) => return Err(Box::new((state, e))),
         };
         state_tx.send(state).expect("the worker thread waits for its state");
-        Ok(OpThread {
-            buf: Vec::with_capacity(OPS_PER_BUFFER),
-            full: Some(full_tx),
-            empty: empty_rx,
-            made: 1,
-            handle: Some(handle),
-        })
+        Ok(OpThread { buf: Vec::with_capacity(OPS_PER_BUFFER), full: Some(full_tx), empty: empty_rx, made: 1, handle: Some(handle) })
     }
 
     /// Queue one op.

@@ -32,12 +32,18 @@ pub enum Replacement {
 enum ReplState {
     /// Up to 16 ways: per set, the ways in recency order packed as 4-bit nibbles
     /// (nibble 0 = most recent). One u64 per set keeps the host cache footprint small.
-    LruOrder { order: Vec<u64> },
+    LruOrder {
+        order: Vec<u64>,
+    },
     /// More ways: a linked recency list per set (`RecencyList`).
     LruList(RecencyList),
     /// One bit-tree per set (ways - 1 bits used).
-    Plru { bits: Vec<u64> },
-    Random { rng: Xoshiro256PlusPlus },
+    Plru {
+        bits: Vec<u64>,
+    },
+    Random {
+        rng: Xoshiro256PlusPlus,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -109,15 +115,7 @@ impl RecencyList {
         let prev = (0..sets * ways).map(|s| (s % ways) as u32 - ((s % ways) > 0) as u32).collect();
         let next = (0..sets * ways).map(|s| ((s % ways) + 1).min(ways - 1) as u32).collect();
         let words = ways.div_ceil(64);
-        RecencyList {
-            ways,
-            words,
-            prev,
-            next,
-            head: vec![0; sets],
-            tail: vec![ways as u32 - 1; sets],
-            valid: vec![0; sets * words],
-        }
+        RecencyList { ways, words, prev, next, head: vec![0; sets], tail: vec![ways as u32 - 1; sets], valid: vec![0; sets * words] }
     }
 
     /// Make `way` the most recent of `set`.
@@ -392,11 +390,7 @@ impl<V: Copy + Default> AssocCache<V> {
     #[inline]
     pub fn fill_absent(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
         let slot = self.claim_victim(set);
-        let evicted = (self.keys[slot] != INVALID).then(|| Evicted {
-            key: self.keys[slot],
-            asid: self.asids[slot],
-            val: self.vals[slot],
-        });
+        let evicted = (self.keys[slot] != INVALID).then(|| Evicted { key: self.keys[slot], asid: self.asids[slot], val: self.vals[slot] });
         self.write(slot, key, asid, val);
         evicted
     }
@@ -536,10 +530,7 @@ pub(crate) fn check_geometry(entries: usize, ways: usize, repl: Replacement, key
         return Err(Error::config(format!("{key_path}.ways"), format!("{entries} entries cannot be split into {ways}-way sets")));
     }
     if repl == Replacement::Plru && (!ways.is_power_of_two() || ways > 64) {
-        return Err(Error::config(
-            format!("{key_path}.replacement"),
-            format!("tree-PLRU needs a power-of-two number of ways <= 64, not {ways}"),
-        ));
+        return Err(Error::config(format!("{key_path}.replacement"), format!("tree-PLRU needs a power-of-two number of ways <= 64, not {ways}")));
     }
     Ok((ways, entries / ways))
 }
@@ -744,8 +735,7 @@ mod tests {
                     let asid = if rng.gen_range(0..8) == 0 { ANY_ASID } else { rng.gen_range(0..3u16) };
                     let set = c.set_of(key);
                     let base = set * ways;
-                    let scan = (base..base + ways)
-                        .find(|&s| c.keys[s] == key && (c.asids[s] == asid || c.asids[s] == ANY_ASID));
+                    let scan = (base..base + ways).find(|&s| c.keys[s] == key && (c.asids[s] == asid || c.asids[s] == ANY_ASID));
                     assert_eq!(c.find(set, key, asid), scan, "{entries}/{ways} {repl:?} step {t}");
                     match rng.gen_range(0..20) {
                         0 => {

@@ -88,11 +88,20 @@ pub struct TlbPage {
 /// TLB, like Romer's `tlbcount` §3.5.2, need to know).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TlbChange {
-    Filled { slot: u8, page: TlbPage },
+    Filled {
+        slot: u8,
+        page: TlbPage,
+    },
     /// Pushed out by a fill.
-    Evicted { slot: u8, page: TlbPage },
+    Evicted {
+        slot: u8,
+        page: TlbPage,
+    },
     /// Removed by an invalidation (shootdown) or a flush.
-    Invalidated { slot: u8, page: TlbPage },
+    Invalidated {
+        slot: u8,
+        page: TlbPage,
+    },
 }
 
 impl TlbHierarchy {
@@ -325,7 +334,13 @@ mod tests {
         for _ in 0..20_000 {
             let instr = rng.gen_bool(0.3);
             let asid = rng.gen_range(0..2u16);
-            let size = if rng.gen_bool(0.2) { PageSize::G1 } else if rng.gen_bool(0.3) { PageSize::M2 } else { PageSize::K4 };
+            let size = if rng.gen_bool(0.2) {
+                PageSize::G1
+            } else if rng.gen_bool(0.3) {
+                PageSize::M2
+            } else {
+                PageSize::K4
+            };
             let va = rng.gen_range(0..(8u64 << 30));
             let t = Translation { pa: size.align_down(va) ^ (1 << 40), size, perms: Perms::RW_USER };
             let side = if instr { plain.instr.clone() } else { plain.data.clone() };

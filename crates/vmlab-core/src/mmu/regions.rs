@@ -90,7 +90,10 @@ impl RegionConfig {
         if self.share && page_table == "linear" {
             // §2.2.3: short-VHPT entries take their key from the region register, so
             // selected pages of a region cannot be shared; sharing needs the long format.
-            return Err(Error::config("mmu.regions.share", "the short VHPT (page_table.kind = \"linear\") has no per-page protection keys; use a long-format VHPT"));
+            return Err(Error::config(
+                "mmu.regions.share",
+                "the short VHPT (page_table.kind = \"linear\") has no per-page protection keys; use a long-format VHPT",
+            ));
         }
         if self.pkrs == 0 {
             return Err(Error::config("mmu.regions.pkrs", "must be at least 1"));
@@ -148,9 +151,11 @@ impl RegionIds {
     /// The global RID of a shared object.
     pub fn global_rid(object: u32) -> Result<Asid> {
         // Asid::MAX is reserved (ANY_ASID, global entries).
-        Asid::try_from(object).ok().and_then(|o| GLOBAL_RID_BASE.checked_add(o)).filter(|&r| r < Asid::MAX).ok_or_else(|| {
-            Error::Sim(format!("region IDs: more than {} shared objects", Asid::MAX - GLOBAL_RID_BASE))
-        })
+        Asid::try_from(object)
+            .ok()
+            .and_then(|o| GLOBAL_RID_BASE.checked_add(o))
+            .filter(|&r| r < Asid::MAX)
+            .ok_or_else(|| Error::Sim(format!("region IDs: more than {} shared objects", Asid::MAX - GLOBAL_RID_BASE)))
     }
 
     /// Switch to a process with these shared mappings (start, end, object, whether the

@@ -21,11 +21,7 @@ pub struct TlbPayload {
 impl TlbPayload {
     #[inline(always)]
     pub fn translation(&self) -> Translation {
-        Translation {
-            pa: self.pa,
-            size: PageSize::from_valid_shift(self.shift),
-            perms: Perms::from_bits(self.perms),
-        }
+        Translation { pa: self.pa, size: PageSize::from_valid_shift(self.shift), perms: Perms::from_bits(self.perms) }
     }
 }
 

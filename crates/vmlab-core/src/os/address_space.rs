@@ -2,9 +2,9 @@
 //! mapped (the OS's own record, like Linux's VMAs plus page structs; the page table is
 //! the hardware's view of the same mappings).
 
+use super::page_index::PageIndex;
 use super::vma::VmaSet;
 use crate::addr::{Asid, PageSize, Perms, Pid};
-use super::page_index::PageIndex;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mapping {

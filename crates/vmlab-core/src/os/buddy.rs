@@ -56,10 +56,7 @@ impl BuddyAllocator {
     /// Physical memory of `bytes` bytes (a multiple of 4 KiB, at least one frame).
     pub fn new(bytes: u64) -> Result<BuddyAllocator> {
         if bytes < (1 << MIN_PAGE_SHIFT) || !bytes.is_multiple_of(1 << MIN_PAGE_SHIFT) {
-            return Err(Error::config(
-                "machine.phys_mem",
-                format!("{bytes} bytes is not a positive multiple of 4 KiB"),
-            ));
+            return Err(Error::config("machine.phys_mem", format!("{bytes} bytes is not a positive multiple of 4 KiB")));
         }
         if bytes > (1u64 << 52) {
             return Err(Error::config("machine.phys_mem", "more than 4 PiB of physical memory"));
@@ -76,11 +73,7 @@ impl BuddyAllocator {
             free[order as usize].insert(f);
             f += 1 << order;
         }
-        Ok(BuddyAllocator {
-            free,
-            frames_total,
-            counters: MemCounters { phys_bytes: bytes, frames_total, ..Default::default() },
-        })
+        Ok(BuddyAllocator { free, frames_total, counters: MemCounters { phys_bytes: bytes, frames_total, ..Default::default() } })
     }
 
     pub fn frames_total(&self) -> u64 {
@@ -131,8 +124,7 @@ impl BuddyAllocator {
         if !size.is_aligned(pa) || frame + (1 << order) > self.frames_total {
             return false;
         }
-        let Some(mut o) = (order..=MAX_ORDER).find(|&o| self.free[o as usize].contains(&(frame & !((1u64 << o) - 1))))
-        else {
+        let Some(mut o) = (order..=MAX_ORDER).find(|&o| self.free[o as usize].contains(&(frame & !((1u64 << o) - 1)))) else {
             return false;
         };
         self.free[o as usize].remove(&(frame & !((1u64 << o) - 1)));

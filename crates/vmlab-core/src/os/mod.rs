@@ -28,13 +28,13 @@ use address_space::{AddressSpace, Mapping};
 use buddy::{BuddyAllocator, FrameUse};
 use placement::Placement;
 use policy::{PagePolicy, PolicyCounters, TlbMiss};
-use recolor::{Recolorer, RecolorCounters};
-use rmap::ReverseMap;
+use recolor::{RecolorCounters, Recolorer};
 use reservation::{ReleaseReason, Reservation, Reservations};
-use touched::TouchedFrames;
+use rmap::ReverseMap;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use rustc_hash::FxHashMap;
+use touched::TouchedFrames;
 use vma::Vma;
 
 /// A TLB/walk-cache invalidation the engine must apply.
@@ -279,9 +279,10 @@ impl<P: PageTable> Mm<P> {
     /// The shared-object mappings of a process: (start, end, object, whether the object
     /// is program text).
     pub fn shared_mappings(&self, pid: Pid) -> impl Iterator<Item = (u64, u64, u32, bool)> + '_ {
-        self.spaces.get(&pid).into_iter().flat_map(|s| {
-            s.vmas.iter().filter_map(|v| v.object.map(|o| (v.start, v.end, o, self.objects[o as usize].as_ref().is_some_and(|x| x.text))))
-        })
+        self.spaces
+            .get(&pid)
+            .into_iter()
+            .flat_map(|s| s.vmas.iter().filter_map(|v| v.object.map(|o| (v.start, v.end, o, self.objects[o as usize].as_ref().is_some_and(|x| x.text)))))
     }
 
     /// The process that owns `asid`, if live.
@@ -317,11 +318,7 @@ impl<P: PageTable> Mm<P> {
                 self.counters.implicit += 1;
                 self.implicit_vma(pid, va, granule)
             }
-            None => {
-                return Err(Error::Sim(format!(
-                    "pid {pid} accessed {va:#x}, outside every VMA (os.implicit_anon = false)"
-                )))
-            }
+            None => return Err(Error::Sim(format!("pid {pid} accessed {va:#x}, outside every VMA (os.implicit_anon = false)"))),
         };
         let perms = vma.perms.union(need);
         Ok(Err(DemandFault { pid, asid, va, vma, perms }))

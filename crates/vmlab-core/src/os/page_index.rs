@@ -362,10 +362,7 @@ mod tests {
     /// space, against a BTreeMap of (base -> mapping).
     #[test]
     fn matches_a_btreemap_reference() {
-        let sizes: Vec<PageSize> = [12u8, 13, 14, 16, 20, 21, 22, 23, 30, 31]
-            .iter()
-            .map(|&s| PageSize::from_valid_shift(s))
-            .collect();
+        let sizes: Vec<PageSize> = [12u8, 13, 14, 16, 20, 21, 22, 23, 30, 31].iter().map(|&s| PageSize::from_valid_shift(s)).collect();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
         for round in 0..20 {
             let mut idx = PageIndex::default();
@@ -384,9 +381,7 @@ mod tests {
                 let lo = va.wrapping_add(rng.gen_range(0..1u64 << 22));
                 let bits = rng.gen_range(1..34);
                 let hi = lo.saturating_add(rng.gen_range(1..1u64 << bits));
-                let overlaps = |s: u64, e: u64| {
-                    reference.range(..e).next_back().is_some_and(|(&b, x)| b.saturating_add(x.size.bytes()) > s)
-                };
+                let overlaps = |s: u64, e: u64| reference.range(..e).next_back().is_some_and(|(&b, x)| b.saturating_add(x.size.bytes()) > s);
                 assert_eq!(idx.any_in(lo, hi), lo < hi && overlaps(lo, hi), "[{lo:#x}, {hi:#x})");
                 match rng.gen_range(0..3) {
                     0 | 1 if !overlap => {

@@ -36,8 +36,7 @@ impl<P: PageTable> Mm<P> {
     /// Whether [base, base + size) can be promoted in place onto the block at `pa`:
     /// mergeable, and every mapped page already sits at its natural offset in the block.
     pub fn can_promote_in_place(&self, pid: Pid, base: u64, size: PageSize, pa: u64) -> bool {
-        size.is_aligned(pa)
-            && self.mergeable(pid, base, size).is_some_and(|(_, pages)| pages.iter().all(|(b, m)| m.pa == pa + (b - base)))
+        size.is_aligned(pa) && self.mergeable(pid, base, size).is_some_and(|(_, pages)| pages.iter().all(|(b, m)| m.pa == pa + (b - base)))
     }
 
     /// Promote [base, base + size) in place onto the aligned block at `pa`. The caller

@@ -13,11 +13,11 @@
 //! size is a multiple of the old, an entry from old slot p lands at a new slot ≡ p (mod
 //! old_slots): migration never collides with entries inserted into the migrated range.
 
-use crate::error::{Error, Result};
-use std::cell::Cell;
-use crate::os::buddy::{BuddyAllocator, FrameUse};
 use crate::addr::PageSize;
+use crate::error::{Error, Result};
 use crate::host::{HugeArray, Zeroable};
+use crate::os::buddy::{BuddyAllocator, FrameUse};
+use std::cell::Cell;
 
 /// Most ways a table may have (`page_table.ecpt.ways`).
 pub const MAX_WAYS: usize = 8;

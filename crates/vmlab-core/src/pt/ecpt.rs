@@ -512,8 +512,7 @@ mod tests {
     fn a_walk_is_one_step_of_three_sizes_times_d_references() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
         let mut pt =
-            ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt: false, pmd_cwc: 0, pud_cwc: 0, ..Default::default() })
-                .unwrap();
+            ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt: false, pmd_cwc: 0, pud_cwc: 0, ..Default::default() }).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         pt.map(&mut mem, 0, 0x40_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
         let mut path = WalkPath::new();
@@ -533,8 +532,7 @@ mod tests {
         use rand::{Rng, SeedableRng};
         let mut mem = BuddyAllocator::new(1 << 32).unwrap();
         let mut pt =
-            ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: 1, ..Default::default() })
-                .unwrap();
+            ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: 1, ..Default::default() }).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
         let mut mapped = std::collections::BTreeMap::new();

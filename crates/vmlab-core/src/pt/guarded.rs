@@ -146,11 +146,7 @@ impl GuardedPageTable {
             root_slab: Slab::new(ENTRY_BYTES),
             roots: Vec::new(),
             mapped: 0,
-            sizes: (0..)
-                .map(|k| 12 + k * s)
-                .take_while(|&sh| sh <= 30 && sh < cfg.va_bits as u32)
-                .map(|sh| PageSize::from_valid_shift(sh as u8))
-                .collect(),
+            sizes: (0..).map(|k| 12 + k * s).take_while(|&sh| sh <= 30 && sh < cfg.va_bits as u32).map(|sh| PageSize::from_valid_shift(sh as u8)).collect(),
             chases: (0..CHASES).map(|_| Cell::new(Chase::IDLE)).collect(),
             next_chase: Cell::new(0),
             last_walk_depth: 0,
@@ -245,10 +241,7 @@ impl GuardedPageTable {
 
     fn key_of(&self, va: u64) -> Result<u64> {
         if self.va_bits < 64 && va >> self.va_bits != 0 {
-            return Err(Error::Sim(format!(
-                "virtual address {va:#x} is beyond the guarded table's {} bits (page_table.guarded.va_bits)",
-                self.va_bits
-            )));
+            return Err(Error::Sim(format!("virtual address {va:#x} is beyond the guarded table's {} bits (page_table.guarded.va_bits)", self.va_bits)));
         }
         Ok(va >> 12)
     }
@@ -304,11 +297,7 @@ impl GuardedPageTable {
 
     fn leaf_translation(&self, e: &Entry) -> Translation {
         let k = ((e.val >> 4) & 0xff) as u32;
-        Translation {
-            pa: e.val & !0xfff,
-            size: PageSize::from_valid_shift((12 + k * self.s) as u8),
-            perms: Perms::from_bits(e.val as u8 & 0xf),
-        }
+        Translation { pa: e.val & !0xfff, size: PageSize::from_valid_shift((12 + k * self.s) as u8), perms: Perms::from_bits(e.val as u8 & 0xf) }
     }
 
     fn free_subtree(&mut self, mem: &mut BuddyAllocator, e: Entry) {
@@ -523,11 +512,7 @@ impl PageTable for GuardedPageTable {
     }
 
     fn footprint(&self) -> PtFootprint {
-        PtFootprint {
-            bytes: self.node_slab.bytes() + self.root_slab.bytes(),
-            nodes: self.live_nodes,
-            mapped_pages: self.mapped,
-        }
+        PtFootprint { bytes: self.node_slab.bytes() + self.root_slab.bytes(), nodes: self.live_nodes, mapped_pages: self.mapped }
     }
 
     fn details(&self) -> serde_json::Value {

@@ -796,7 +796,8 @@ mod tests {
 
     fn with_2m(large_pages: LargePages) -> (HashedPageTable, BuddyAllocator) {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
-        let cfg = HashedConfig { buckets: 1024, subblock: 2, page_sizes: vec![crate::config::Bytes(2 << 20)], large_pages, large_buckets: 64, ..Default::default() };
+        let cfg =
+            HashedConfig { buckets: 1024, subblock: 2, page_sizes: vec![crate::config::Bytes(2 << 20)], large_pages, large_buckets: 64, ..Default::default() };
         let mut pt = HashedPageTable::new(&cfg).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         (pt, mem)

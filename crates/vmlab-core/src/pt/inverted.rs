@@ -125,12 +125,7 @@ impl PageTable for InvertedPageTable {
     }
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
-        let owned: Vec<u64> = self
-            .frames
-            .iter()
-            .filter(|e| e.used && e.asid == asid)
-            .map(|e| e.vpn << 12)
-            .collect();
+        let owned: Vec<u64> = self.frames.iter().filter(|e| e.used && e.asid == asid).map(|e| e.vpn << 12).collect();
         for va in owned {
             self.unmap(mem, asid, va);
         }

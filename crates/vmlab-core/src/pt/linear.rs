@@ -184,10 +184,7 @@ impl LinearConfig {
             return Err(Error::config("os.page_size", format!("must be 4K (the base page) when {why}")));
         }
         if cfg.os.policy.kind != crate::os::policy::PolicyName::Fixed {
-            return Err(Error::config(
-                "os.policy.kind",
-                format!("only \"fixed\" applies when {why}: the OS cannot choose, promote or demote page sizes"),
-            ));
+            return Err(Error::config("os.policy.kind", format!("only \"fixed\" applies when {why}: the OS cannot choose, promote or demote page sizes")));
         }
         if cfg.os.policy.khugepaged.every > 0 {
             return Err(Error::config("os.policy.khugepaged.every", format!("must be 0 when {why}: khugepaged cannot collapse pages")));
@@ -197,7 +194,9 @@ impl LinearConfig {
         }
         for (r, &s) in shifts.iter().enumerate().filter(|(_, &s)| s != 12) {
             let size = PageSize::from_valid_shift(s);
-            for (side, serves) in [("data", crate::config::Serves::serves_data as fn(crate::config::Serves) -> bool), ("instruction", crate::config::Serves::serves_instr)] {
+            for (side, serves) in
+                [("data", crate::config::Serves::serves_data as fn(crate::config::Serves) -> bool), ("instruction", crate::config::Serves::serves_instr)]
+            {
                 let mut tlbs = cfg.tlb.values().filter(|t| serves(t.serves)).peekable();
                 if tlbs.peek().is_some() && !tlbs.any(|t| tlb_caches(t, size)) {
                     return Err(Error::config(
@@ -257,10 +256,7 @@ impl LinearPageTable {
             return Err(Error::config("page_table.linear.va_bits", "must be between 20 and 47 (the user half)"));
         }
         if cfg.backing == LinearBacking::Linear && cfg.va_bits > 40 {
-            return Err(Error::config(
-                "page_table.linear.va_bits",
-                "a physical root array (backing = \"linear\") is only practical up to 40 bits",
-            ));
+            return Err(Error::config("page_table.linear.va_bits", "a physical root array (backing = \"linear\") is only practical up to 40 bits"));
         }
         if cfg.backing != LinearBacking::Stlb && !is_unset_stlb(&cfg.array_stlb) {
             return Err(Error::config("page_table.linear.array_stlb", "applies only with backing = \"stlb\""));
@@ -377,8 +373,8 @@ impl PageTable for LinearPageTable {
             }
             LinearBacking::Linear => {
                 let pages = 1u64 << (self.cfg.va_bits - 12 - 9);
-                let size = PageSize::from_bytes((pages * PTE_BYTES).next_power_of_two().max(4096))
-                    .map_err(|m| Error::config("page_table.linear.va_bits", m))?;
+                let size =
+                    PageSize::from_bytes((pages * PTE_BYTES).next_power_of_two().max(4096)).map_err(|m| Error::config("page_table.linear.va_bits", m))?;
                 Some((mem.alloc(size, FrameUse::PageTable)?, size))
             }
         };
@@ -404,9 +400,8 @@ impl PageTable for LinearPageTable {
     }
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
-        let (slot, region_size) = self.slot(va).ok_or_else(|| {
-            Error::Sim(format!("virtual address {va:#x} is beyond the linear array's {} bits", self.cfg.va_bits))
-        })?;
+        let (slot, region_size) =
+            self.slot(va).ok_or_else(|| Error::Sim(format!("virtual address {va:#x} is beyond the linear array's {} bits", self.cfg.va_bits)))?;
         if size != region_size {
             // The short-format PTE has no size field (§2.3.1).
             return Err(if self.by_region {

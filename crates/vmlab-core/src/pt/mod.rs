@@ -26,10 +26,10 @@ pub mod walk;
 
 pub use ecpt::ElasticCuckooPageTable;
 pub use guarded::GuardedPageTable;
-pub use mpt::MultilevelPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
 pub use linear::LinearPageTable;
+pub use mpt::MultilevelPageTable;
 pub use nested::{NestedPageTable, NestedRadixPageTable};
 pub use nested_ecpt::NestedEcptPageTable;
 pub use radix::RadixPageTable;

@@ -351,7 +351,8 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             return Err(Error::config("page_table.nested.host_page_size", format!("the host {} table cannot map {host_size} pages", host.kind())));
         }
         let mut host_mem = BuddyAllocator::new(cfg.host_phys_mem.0).map_err(|e| Error::config("page_table.nested.host_phys_mem", e.to_string()))?;
-        host.create_space(&mut host_mem, VM).map_err(|e| Error::config("page_table.nested.host_phys_mem", format!("too small for the host page table: {e}")))?;
+        host.create_space(&mut host_mem, VM)
+            .map_err(|e| Error::config("page_table.nested.host_phys_mem", format!("too small for the host page table: {e}")))?;
         Ok(NestedPageTable {
             kind,
             guest,

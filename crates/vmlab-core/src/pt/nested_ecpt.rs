@@ -628,9 +628,7 @@ mod tests {
         for host_page in [4096u64, 2 << 20] {
             for n in [plain(host_page), advanced(host_page)] {
                 let (pt, c, mem) = build(&n, [0, 4, 2]);
-                check_composition(pt, c, mem, host_page + 1, |pt, a, va| {
-                    compose_by_hand(&pt.inner.guest, &pt.inner.host, a, va)
-                });
+                check_composition(pt, c, mem, host_page + 1, |pt, a, va| compose_by_hand(&pt.inner.guest, &pt.inner.host, a, va));
             }
         }
     }

@@ -228,11 +228,7 @@ impl RadixPageTable {
         if top == 0 || top == -1 {
             Ok(())
         } else {
-            Err(Error::Sim(format!(
-                "virtual address {va:#x} is not canonical for a {}-level radix table ({}-bit addresses)",
-                self.levels,
-                self.va_bits()
-            )))
+            Err(Error::Sim(format!("virtual address {va:#x} is not canonical for a {}-level radix table ({}-bit addresses)", self.levels, self.va_bits())))
         }
     }
 
@@ -391,9 +387,7 @@ impl PageTable for RadixPageTable {
         })?;
         self.check_canonical(va)?;
         debug_assert!(size.is_aligned(va) && size.is_aligned(pa));
-        let mut idx = self
-            .root(asid)
-            .ok_or_else(|| Error::Sim(format!("map into unknown address space {asid}")))?;
+        let mut idx = self.root(asid).ok_or_else(|| Error::Sim(format!("map into unknown address space {asid}")))?;
         for level in ((leaf_level + 1)..=self.levels).rev() {
             let i = index(va, level);
             let e = self.entry(idx, i);
@@ -598,9 +592,8 @@ impl PageTable for RadixPageTable {
     }
 
     fn details(&self) -> serde_json::Value {
-        let per_level: serde_json::Map<String, serde_json::Value> = (1..=self.levels)
-            .map(|l| (format!("level{l}"), self.nodes_per_level[l as usize].into()))
-            .collect();
+        let per_level: serde_json::Map<String, serde_json::Value> =
+            (1..=self.levels).map(|l| (format!("level{l}"), self.nodes_per_level[l as usize].into())).collect();
         let mut d = serde_json::json!({ "levels": self.levels, "nodes_per_level": per_level });
         if let Some(a) = self.tailored {
             d["tailored"] = serde_json::json!({ "alias_ptes": a });
@@ -623,11 +616,7 @@ impl PageWalkCache {
     pub fn new(entries: &[usize], ways: usize, repl: Replacement, latency: u32, seed: u64) -> Result<Self> {
         let mut levels = Vec::new();
         for (k, &n) in entries.iter().enumerate() {
-            levels.push(if n == 0 {
-                None
-            } else {
-                Some(AssocCache::new(n, ways.min(n), repl, seed + k as u64, &format!("pwc[{k}]"))?.with_mru_first())
-            });
+            levels.push(if n == 0 { None } else { Some(AssocCache::new(n, ways.min(n), repl, seed + k as u64, &format!("pwc[{k}]"))?.with_mru_first()) });
         }
         Ok(PageWalkCache { counters: vec![CacheCounters::default(); levels.len()], levels, latency })
     }
@@ -635,7 +624,6 @@ impl PageWalkCache {
     pub fn none() -> PageWalkCache {
         PageWalkCache { levels: Vec::new(), counters: Vec::new(), latency: 0 }
     }
-
 
     #[inline(always)]
     fn tag(va: u64, level: u8) -> u64 {
@@ -712,12 +700,7 @@ impl WalkCaches for PageWalkCache {
         }
     }
     fn counters(&self) -> Vec<(String, CacheCounters)> {
-        self.levels
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.is_some())
-            .map(|(k, _)| (format!("pwc_l{}", k + 2), self.counters[k].clone()))
-            .collect()
+        self.levels.iter().enumerate().filter(|(_, c)| c.is_some()).map(|(k, _)| (format!("pwc_l{}", k + 2), self.counters[k].clone())).collect()
     }
 }
 
@@ -864,9 +847,7 @@ mod tests {
     fn non_canonical_and_unsupported_sizes_are_errors() {
         let (mut pt, mut mem) = setup();
         assert!(pt.map(&mut mem, 0, 1 << 50, 0, PageSize::K4, Perms::RW_USER).is_err());
-        let e = pt
-            .map(&mut mem, 0, 0, 0, PageSize::from_shift(13).unwrap(), Perms::RW_USER)
-            .unwrap_err();
+        let e = pt.map(&mut mem, 0, 0, 0, PageSize::from_shift(13).unwrap(), Perms::RW_USER).unwrap_err();
         assert!(e.to_string().contains("os.page_size"));
         let mut pt5 = RadixPageTable::new(5).unwrap();
         pt5.create_space(&mut mem, 0).unwrap();

@@ -26,7 +26,8 @@ fn key(gpa: u64, size: PageSize) -> u64 {
 impl ShortcutTranslationCache {
     /// `entries` = 0: no STC.
     pub fn new(entries: usize, seed: u64) -> Result<ShortcutTranslationCache> {
-        let store = if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, "page_table.nested.stc_entries")?.with_mru_first()) };
+        let store =
+            if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, "page_table.nested.stc_entries")?.with_mru_first()) };
         Ok(ShortcutTranslationCache { store, counters: CacheCounters::default() })
     }
 

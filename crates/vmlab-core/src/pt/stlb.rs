@@ -55,15 +55,7 @@ pub struct StlbConfig {
 
 impl Default for StlbConfig {
     fn default() -> Self {
-        StlbConfig {
-            entries: 0,
-            ways: 1,
-            entry_bytes: 16,
-            index_fn: StlbIndex::Bits,
-            index_shift: 12,
-            swizzle_rid: false,
-            miss_cycles: 0,
-        }
+        StlbConfig { entries: 0, ways: 1, entry_bytes: 16, index_fn: StlbIndex::Bits, index_shift: 12, swizzle_rid: false, miss_cycles: 0 }
     }
 }
 
@@ -110,8 +102,7 @@ impl<P: PageTable> SoftwareTlb<P> {
         if !matches!(cfg.entry_bytes, 8 | 16 | 32 | 64) {
             return Err(Error::config(format!("{key}.entry_bytes"), "must be 8, 16, 32 or 64"));
         }
-        let table_size = PageSize::from_bytes((cfg.entries as u64 * cfg.entry_bytes).max(4096))
-            .map_err(|m| Error::config(format!("{key}.entries"), m))?;
+        let table_size = PageSize::from_bytes((cfg.entries as u64 * cfg.entry_bytes).max(4096)).map_err(|m| Error::config(format!("{key}.entries"), m))?;
         Ok(SoftwareTlb {
             inner,
             sets: cfg.entries / cfg.ways,
@@ -229,11 +220,7 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
             let e = self.entries[base + w];
             if e.valid && e.asid == asid && e.vpn == vpn {
                 self.hits += 1;
-                return Some(Translation {
-                    pa: e.pa,
-                    size: PageSize::from_valid_shift(e.shift),
-                    perms: Perms::from_bits(e.perms),
-                });
+                return Some(Translation { pa: e.pa, size: PageSize::from_valid_shift(e.shift), perms: Perms::from_bits(e.perms) });
             }
         }
         self.misses += 1;
@@ -251,8 +238,7 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
             })
             .unwrap_or(0);
         self.clock += 1;
-        self.entries[base + victim] =
-            Entry { valid: true, vpn, asid, pa: t.pa, shift: t.size.shift(), perms: t.perms.bits(), stamp: self.clock };
+        self.entries[base + victim] = Entry { valid: true, vpn, asid, pa: t.pa, shift: t.size.shift(), perms: t.perms.bits(), stamp: self.clock };
         Some(t)
     }
 

@@ -17,20 +17,11 @@ pub struct BenchRow {
 }
 
 fn row(name: &str, items: u64, unit: &str, secs: f64) -> BenchRow {
-    BenchRow {
-        name: name.into(),
-        items,
-        unit: unit.into(),
-        seconds: secs,
-        millions_per_second: items as f64 / secs / 1e6,
-    }
+    BenchRow { name: name.into(), items, unit: unit.into(), seconds: secs, millions_per_second: items as f64 / secs / 1e6 }
 }
 
 fn workload(name: &str, params: &[(&str, String)]) -> SourceSpec {
-    SourceSpec::Workload {
-        name: name.into(),
-        params: params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-    }
+    SourceSpec::Workload { name: name.into(), params: params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect() }
 }
 
 fn simulate(cfg: &Config, spec: &SourceSpec) -> Result<(u64, f64)> {
@@ -81,8 +72,7 @@ pub fn run_benchmarks(quick: bool) -> Result<Vec<BenchRow>> {
     // 3. GUPS over 4 GiB, walks through the cache hierarchy.
     let (acc, secs) = simulate(&sky, &workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]))?;
     rows.push(row("gups 4G, skylake", acc, "accesses", secs));
-    let (acc, secs) =
-        simulate(&sky_data, &workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]))?;
+    let (acc, secs) = simulate(&sky_data, &workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]))?;
     rows.push(row("gups 4G, skylake + data refs through caches", acc, "accesses", secs));
 
     // 4. Romer's cache study: conflict misses, recolouring, COMBINED (data refs on).

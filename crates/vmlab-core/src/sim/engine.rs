@@ -104,9 +104,7 @@ impl<P: PageTable> Engine<P> {
         let os = Os::new(cfg, pt)?;
         let mut mmu = Mmu::new(cfg, walk_caches)?;
         let tlbs = &mmu.tlbs;
-        let shared_l1 = tlbs.side(false).first().is_some_and(|d| {
-            tlbs.side(true).first().is_some_and(|i| d.iter().any(|x| i.contains(x)))
-        });
+        let shared_l1 = tlbs.side(false).first().is_some_and(|d| tlbs.side(true).first().is_some_and(|i| d.iter().any(|x| i.contains(x))));
         let l1_len = |instr: bool| tlbs.side(instr).first().map_or(0, |v| v.len());
         let same_page_hits = [vec![0; l1_len(false)], vec![0; l1_len(true)]];
         let mut l1_slot_of = [[u8::MAX; 64]; 2];
@@ -634,14 +632,8 @@ impl<P: PageTable> Engine<P> {
     fn note_same_page(&mut self, side: usize, va: u64, t: &Translation) {
         let slot = self.l1_slot_of[side][t.size.shift() as usize];
         if slot != u8::MAX {
-            self.same_page[side] = SamePage {
-                valid: true,
-                vpn: va >> 12,
-                asid: self.cur_asid,
-                perms: t.perms.bits(),
-                pa: t.phys(va) & !0xfff,
-                l1_slot: slot as usize,
-            };
+            self.same_page[side] =
+                SamePage { valid: true, vpn: va >> 12, asid: self.cur_asid, perms: t.perms.bits(), pa: t.phys(va) & !0xfff, l1_slot: slot as usize };
         }
     }
 
@@ -756,7 +748,13 @@ impl<P: PageTable> Engine<P> {
             tlb_levels: m.tlb_levels.clone(),
             tlbs: m.tlbs.tlbs.iter().map(|t| t.counters.clone()).collect(),
             caches: m.walker().mem.caches.iter().map(|c| c.counters.clone()).collect(),
-            write_buffers: m.walker().mem.caches.iter().map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls))).collect(),
+            write_buffers: m
+                .walker()
+                .mem
+                .caches
+                .iter()
+                .map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls)))
+                .collect(),
             memory_accesses: m.walker().mem.memory_accesses,
         }));
         let w = m.walker_mut();

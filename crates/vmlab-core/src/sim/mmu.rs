@@ -10,13 +10,13 @@
 
 use crate::addr::Asid;
 use crate::config::Config;
+use crate::error::Result;
 use crate::mem::thread::{OpSink, OpThread};
 use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
 use crate::mmu::TlbHierarchy;
 use crate::os::Shootdown;
 use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, WalkCounters};
-use crate::error::Result;
 
 /// The TLB hierarchy, and the walker behind it (here, or on a thread of its own).
 pub struct Mmu<P: PageTable> {
@@ -95,7 +95,11 @@ impl WalkCacheOp {
 #[derive(Clone, Copy, Debug)]
 pub enum WalkerOp<T: Copy> {
     /// A walk of `va` in address space `space`, along the functional path `full`.
-    Walk { space: Asid, va: u64, full: T },
+    Walk {
+        space: Asid,
+        va: u64,
+        full: T,
+    },
     WalkCaches(WalkCacheOp),
     Mem(MemOp),
 }

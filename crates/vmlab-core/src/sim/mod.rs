@@ -14,8 +14,8 @@ use crate::pt::ecpt::EcptConfig;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
 use crate::pt::nested_ecpt::{NestedEcptCaches, NestedEcptPageTable};
 use crate::pt::{
-    radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches, PageTable,
-    RadixPageTable, SoftwareTlb, WalkCaches,
+    radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches,
+    PageTable, RadixPageTable, SoftwareTlb, WalkCaches,
 };
 use crate::stats::SCHEMA;
 use crate::trace::{Record, TraceMeta, TraceSource};
@@ -139,13 +139,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
 }
 
 /// A kind's simulation, behind a software TLB if one is configured.
-fn with_stlb<P: PageTable + Send + 'static>(
-    cfg: &Config,
-    pt: P,
-    caches: P::Caches,
-    plan: Option<OfflinePlan>,
-    info: SourceInfo,
-) -> Result<Box<dyn Simulation>>
+fn with_stlb<P: PageTable + Send + 'static>(cfg: &Config, pt: P, caches: P::Caches, plan: Option<OfflinePlan>, info: SourceInfo) -> Result<Box<dyn Simulation>>
 where
     P::Caches: Send,
 {
@@ -156,13 +150,7 @@ where
     }
 }
 
-fn boxed<P: PageTable + Send + 'static>(
-    cfg: &Config,
-    pt: P,
-    caches: P::Caches,
-    plan: Option<OfflinePlan>,
-    info: SourceInfo,
-) -> Result<Box<dyn Simulation>>
+fn boxed<P: PageTable + Send + 'static>(cfg: &Config, pt: P, caches: P::Caches, plan: Option<OfflinePlan>, info: SourceInfo) -> Result<Box<dyn Simulation>>
 where
     P::Caches: Send,
 {
@@ -248,13 +236,7 @@ fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl
 /// per config, in order: a config that fails to build or to simulate fails alone. An
 /// error reading the source fails them all (the outer error). OFFLINE configs need two
 /// passes and are refused here (the caller runs them with [`run_source`]).
-pub fn run_many(
-    cfgs: &[Config],
-    src: &mut dyn TraceSource,
-    info: &SourceInfo,
-    threads: usize,
-    mut on_batch: impl FnMut(u64),
-) -> Result<Vec<Result<Value>>> {
+pub fn run_many(cfgs: &[Config], src: &mut dyn TraceSource, info: &SourceInfo, threads: usize, mut on_batch: impl FnMut(u64)) -> Result<Vec<Result<Value>>> {
     let mut results: Vec<Option<Result<Value>>> = (0..cfgs.len()).map(|_| None).collect();
     let mut sims: Vec<(usize, Box<dyn Simulation>)> = Vec::new();
     for (i, cfg) in cfgs.iter().enumerate() {
@@ -577,9 +559,8 @@ fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
 fn policy_section<P: PageTable>(e: &Engine<P>) -> Value {
     let mm = &e.os.mm;
     let pc = &mm.pc;
-    let by_size = |m: &std::collections::BTreeMap<crate::addr::PageSize, u64>| -> Map<String, Value> {
-        m.iter().map(|(s, &n)| (s.to_string(), n.into())).collect()
-    };
+    let by_size =
+        |m: &std::collections::BTreeMap<crate::addr::PageSize, u64>| -> Map<String, Value> { m.iter().map(|(s, &n)| (s.to_string(), n.into())).collect() };
     let touched = mm.touched.count();
     let bloat = mm.bloat_frames();
     // Romer's TLBMCPI: cycles in service of the TLB (lookups beyond L1 and walks), the

@@ -81,10 +81,7 @@ impl TraceSource for ChampSimReader {
         }
         if got % INSTR_BYTES != 0 {
             let at = self.instrs * INSTR_BYTES as u64 + (got - got % INSTR_BYTES) as u64;
-            return Err(self.err(
-                at,
-                format!("truncated trace: a partial {}-byte instruction record of {} bytes at the end", INSTR_BYTES, got % INSTR_BYTES),
-            ));
+            return Err(self.err(at, format!("truncated trace: a partial {}-byte instruction record of {} bytes at the end", INSTR_BYTES, got % INSTR_BYTES)));
         }
         let u64_at = |r: &[u8], o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
         for rec in self.chunk[..got].chunks_exact(INSTR_BYTES) {

@@ -131,7 +131,7 @@ pub fn summarize(src: &mut dyn TraceSource) -> Result<TraceInfo> {
                             perms: crate::addr::Perms::RW_USER,
                             flags: Default::default(),
                             object: None,
-                        object_start: 0,
+                            object_start: 0,
                             implicit: false,
                         }),
                         Some(_) => {}
@@ -167,11 +167,7 @@ pub fn summarize(src: &mut dyn TraceSource) -> Result<TraceInfo> {
             (pid, info)
         })
         .collect();
-    let pages_touched = HIST_SIZES
-        .iter()
-        .zip(pages.iter())
-        .map(|(&s, set)| (format_bytes(1u64 << s), set.len() as u64))
-        .collect();
+    let pages_touched = HIST_SIZES.iter().zip(pages.iter()).map(|(&s, set)| (format_bytes(1u64 << s), set.len() as u64)).collect();
     let meta = src.meta();
     Ok(TraceInfo {
         source: meta.source.clone(),

@@ -43,11 +43,7 @@ impl<R: BufRead> LackeyReader<R> {
         LackeyReader {
             input,
             source_name: source_name.to_string(),
-            meta: TraceMeta {
-                source: "valgrind-lackey".into(),
-                source_page_size: Some(4096),
-                ..Default::default()
-            },
+            meta: TraceMeta { source: "valgrind-lackey".into(), source_page_size: Some(4096), ..Default::default() },
             line: Vec::with_capacity(256),
             line_no: 0,
             pid,
@@ -131,11 +127,7 @@ impl<R: BufRead> LackeyReader<R> {
         let text = String::from_utf8_lossy(line).into_owned();
         // SYSCALL[pid,tid](nr) name ( args ) ... result
         let close = text.find(']').ok_or_else(|| self.err("malformed SYSCALL line"))?;
-        let pid: Pid = text[8..close]
-            .split(',')
-            .next()
-            .and_then(|p| p.trim().parse().ok())
-            .ok_or_else(|| self.err("malformed SYSCALL pid"))?;
+        let pid: Pid = text[8..close].split(',').next().and_then(|p| p.trim().parse().ok()).ok_or_else(|| self.err("malformed SYSCALL pid"))?;
         self.pid = pid;
         let after = text[close + 1..].split_once(')').map(|x| x.1).unwrap_or("").trim_start();
         if after.starts_with("...") {
@@ -301,12 +293,7 @@ mod tests {
         let recs = parse("I  04010173,3\n L 1ffefffd48,8\n S 1ffefffd40,4\n M 0403a2c8,8\n").unwrap();
         assert_eq!(
             recs,
-            vec![
-                Record::fetch(0x0401_0173, 3, 7),
-                Record::read(0x1f_feff_fd48, 8, 7),
-                Record::write(0x1f_feff_fd40, 4, 7),
-                Record::write(0x0403_a2c8, 8, 7),
-            ]
+            vec![Record::fetch(0x0401_0173, 3, 7), Record::read(0x1f_feff_fd48, 8, 7), Record::write(0x1f_feff_fd40, 4, 7), Record::write(0x0403_a2c8, 8, 7),]
         );
     }
 

@@ -50,11 +50,21 @@ pub struct LiveSummary {
 }
 
 enum Msg {
-    Start { pid: Pid, parent: Option<Pid> },
-    Batch { pid: Pid, records: Vec<Record> },
+    Start {
+        pid: Pid,
+        parent: Option<Pid>,
+    },
+    Batch {
+        pid: Pid,
+        records: Vec<Record>,
+    },
     /// The process's log was truncated: valgrind re-opened it after an exec.
-    Exec { pid: Pid },
-    Done { pid: Pid },
+    Exec {
+        pid: Pid,
+    },
+    Done {
+        pid: Pid,
+    },
     Failed(Error),
 }
 
@@ -196,9 +206,7 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, mut sink: impl FnMut(&[
 fn valgrind_version(valgrind: &str) -> Result<String> {
     match Command::new(valgrind).arg("--version").output() {
         Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(Error::Sim(format!("{valgrind} not found; install it (apt-get install valgrind)")))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Sim(format!("{valgrind} not found; install it (apt-get install valgrind)"))),
         Err(e) => Err(Error::Sim(format!("cannot run {valgrind}: {e}"))),
     }
 }
@@ -248,10 +256,12 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
         if exit_code.is_some() && merger.all_done() {
             // One last look for logs created just before the end.
             let new_logs = std::fs::read_dir(dir)
-                .map(|rd| rd.flatten().any(|e| {
-                    let n = e.file_name().to_string_lossy().into_owned();
-                    n.strip_prefix("vg.").and_then(|p| p.parse::<Pid>().ok()).is_some_and(|p| !readers.contains_key(&p))
-                }))
+                .map(|rd| {
+                    rd.flatten().any(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.strip_prefix("vg.").and_then(|p| p.parse::<Pid>().ok()).is_some_and(|p| !readers.contains_key(&p))
+                    })
+                })
                 .unwrap_or(false);
             if !new_logs {
                 break;
@@ -292,15 +302,7 @@ struct Merger {
 
 impl Merger {
     fn new(root: Pid) -> Merger {
-        Merger {
-            root,
-            introduced: HashSet::new(),
-            held: HashMap::new(),
-            running: HashSet::new(),
-            last_pid: None,
-            records: 0,
-            seen_order: Vec::new(),
-        }
+        Merger { root, introduced: HashSet::new(), held: HashMap::new(), running: HashSet::new(), last_pid: None, records: 0, seen_order: Vec::new() }
     }
 
     fn expect(&mut self, pid: Pid) {
@@ -354,10 +356,7 @@ impl Merger {
         sink(records)?;
         self.records += records.len() as u64;
         // Children forked in this batch may now run.
-        let forked: Vec<Pid> = records
-            .iter()
-            .filter_map(|r| if let Record::Fork { child, .. } = r { Some(*child) } else { None })
-            .collect();
+        let forked: Vec<Pid> = records.iter().filter_map(|r| if let Record::Fork { child, .. } = r { Some(*child) } else { None }).collect();
         for child in forked {
             self.introduced.insert(child);
             if let Some(batches) = self.held.remove(&child) {

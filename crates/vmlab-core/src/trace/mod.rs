@@ -42,12 +42,12 @@ pub trait TraceSource {
 }
 
 pub mod champsim;
+pub mod info;
 pub mod lackey;
 pub mod live;
 pub mod snapshot;
 pub mod synth;
 pub mod vmt;
-pub mod info;
 
 /// A source over records held in memory (tests, small generated inputs).
 pub struct VecSource {

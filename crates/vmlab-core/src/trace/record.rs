@@ -41,16 +41,41 @@ pub enum Record {
     /// `n` instructions retired that no fetch record stands for (synthetic traces,
     /// data-only traces). Instructions = sum of ticks + number of fetch accesses.
     Tick(u64),
-    Mmap { pid: Pid, start: u64, len: u64, prot: u8, flags: MapFlags },
-    Munmap { pid: Pid, start: u64, len: u64 },
-    Mprotect { pid: Pid, start: u64, len: u64, prot: u8 },
+    Mmap {
+        pid: Pid,
+        start: u64,
+        len: u64,
+        prot: u8,
+        flags: MapFlags,
+    },
+    Munmap {
+        pid: Pid,
+        start: u64,
+        len: u64,
+    },
+    Mprotect {
+        pid: Pid,
+        start: u64,
+        len: u64,
+        prot: u8,
+    },
     /// The program break of `pid` moves to `end` (the heap is [start of heap, end)).
-    Brk { pid: Pid, end: u64 },
+    Brk {
+        pid: Pid,
+        end: u64,
+    },
     /// `child` is a copy of `parent`'s address space.
-    Fork { parent: Pid, child: Pid },
-    Exit { pid: Pid },
+    Fork {
+        parent: Pid,
+        child: Pid,
+    },
+    Exit {
+        pid: Pid,
+    },
     /// `pid` runs from here on (on the one simulated CPU).
-    ContextSwitch { pid: Pid },
+    ContextSwitch {
+        pid: Pid,
+    },
 }
 
 impl Record {

@@ -321,9 +321,7 @@ impl VmtReader {
         let mut got = 0;
         while got < buf.len() {
             match self.input.read(&mut buf[got..]) {
-                Ok(0) => {
-                    return Err(self.err(at, format!("truncated {what}: file ends after {got} of {} bytes", buf.len())))
-                }
+                Ok(0) => return Err(self.err(at, format!("truncated {what}: file ends after {got} of {} bytes", buf.len()))),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.err(at, format!("reading {what}: {e}"))),
@@ -378,9 +376,7 @@ impl VmtReader {
         let here = self.input.stream_position().ok()?;
         let len = self.input.seek(SeekFrom::End(0)).ok()?;
         let mut end = [0u8; END_LEN];
-        let ok = len >= here + END_LEN as u64
-            && self.input.seek(SeekFrom::End(-(END_LEN as i64))).is_ok()
-            && self.input.read_exact(&mut end).is_ok();
+        let ok = len >= here + END_LEN as u64 && self.input.seek(SeekFrom::End(-(END_LEN as i64))).is_ok() && self.input.read_exact(&mut end).is_ok();
         self.input.seek(SeekFrom::Start(here)).ok()?;
         (ok && end[0] == TAG_END && crc32fast::hash(&end[..17]) == u32::from_le_bytes(end[17..21].try_into().unwrap()))
             .then(|| u64::from_le_bytes(end[1..9].try_into().unwrap()))
@@ -411,10 +407,7 @@ impl VmtReader {
                 if total != self.records || blocks != self.blocks {
                     return Err(self.err(
                         at,
-                        format!(
-                            "end marker says {total} records in {blocks} blocks, but {} records in {} blocks were read",
-                            self.records, self.blocks
-                        ),
+                        format!("end marker says {total} records in {blocks} blocks, but {} records in {} blocks were read", self.records, self.blocks),
                     ));
                 }
                 let mut extra = [0u8; 1];
@@ -443,8 +436,7 @@ impl VmtReader {
             return Err(self.err(at, "block checksum mismatch (corrupt block)"));
         }
         self.raw.resize(raw_len as usize, 0);
-        let n = zstd::bulk::decompress_to_buffer(&self.comp, &mut self.raw[..])
-            .map_err(|e| self.err(at, format!("block does not decompress: {e}")))?;
+        let n = zstd::bulk::decompress_to_buffer(&self.comp, &mut self.raw[..]).map_err(|e| self.err(at, format!("block does not decompress: {e}")))?;
         if n != raw_len as usize {
             return Err(self.err(at, format!("block decompresses to {n} bytes, header says {raw_len}")));
         }

@@ -399,12 +399,9 @@ fn nested_ecpt_walks_take_three_steps_with_background_fills() {
     assert_eq!(u(&p, "/walks/count"), u(&doc, "/walks/count"));
     assert!(u(&p, "/walks/refs") > u(&doc, "/walks/refs"));
     // Mechanisms that cannot work together are refused, naming the key.
-    let e = simulate(
-        "ecpt-asplos22",
-        &["page_table.kind=nested-ecpt", "page_table.nested.host_pt_backing=same", "page_table.nested.host_page_size=2M"],
-        vec![],
-    )
-    .unwrap_err();
+    let e =
+        simulate("ecpt-asplos22", &["page_table.kind=nested-ecpt", "page_table.nested.host_pt_backing=same", "page_table.nested.host_page_size=2M"], vec![])
+            .unwrap_err();
     assert!(e.to_string().contains("page_table.nested.pt_pages_4k_only"), "{e}");
     let e = simulate("ecpt-asplos22", &["page_table.kind=nested-ecpt", "page_table.nested.host_pt_backing=8K"], vec![]).unwrap_err();
     assert!(e.to_string().contains("host_pt_backing"), "{e}");
@@ -422,10 +419,20 @@ fn warmup_counts_exactly_the_accesses_after_it() {
     for (preset, kind) in [("skylake", "radix"), ("ecpt-asplos22", "nested-ecpt"), ("ecpt-asplos22", "nested-radix")] {
         let k = format!("page_table.kind={kind}");
         let warm = ["sim.warmup_accesses=6000", k.as_str()];
-        let (a, full, w) = (simulate(preset, &[&k], x.clone()).unwrap(), simulate(preset, &[&k], xy.clone()).unwrap(), simulate(preset, &warm, xy.clone()).unwrap());
+        let (a, full, w) =
+            (simulate(preset, &[&k], x.clone()).unwrap(), simulate(preset, &[&k], xy.clone()).unwrap(), simulate(preset, &warm, xy.clone()).unwrap());
         assert_eq!(w["warmup"]["completed"], true);
-        let mut paths = vec!["/totals/accesses".to_string(), "/totals/instructions".into(), "/walks/count".into(), "/walks/refs".into(), "/walks/steps".into(),
-                             "/cycles/walk".into(), "/cycles/tlb".into(), "/tlb_levels/0/lookups".into(), "/tlb_levels/1/hits".into()];
+        let mut paths = vec![
+            "/totals/accesses".to_string(),
+            "/totals/instructions".into(),
+            "/walks/count".into(),
+            "/walks/refs".into(),
+            "/walks/steps".into(),
+            "/cycles/walk".into(),
+            "/cycles/tlb".into(),
+            "/tlb_levels/0/lookups".into(),
+            "/tlb_levels/1/hits".into(),
+        ];
         for name in full["tlb"].as_object().unwrap().keys() {
             paths.push(format!("/tlb/{name}/misses"));
         }
@@ -528,8 +535,7 @@ fn khugepaged_collapses_populated_regions_by_copying() {
     let l1 = |v: &Value| u(v, "/tlb_levels_by_side/data/0/misses");
     assert!(2 * l1(&d) < l1(&plain), "{} vs {}", l1(&d), l1(&plain));
     // No free 2M block (half of memory taken, the rest in blocks of 256K at most).
-    let frag =
-        run_with(&["machine.phys_mem=1G", "machine.fragmentation.free=0.5", "machine.fragmentation.level=1.0", "machine.fragmentation.order=6"]);
+    let frag = run_with(&["machine.phys_mem=1G", "machine.fragmentation.free=0.5", "machine.fragmentation.level=1.0", "machine.fragmentation.order=6"]);
     assert_eq!(u(&frag, "/policy/details/khugepaged/collapses"), 0);
     assert!(u(&frag, "/policy/details/khugepaged/alloc_failures") > 0);
     assert_eq!(u(&frag, "/page_sizes/4K"), 513);

@@ -107,7 +107,10 @@ fn live_tracing_follows_forked_children() {
     let fork_at = recs.iter().position(|r| *r == Record::Fork { parent, child }).expect("fork record");
     let first_child = recs.iter().position(|r| matches!(r, Record::Access(a) if a.pid == child)).expect("child accesses");
     assert!(fork_at < first_child, "the child's records follow its fork");
-    assert!(matches!(recs[first_child - 1], Record::ContextSwitch { pid } if pid == child) || recs[..first_child].iter().rev().find(|r| matches!(r, Record::ContextSwitch{..})) == Some(&Record::ContextSwitch { pid: child }));
+    assert!(
+        matches!(recs[first_child - 1], Record::ContextSwitch { pid } if pid == child)
+            || recs[..first_child].iter().rev().find(|r| matches!(r, Record::ContextSwitch { .. })) == Some(&Record::ContextSwitch { pid: child })
+    );
     assert!(recs.iter().any(|r| matches!(r, Record::Access(a) if a.kind == vmlab::addr::AccessKind::Fetch)));
     assert!(recs.iter().any(|r| matches!(r, Record::Mmap { pid, .. } if *pid == parent)));
     assert!(recs.iter().any(|r| matches!(r, Record::Brk { pid, .. } if *pid == parent)));

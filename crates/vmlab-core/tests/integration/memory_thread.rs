@@ -12,10 +12,7 @@ use vmlab::trace::{MapFlags, Record, TraceMeta};
 
 fn document(config: &str, overrides: &[&str], workload: &str, params: &[(&str, &str)], thread: bool) -> (serde_json::Value, bool) {
     let cfg = Config::load(config, &overrides.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-    let spec = SourceSpec::Workload {
-        name: workload.into(),
-        params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-    };
+    let spec = SourceSpec::Workload { name: workload.into(), params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
     let (mut src, info) = open_source(&spec).unwrap();
     let mut sim = build(&cfg, &info, None).unwrap();
     let detached = sim.use_memory_thread(thread);

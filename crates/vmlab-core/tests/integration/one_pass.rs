@@ -21,9 +21,7 @@ fn configs() -> Vec<(String, Vec<String>)> {
 }
 
 fn separately(cfgs: &[(String, Vec<String>)], source: &SourceSpec) -> Vec<Value> {
-    cfgs.iter()
-        .map(|(c, o)| api::run(&RunRequest { config: c.clone(), overrides: o.clone(), source: source.clone(), progress: false }).unwrap())
-        .collect()
+    cfgs.iter().map(|(c, o)| api::run(&RunRequest { config: c.clone(), overrides: o.clone(), source: source.clone(), progress: false }).unwrap()).collect()
 }
 
 fn workload(name: &str, params: &[(&str, &str)]) -> SourceSpec {

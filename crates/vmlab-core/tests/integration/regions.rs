@@ -13,12 +13,7 @@ fn extreme(pages: u32, share: bool, extra: &[&str]) -> vmlab::Result<Value> {
 fn extreme_side(side: &str, pages: u32, overrides: &[&str]) -> vmlab::Result<Value> {
     let source = SourceSpec::Workload {
         name: "shared".into(),
-        params: vec![
-            ("procs".into(), "10".into()),
-            ("pages".into(), pages.to_string()),
-            ("side".into(), side.into()),
-            ("accesses".into(), "200000".into()),
-        ],
+        params: vec![("procs".into(), "10".into()), ("pages".into(), pages.to_string()), ("side".into(), side.into()), ("accesses".into(), "200000".into())],
     };
     let overrides = overrides.iter().map(|s| s.to_string()).collect();
     api::run(&RunRequest { config: "itanium2".into(), overrides, source, progress: false })

@@ -76,9 +76,8 @@ fn throttle_bounds_bookkeeping_where_promotion_cannot_help() {
 
 #[test]
 fn superpages_need_a_table_that_maps_every_size() {
-    let e = Config::load("romer", &["page_table.radix.tailored=false".into()]).and_then(|cfg| {
-        vmlab::sim::Engine::new(&cfg, RadixPageTable::from_config(&cfg.page_table.radix)?, PageWalkCache::none()).map(|_| ())
-    });
+    let e = Config::load("romer", &["page_table.radix.tailored=false".into()])
+        .and_then(|cfg| vmlab::sim::Engine::new(&cfg, RadixPageTable::from_config(&cfg.page_table.radix)?, PageWalkCache::none()).map(|_| ()));
     let msg = e.unwrap_err().to_string();
     assert!(msg.contains("os.policy.romer.max_size") && msg.contains("tailored"), "{msg}");
     let e = Config::load("romer", &["tlb.dtlb.ways=4".into()]).unwrap_err().to_string();

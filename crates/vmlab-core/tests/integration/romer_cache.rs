@@ -164,13 +164,28 @@ fn recolouring_overrides(policy: &str, placement: &str, promote: bool) -> (Vec<S
         "tlb.dtlb.entries=8".to_string(),
     ];
     if promote {
-        base.extend(["os.policy.kind=\"approx-online\"", "os.policy.romer.max_size=64K", "os.policy.romer.prefetch_threshold=0.0005",
-                     "page_table.radix.tailored=true", "tlb.dtlb.page_sizes=[\"4K\",\"64K\"]", "tlb.dtlb.any_size=true"].map(String::from));
+        base.extend(
+            [
+                "os.policy.kind=\"approx-online\"",
+                "os.policy.romer.max_size=64K",
+                "os.policy.romer.prefetch_threshold=0.0005",
+                "page_table.radix.tailored=true",
+                "tlb.dtlb.page_sizes=[\"4K\",\"64K\"]",
+                "tlb.dtlb.any_size=true",
+            ]
+            .map(String::from),
+        );
     }
     let mut with = base.clone();
-    with.extend([format!("os.recolor.kind=\"{policy}\""), "os.recolor.period=2000".into(), "os.recolor.delay=3".into(),
-                 "os.recolor.recolor_threshold=4".into(), "os.recolor.interrupt_threshold=6".into(), "os.recolor.clear_every=20000".into(),
-                 "os.recolor.snapshot_pages=4".into()]);
+    with.extend([
+        format!("os.recolor.kind=\"{policy}\""),
+        "os.recolor.period=2000".into(),
+        "os.recolor.delay=3".into(),
+        "os.recolor.recolor_threshold=4".into(),
+        "os.recolor.interrupt_threshold=6".into(),
+        "os.recolor.clear_every=20000".into(),
+        "os.recolor.snapshot_pages=4".into(),
+    ]);
     if policy == "snapshot-miss" {
         with.push("os.recolor.period=50".into());
     }
@@ -178,8 +193,17 @@ fn recolouring_overrides(policy: &str, placement: &str, promote: bool) -> (Vec<S
 }
 
 fn recolouring_policy() -> impl Strategy<Value = &'static str> {
-    prop_oneof![Just("active-naive"), Just("active-delay"), Just("active-throttle"), Just("periodic-random"),
-                Just("periodic-color"), Just("snapshot"), Just("snapshot-delay"), Just("snapshot-miss"), Just("cml")]
+    prop_oneof![
+        Just("active-naive"),
+        Just("active-delay"),
+        Just("active-throttle"),
+        Just("periodic-random"),
+        Just("periodic-color"),
+        Just("snapshot"),
+        Just("snapshot-delay"),
+        Just("snapshot-miss"),
+        Just("cml")
+    ]
 }
 
 fn placement_policy() -> impl Strategy<Value = &'static str> {

@@ -33,10 +33,7 @@ fn every_workload_is_deterministic_exact_and_inside_its_regions() {
             "sparse" => vec![("pages", "300"), ("accesses", "20000")],
             _ => vec![("footprint", "8M"), ("accesses", "20000")],
         };
-        let small: Vec<(&str, &str)> = small
-            .into_iter()
-            .filter(|(k, _)| *k == "accesses" || w.params.iter().any(|p| p.name == *k))
-            .collect();
+        let small: Vec<(&str, &str)> = small.into_iter().filter(|(k, _)| *k == "accesses" || w.params.iter().any(|p| p.name == *k)).collect();
         let a = drain(w.name, &small);
         let b = drain(w.name, &small);
         assert_eq!(a, b, "{} is not deterministic", w.name);
@@ -104,10 +101,7 @@ fn pchase_visits_every_node_once_per_cycle() {
 #[test]
 fn sparse_pages_are_distinct_and_inside_the_space() {
     let rs = drain("sparse", &[("pages", "500"), ("space", "1T"), ("accesses", "50000")]);
-    let maps: Vec<(u64, u64)> = rs
-        .iter()
-        .filter_map(|r| if let Record::Mmap { start, len, .. } = r { Some((*start, *len)) } else { None })
-        .collect();
+    let maps: Vec<(u64, u64)> = rs.iter().filter_map(|r| if let Record::Mmap { start, len, .. } = r { Some((*start, *len)) } else { None }).collect();
     assert_eq!(maps.len(), 500);
     assert!(maps.iter().all(|m| m.1 == 4096));
     let distinct: HashSet<u64> = maps.iter().map(|m| m.0).collect();

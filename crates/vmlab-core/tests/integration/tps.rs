@@ -69,7 +69,9 @@ fn tps_falls_back_to_smaller_pages_under_fragmentation() {
 /// Conservative rounding never reaches past the request.
 #[test]
 fn aggressive_rounding_reserves_the_next_power_of_two() {
-    let run_with = |rounding: &str, threshold: &str| gups("tps", &[&format!("os.policy.tps.rounding={rounding}"), &format!("os.policy.threshold={threshold}")], "2052K", "200000");
+    let run_with = |rounding: &str, threshold: &str| {
+        gups("tps", &[&format!("os.policy.tps.rounding={rounding}"), &format!("os.policy.threshold={threshold}")], "2052K", "200000")
+    };
     let tail = (4096 - 2052) << 10;
     let half = run_with("aggressive", "0.5");
     assert_eq!(f(&half, "/page_sizes/4M"), 1.0);

@@ -29,13 +29,13 @@ pub mod thp_eager;
 pub mod thp_reserve;
 pub mod tps;
 
-pub use tps::{TailoredPageSizes, TpsConfig};
 pub use asap::{Asap, Asap464};
 pub use fixed::Fixed;
-pub use romer::{Offline, OfflinePlan, OnlinePromotion, OnlineVariant, RomerConfig};
 pub use khugepaged::{Khugepaged, KhugepagedConfig};
+pub use romer::{Offline, OfflinePlan, OnlinePromotion, OnlineVariant, RomerConfig};
 pub use thp_eager::ThpEager;
 pub use thp_reserve::ThpReserve;
+pub use tps::{TailoredPageSizes, TpsConfig};
 
 use super::buddy::FrameUse;
 use super::{DemandFault, Mm};
@@ -172,10 +172,7 @@ impl PolicyConfig {
             return Err(Error::config("os.policy.threshold", format!("{} is not in (0, 1]", self.threshold)));
         }
         if self.kind != PolicyName::Fixed && cfg.os.page_size.0 != 4096 {
-            return Err(Error::config(
-                "os.page_size",
-                format!("must be 4K with os.policy.kind = \"{}\" (its base page size)", self.kind.as_str()),
-            ));
+            return Err(Error::config("os.page_size", format!("must be 4K with os.policy.kind = \"{}\" (its base page size)", self.kind.as_str())));
         }
         self.romer.validate()?;
         self.tps.max()?;

@@ -23,13 +23,14 @@ pub struct Cml {
 
 impl Cml {
     pub fn new(cfg: &Config, rc: &RecolorConfig) -> Result<Cml> {
-        let line = crate::os::placement::colour_cache(cfg)
-            .map(|c| c.line.0)
-            .ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
+        let line = crate::os::placement::colour_cache(cfg).map(|c| c.line.0).ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
         let recolor_threshold = rc.recolor_threshold.unwrap_or((4096 / line) as u32 + 4);
         let interrupt_threshold = rc.interrupt_threshold.unwrap_or(recolor_threshold + 60);
         if interrupt_threshold < recolor_threshold {
-            return Err(Error::config("os.recolor.interrupt_threshold", format!("{interrupt_threshold} is below the recolour threshold {recolor_threshold}: an interrupt would find no conflict")));
+            return Err(Error::config(
+                "os.recolor.interrupt_threshold",
+                format!("{interrupt_threshold} is below the recolour threshold {recolor_threshold}: an interrupt would find no conflict"),
+            ));
         }
         Ok(Cml {
             lru: rc.cml_lru.unwrap_or(16),

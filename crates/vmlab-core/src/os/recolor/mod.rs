@@ -188,8 +188,10 @@ impl RecolorConfig {
         if self.kind != RecolorKind::Cml && self.target == TargetKind::ColdestMiss {
             return Err(Error::config("os.recolor.target", "coldest-miss reads the CML buffer: only with kind = \"cml\""));
         }
-        if matches!(self.kind, RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor | RecolorKind::Snapshot | RecolorKind::SnapshotDelay | RecolorKind::SnapshotMiss)
-            && self.period == Some(0)
+        if matches!(
+            self.kind,
+            RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor | RecolorKind::Snapshot | RecolorKind::SnapshotDelay | RecolorKind::SnapshotMiss
+        ) && self.period == Some(0)
         {
             return Err(Error::config("os.recolor.period", format!("{} needs a period > 0", self.kind.as_str())));
         }
@@ -357,7 +359,9 @@ impl Recolorer {
             RecolorKind::ActiveNaive | RecolorKind::ActiveDelay | RecolorKind::ActiveThrottle => {
                 Policy::Active(active::Active::new(placement.colours, params.delay, params.period))
             }
-            RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor => Policy::Periodic(periodic::Periodic::new(rc.kind == RecolorKind::PeriodicRandom, rc.seed)),
+            RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor => {
+                Policy::Periodic(periodic::Periodic::new(rc.kind == RecolorKind::PeriodicRandom, rc.seed))
+            }
             RecolorKind::Snapshot | RecolorKind::SnapshotDelay | RecolorKind::SnapshotMiss => Policy::Snapshot(snapshot::Snapshot::new(rc.kind)),
             RecolorKind::Cml => Policy::Cml(cml::Cml::new(cfg, rc)?),
             RecolorKind::None => return Err(Error::config("os.recolor.kind", "none has no policy")),
@@ -495,5 +499,4 @@ impl Shared<'_> {
         by.retain(|_, v| v.len() >= 2);
         by
     }
-
 }

@@ -31,10 +31,7 @@ impl Periodic {
         } else {
             let groups = Shared::conflicts(&pages);
             sh.stats.conflicts += groups.len() as u64;
-            groups
-                .iter()
-                .max_by_key(|(c, g)| (g.len(), std::cmp::Reverse(**c)))
-                .map(|(&c, g)| (g[g.len() - 1].0, g[g.len() - 1].1, c))
+            groups.iter().max_by_key(|(c, g)| (g.len(), std::cmp::Reverse(**c))).map(|(&c, g)| (g[g.len() - 1].0, g[g.len() - 1].1, c))
         };
         if let Some((pid, va, _)) = victim {
             let avoid = sh.tlb.colours_present();

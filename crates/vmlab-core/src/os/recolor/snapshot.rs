@@ -81,10 +81,7 @@ impl Snapshot {
         let mut groups = Shared::conflicts(&self.current);
         if self.confirms() {
             // Keep pages that conflicted in the first snapshot too, with the same colour.
-            let before: BTreeMap<(Pid, u64), u64> = Shared::conflicts(&self.first)
-                .into_iter()
-                .flat_map(|(c, g)| g.into_iter().map(move |k| (k, c)))
-                .collect();
+            let before: BTreeMap<(Pid, u64), u64> = Shared::conflicts(&self.first).into_iter().flat_map(|(c, g)| g.into_iter().map(move |k| (k, c))).collect();
             for (c, g) in groups.iter_mut() {
                 g.retain(|k| before.get(k) == Some(c));
             }

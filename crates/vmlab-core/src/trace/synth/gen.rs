@@ -25,13 +25,7 @@ pub fn below(r: u64, n: u64) -> u64 {
 
 /// An anonymous private read/write region.
 pub fn mmap_rw(pid: u32, start: u64, len: u64) -> Record {
-    Record::Mmap {
-        pid,
-        start,
-        len,
-        prot: crate::trace::record::prot::READ | crate::trace::record::prot::WRITE,
-        flags: crate::trace::MapFlags::PRIVATE,
-    }
+    Record::Mmap { pid, start, len, prot: crate::trace::record::prot::READ | crate::trace::record::prot::WRITE, flags: crate::trace::MapFlags::PRIVATE }
 }
 
 /// Round up to a whole number of 4 KiB pages.

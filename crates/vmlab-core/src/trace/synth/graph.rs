@@ -6,7 +6,7 @@
 //! neighbours of v are `hash(seed, v, i)`. Only the offsets array (V+1 words), the BFS
 //! queue and a visited bitmap live in memory.
 
-use super::gen::{emit_bursts, Bursts, mix, mmap_rw, page_round, Generator, Pending};
+use super::gen::{emit_bursts, mix, mmap_rw, page_round, Bursts, Generator, Pending};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
@@ -15,11 +15,7 @@ pub fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "graph",
         description: "BFS over a power-law graph in CSR layout: offsets, edges, distance array and frontier queue accesses",
-        params: vec![
-            param("vertices", "1M", "number of vertices V"),
-            param("degree", "16", "average degree"),
-            base_param(),
-        ],
+        params: vec![param("vertices", "1M", "number of vertices V"), param("degree", "16", "average degree"), base_param()],
     }
 }
 

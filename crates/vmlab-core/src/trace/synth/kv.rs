@@ -7,7 +7,7 @@
 //! Popularity is Zipfian (Gray et al. 1994, as in YCSB) and scrambled by a hash so hot
 //! keys are spread over the heap.
 
-use super::gen::{emit_bursts, Bursts, mix, mmap_rw, page_round, rng, Generator, Pending};
+use super::gen::{emit_bursts, mix, mmap_rw, page_round, rng, Bursts, Generator, Pending};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;

@@ -82,12 +82,7 @@ struct SynthSource {
 
 impl SynthSource {
     fn new(name: &str, resolved: Vec<(String, String)>, common: Common, gen: Box<dyn Generator>) -> SynthSource {
-        let meta = TraceMeta {
-            source: format!("synthetic:{name}"),
-            command: Vec::new(),
-            source_page_size: None,
-            extra: resolved.into_iter().collect(),
-        };
+        let meta = TraceMeta { source: format!("synthetic:{name}"), command: Vec::new(), source_page_size: None, extra: resolved.into_iter().collect() };
         // Code sits 1 GiB below the data region (1 GiB aligned).
         let code_base = gen.base().saturating_sub(1 << 30) & !((1 << 30) - 1);
         SynthSource { meta, gen, common, emitted: 0, setup_done: false, code_base, code_off: 0 }

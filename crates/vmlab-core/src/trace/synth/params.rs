@@ -47,21 +47,13 @@ pub struct Params {
 
 impl Params {
     pub fn new(workload: &str, info: &WorkloadInfo, given: &[(String, String)]) -> Result<Params> {
-        let mut values: Vec<(String, String)> = info
-            .params
-            .iter()
-            .chain(common_params().iter())
-            .map(|p| (p.name.to_string(), p.default.clone()))
-            .collect();
+        let mut values: Vec<(String, String)> = info.params.iter().chain(common_params().iter()).map(|p| (p.name.to_string(), p.default.clone())).collect();
         for (k, v) in given {
             match values.iter_mut().find(|(n, _)| n == k) {
                 Some(slot) => slot.1 = v.clone(),
                 None => {
                     let known: Vec<&str> = values.iter().map(|(n, _)| n.as_str()).collect();
-                    return Err(Error::Workload {
-                        name: workload.into(),
-                        msg: format!("unknown parameter `{k}` (known: {})", known.join(", ")),
-                    });
+                    return Err(Error::Workload { name: workload.into(), msg: format!("unknown parameter `{k}` (known: {})", known.join(", ")) });
                 }
             }
         }

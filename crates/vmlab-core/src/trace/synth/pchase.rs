@@ -9,11 +9,7 @@ pub fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "pchase",
         description: "pointer chase: 8-byte reads following a random single cycle through every node of the footprint",
-        params: vec![
-            param("footprint", "1G", "bytes of nodes"),
-            param("node", "64", "bytes per node"),
-            base_param(),
-        ],
+        params: vec![param("footprint", "1G", "bytes of nodes"), param("node", "64", "bytes per node"), base_param()],
     }
 }
 

@@ -7,7 +7,7 @@
 //! `nuclides` nuclide grids at the indexed position. G is chosen so the three arrays
 //! fill `footprint`.
 
-use super::gen::{emit_bursts, Bursts, below, mix, mmap_rw, page_round, rng, Generator, Pending};
+use super::gen::{below, emit_bursts, mix, mmap_rw, page_round, rng, Bursts, Generator, Pending};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Record;
@@ -20,11 +20,7 @@ pub fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "xsbench",
         description: "XSBench-like lookups: binary search of a unionized energy grid, then scattered nuclide-grid reads",
-        params: vec![
-            param("footprint", "1G", "total bytes of the grids"),
-            param("nuclides", "68", "nuclides per lookup"),
-            base_param(),
-        ],
+        params: vec![param("footprint", "1G", "total bytes of the grids"), param("nuclides", "68", "nuclides per lookup"), base_param()],
     }
 }
 
@@ -56,18 +52,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let nuclide_at = index_at + page_round(grid_points * nuclides * 4);
     let end = nuclide_at + page_round(nuclides * points_per_nuclide * ROW);
     let seed = p.seed()?;
-    Ok(Box::new(XsBench {
-        seed,
-        grid_points,
-        nuclides,
-        points_per_nuclide,
-        rng: rng(seed),
-        base,
-        index_at,
-        nuclide_at,
-        end,
-        pending: Pending::default(),
-    }))
+    Ok(Box::new(XsBench { seed, grid_points, nuclides, points_per_nuclide, rng: rng(seed), base, index_at, nuclide_at, end, pending: Pending::default() }))
 }
 
 impl XsBench {

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use proptest::prelude::*;
-use vmlab::os::address_space::Mapping;
 use vmlab::config::Config;
+use vmlab::os::address_space::Mapping;
 use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
 use vmlab::sim::Engine;
 use vmlab::trace::{MapFlags, Record};
