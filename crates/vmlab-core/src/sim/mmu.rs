@@ -273,8 +273,9 @@ impl<P: PageTable> Mmu<P> {
         self.walker_thread.is_some()
     }
 
-    /// Move the walker (`whole`, for a table that splits its walk) or only its cache
-    /// hierarchy to a thread of its own. If the host cannot start one, the run goes
+    /// Move the walker (`whole`, for a table that splits its walk, if its walk caches
+    /// split: [`WalkCaches::split_front`]) or only its cache hierarchy to a thread of
+    /// its own. If the host cannot start one, the run goes
     /// on inline (the results are the same) after a warning. Returns whether it moved.
     #[cold]
     pub fn detach(&mut self, whole: bool) -> bool {
@@ -283,8 +284,10 @@ impl<P: PageTable> Mmu<P> {
         }
         let mut w = self.walker.take().expect("the walker is attached");
         let Some(front) = w.walk_caches.split_front() else {
+            // Caches that cannot split keep the walker here; the cache hierarchy can
+            // still go.
             self.walker = Some(w);
-            return false;
+            return self.walker_mut().detach_mem();
         };
         match OpThread::start_or_inline("vmlab-walker", w, "the walker") {
             Ok(t) => {
