@@ -1,5 +1,7 @@
 // pyo3 0.22 macros test a `gil-refs` feature this crate does not declare.
 #![allow(unexpected_cfgs)]
+// ... and convert every `#[pyfunction]`'s `PyResult` into itself.
+#![allow(clippy::useless_conversion)]
 
 //! `vmlab._core`: the Python binding of the vmlab engine. The Python package
 //! (python/vmlab) wraps these functions; the CLI is the Rust one, reached through

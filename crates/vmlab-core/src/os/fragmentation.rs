@@ -110,7 +110,7 @@ fn synthetic(mem: &mut BuddyAllocator, c: &FragmentationConfig) {
         let pa = (b * block) << 12;
         let claimed = mem.claim(pa, size, FrameUse::Other);
         debug_assert!(claimed, "fresh memory is free");
-        let give = if n == 0 { 0 } else { (frag_free / n + u64::from((i as u64) < frag_free % n)).min(block - 1) };
+        let give = frag_free.checked_div(n).map_or(0, |q| (q + u64::from((i as u64) < frag_free % n)).min(block - 1));
         // A partial Fisher-Yates shuffle picks `give` distinct frames of the block.
         for j in 0..give as usize {
             let k = rng.gen_range(j..block as usize);

@@ -491,8 +491,8 @@ impl SuperpageCharges {
                 // Only the shallow tiers are charged (the common case when the TLB's
                 // pages are far apart): no path lookup, no deep tiers created.
                 let mut path = [u32::MAX; MAX_TIERS];
-                for d in 0..=self.depth_of(from) {
-                    path[d] = self.depths[d].tier_mut(asid, va);
+                for (d, tier) in path.iter_mut().enumerate().take(self.depth_of(from) + 1) {
+                    *tier = self.depths[d].tier_mut(asid, va);
                 }
                 path
             };
