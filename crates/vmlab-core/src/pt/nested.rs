@@ -285,6 +285,22 @@ pub struct NestedPageTable<G: PageTable, H: PageTable> {
     next_prefetched: Cell<usize>,
 }
 
+/// The guest-virtual to host-physical translation of a guest translation `g` whose
+/// page holds guest-physical `gpa`, over the host translation `h` of `gpa`: the
+/// smaller of the two page sizes, with the guest's permissions.
+#[inline]
+fn join(g: Translation, gpa: u64, h: Translation) -> Translation {
+    let size = g.size.min(h.size);
+    Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms }
+}
+
+/// The end of the guest step whose first reference is `refs[i]`.
+#[inline]
+fn step_end(refs: &[WalkRef], i: usize) -> usize {
+    let step = refs[i].step;
+    refs[i..].iter().position(|r| r.step != step).map_or(refs.len(), |k| i + k)
+}
+
 /// Append the merged host walks in `merge` as steps of `path` (their k-th steps
 /// together), and empty it.
 fn flush_merge(merge: &mut Vec<WalkRef>, path: &mut WalkPath) {
@@ -456,9 +472,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
     /// Compose a guest translation of `va` with the host's: guest-virtual -> host-physical.
     pub(crate) fn compose(&self, va: u64, g: Translation) -> Option<Translation> {
         let gpa = g.phys(va);
-        let h = self.host.translate(VM, gpa)?;
-        let size = g.size.min(h.size);
-        Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+        Some(join(g, gpa, self.host.translate(VM, gpa)?))
     }
 
     /// Host-translate the guest-physical address of a guest entry: through the NTLB, or
@@ -581,8 +595,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         let refs = gpath.refs();
         let mut i = 0;
         while i < refs.len() && ok {
-            let step = refs[i].step;
-            let j = refs[i..].iter().position(|r| r.step != step).map_or(refs.len(), |k| i + k);
+            let j = step_end(refs, i);
             self.hpas.clear();
             // The step's host walks, the last one held back to carry the first read.
             let mut held: Option<NestedPiece<H::Path>> = None;
@@ -623,9 +636,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         let mut hp = H::Path::default();
         let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p);
         emit(NestedPiece { flags: NestedPiece::<H::Path>::HOST_WALK | NestedPiece::<H::Path>::LAST, ..NestedPiece::host_walk(gpa, hp) });
-        let h = h?;
-        let size = g.size.min(h.size);
-        Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+        Some(join(g, gpa, h?))
     }
 
     #[inline]
@@ -668,8 +679,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         let refs = gpath.refs();
         let mut i = 0;
         while i < refs.len() && ok {
-            let step = refs[i].step;
-            let j = refs[i..].iter().position(|r| r.step != step).map_or(refs.len(), |k| i + k);
+            let j = step_end(refs, i);
             self.hpas.clear();
             for r in &refs[i..j] {
                 match self.host_ref(r.pa, c) {
@@ -692,9 +702,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         let h = self.host.walk(VM, gpa, &mut c.host, &mut self.hpath);
         self.merge.extend_from_slice(self.hpath.refs());
         flush_merge(&mut self.merge, path);
-        let h = h?;
-        let size = g.size.min(h.size);
-        Some(Translation { pa: size.align_down(h.phys(gpa)), size, perms: g.perms })
+        Some(join(g, gpa, h?))
     }
 
     /// The guest entry of `va` now; the host entry of the data page of the address
