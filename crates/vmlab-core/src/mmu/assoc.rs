@@ -351,6 +351,51 @@ impl<V: Copy + Default> AssocCache<V> {
         Some(self.vals[slot])
     }
 
+    /// The ways `W` for which `lookup_lru` and `fill_absent_lru` may be used: sets of up
+    /// to `FINGERPRINT_WAYS` ways under packed LRU, looked up without MRU-first. 0 for
+    /// any other structure.
+    pub fn packed_lru_ways(&self) -> usize {
+        match self.repl {
+            ReplState::LruOrder { .. } if !self.mru_first && self.ways <= FINGERPRINT_WAYS => self.ways,
+            _ => 0,
+        }
+    }
+
+    /// `lookup` for a structure whose `packed_lru_ways()` is `W`: the same answer and
+    /// the same recency update, without dispatching on the geometry and the policy
+    /// (TLB probes of miss-heavy runs spent as much on that as on the tag match).
+    #[inline(always)]
+    pub fn lookup_lru<const W: usize>(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
+        debug_assert_eq!(self.packed_lru_ways(), W);
+        let base = set * W;
+        let mask = match_mask::<W>(&self.keys[base..base + W], key);
+        let slot = self.first_asid_match(base, mask, asid)?;
+        if let ReplState::LruOrder { order } = &mut self.repl {
+            order[set] = lru_to_front(order[set], (slot - base) as u64, W);
+        }
+        Some(self.vals[slot])
+    }
+
+    /// `fill_absent_evicts` for a structure whose `packed_lru_ways()` is `W`.
+    #[inline(always)]
+    pub fn fill_absent_lru<const W: usize>(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
+        debug_assert_eq!(self.packed_lru_ways(), W);
+        let ReplState::LruOrder { order } = &mut self.repl else {
+            return self.fill_absent_evicts(set, key, asid, val);
+        };
+        let o = order[set];
+        let way = lru_victim(o, W);
+        order[set] = lru_victim_to_front(o, way, W);
+        let slot = set * W + way;
+        let evicted = self.keys[slot] != INVALID;
+        // No fingerprints: W <= FINGERPRINT_WAYS.
+        self.keys[slot] = key;
+        self.asids[slot] = asid;
+        self.vals[slot] = val;
+        self.has_global |= asid == ANY_ASID;
+        evicted
+    }
+
     /// Look up without changing replacement state.
     #[inline]
     pub fn peek(&self, set: usize, key: u64, asid: Asid) -> Option<V> {
@@ -888,6 +933,48 @@ mod tests {
             bits = plru_touch(bits, w, 4);
         }
         assert_eq!(plru_victim(bits, 4), 0);
+    }
+
+    /// The geometry-specialised lookup and fill (`lookup_lru::<W>`, `fill_absent_lru::<W>`)
+    /// give the same hits, victims and evictions as the general ones, for every width
+    /// they serve, with several ASIDs, global entries and invalidations in between.
+    #[test]
+    fn packed_lru_specialisations_match_the_general_path() {
+        use rand::{Rng, SeedableRng};
+        fn run<const W: usize>() {
+            let mut general = AssocCache::<u64>::new(8 * W, W, Replacement::Lru, 5, "t").unwrap();
+            assert_eq!(general.packed_lru_ways(), W);
+            let mut special = general.clone();
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(W as u64);
+            for _ in 0..20_000 {
+                let key = rng.gen_range(0..40 * W as u64);
+                let asid = if rng.gen_bool(0.05) { ANY_ASID } else { rng.gen_range(0..3u16) };
+                let set = general.set_of(key);
+                if rng.gen_bool(0.05) {
+                    assert_eq!(general.invalidate(set, key, asid), special.invalidate(set, key, asid));
+                    continue;
+                }
+                let hit = general.lookup(set, key, asid);
+                assert_eq!(hit, special.lookup_lru::<W>(set, key, asid), "W={W} key {key}");
+                if hit.is_none() {
+                    let ev = general.fill_absent_evicts(set, key, asid, key * 10);
+                    assert_eq!(ev, special.fill_absent_lru::<W>(set, key, asid, key * 10), "W={W} key {key}");
+                }
+            }
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            general.for_each_valid(|k, asid, v| a.push((k, asid, *v)));
+            special.for_each_valid(|k, asid, v| b.push((k, asid, *v)));
+            assert_eq!(a, b, "W={W}");
+        }
+        run::<1>();
+        run::<2>();
+        run::<4>();
+        run::<8>();
+        run::<12>();
+        // Structures the specialisations must not serve.
+        assert_eq!(AssocCache::<u64>::new(16, 16, Replacement::Lru, 1, "t").unwrap().packed_lru_ways(), 0);
+        assert_eq!(AssocCache::<u64>::new(16, 4, Replacement::Plru, 1, "t").unwrap().packed_lru_ways(), 0);
+        assert_eq!(AssocCache::<u64>::new(16, 4, Replacement::Lru, 1, "t").unwrap().with_mru_first().packed_lru_ways(), 0);
     }
 
     /// The victim-free fill makes the same choices as the one that reports the victim,

@@ -37,9 +37,11 @@ pub struct TlbHierarchy {
     /// Per side and page-size shift: the structures a fill of that size writes, by
     /// level, with the size of the entry each caches (smaller if it splinters).
     fills: [Vec<Vec<FillStep>>; 2],
-    /// Lookups that reached each level, per side, and hits per structure, since the
-    /// last `fold_counts` (which turns them into each structure's counters).
-    level_lookups: [Vec<u64>; 2],
+    /// Per side: lookups, and lookups that hit at each level; and hits per structure;
+    /// since the last `fold_counts` (which turns them into each structure's counters).
+    /// A lookup reaches a level if it missed every level before it.
+    side_lookups: [u64; 2],
+    level_hits: [Vec<u64>; 2],
     probe_hits: Vec<u64>,
 }
 
@@ -49,6 +51,8 @@ pub struct TlbHierarchy {
 struct Probe {
     tlb: u16,
     shift: u8,
+    /// The structure's `packed_lru_ways` (0: the general path).
+    ways: u8,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -56,6 +60,8 @@ struct ProbePlan {
     probes: Vec<Probe>,
     /// `probes[level_ends[l-1]..level_ends[l]]` are level l+1's.
     level_ends: Vec<usize>,
+    /// Every level has exactly one probe (`probes[l]` is level l+1's).
+    one_per_level: bool,
 }
 
 /// One structure a fill writes: at 0-based `level`, an entry of 2^piece bytes.
@@ -64,6 +70,43 @@ struct FillStep {
     tlb: u16,
     level: u8,
     piece: u8,
+    /// The structure's `packed_lru_ways` (0: the general path).
+    ways: u8,
+}
+
+/// A structure's `packed_lru_ways`, for a plan (0 where no specialised path exists).
+fn planned_ways(t: &Tlb) -> u8 {
+    match t.packed_lru_ways() {
+        w @ (1 | 2 | 4 | 8 | 12) => w as u8,
+        _ => 0,
+    }
+}
+
+/// `Tlb::probe`, through the path specialised for the structure's geometry when the
+/// plan has one (`ways`), else the general one.
+#[inline(always)]
+fn probe_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
+    match ways {
+        1 => t.probe_lru::<1>(va, asid, shift),
+        2 => t.probe_lru::<2>(va, asid, shift),
+        4 => t.probe_lru::<4>(va, asid, shift),
+        8 => t.probe_lru::<8>(va, asid, shift),
+        12 => t.probe_lru::<12>(va, asid, shift),
+        _ => t.probe(va, asid, shift),
+    }
+}
+
+/// `Tlb::install`, likewise.
+#[inline(always)]
+fn install_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, e: &Translation) {
+    match ways {
+        1 => t.install_lru::<1>(va, asid, e),
+        2 => t.install_lru::<2>(va, asid, e),
+        4 => t.install_lru::<4>(va, asid, e),
+        8 => t.install_lru::<8>(va, asid, e),
+        12 => t.install_lru::<12>(va, asid, e),
+        _ => t.install(va, asid, e),
+    }
 }
 
 /// Where a lookup hit.
@@ -130,7 +173,7 @@ impl TlbHierarchy {
                     for (level, ids) in side.iter().enumerate() {
                         for &id in ids {
                             if let Some(piece) = tlbs[id].piece_shift(shift) {
-                                steps.push(FillStep { tlb: id as u16, level: level as u8, piece });
+                                steps.push(FillStep { tlb: id as u16, level: level as u8, piece, ways: planned_ways(&tlbs[id]) });
                             }
                         }
                     }
@@ -138,9 +181,10 @@ impl TlbHierarchy {
                 })
                 .collect()
         });
-        let level_lookups = [vec![0; max_level], vec![0; max_level]];
+        let level_hits = [vec![0; max_level], vec![0; max_level]];
         let probe_hits = vec![0; tlbs.len()];
-        let mut h = TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched, plans: Default::default(), fills, level_lookups, probe_hits };
+        let mut h =
+            TlbHierarchy { tlbs, data, instr, filled_shifts: 0, watched, plans: Default::default(), fills, side_lookups: [0; 2], level_hits, probe_hits };
         h.plan_probes();
         Ok(h)
     }
@@ -155,17 +199,18 @@ impl TlbHierarchy {
                 for &id in ids {
                     let t = &self.tlbs[id];
                     if t.any_size() {
-                        plan.probes.push(Probe { tlb: id as u16, shift: ANY_SIZE });
+                        plan.probes.push(Probe { tlb: id as u16, shift: ANY_SIZE, ways: 0 });
                         continue;
                     }
                     let mut sizes = t.held_shifts() & self.filled_shifts;
                     while sizes != 0 {
-                        plan.probes.push(Probe { tlb: id as u16, shift: sizes.trailing_zeros() as u8 });
+                        plan.probes.push(Probe { tlb: id as u16, shift: sizes.trailing_zeros() as u8, ways: planned_ways(t) });
                         sizes &= sizes - 1;
                     }
                 }
                 plan.level_ends.push(plan.probes.len());
             }
+            plan.one_per_level = plan.level_ends.iter().enumerate().all(|(l, &end)| end == l + 1);
         }
     }
 
@@ -173,15 +218,18 @@ impl TlbHierarchy {
     /// structure's lookups, hits and misses. Every structure of a level a lookup
     /// reaches is probed, so its lookups are its levels' on the sides it serves.
     pub fn fold_counts(&mut self) {
+        let reached = |side: usize, l: usize| self.side_lookups[side] - self.level_hits[side][..l].iter().sum::<u64>();
+        let level_lookups: [Vec<u64>; 2] = [0, 1].map(|side| (0..self.level_hits[side].len()).map(|l| reached(side, l)).collect());
         for (id, t) in self.tlbs.iter_mut().enumerate() {
             let l = t.level as usize - 1;
-            let lookups = t.serves.serves_data() as u64 * self.level_lookups[0][l] + t.serves.serves_instr() as u64 * self.level_lookups[1][l];
+            let lookups = t.serves.serves_data() as u64 * level_lookups[0][l] + t.serves.serves_instr() as u64 * level_lookups[1][l];
             let hits = std::mem::take(&mut self.probe_hits[id]);
             t.counters.lookups += lookups;
             t.counters.hits += hits;
             t.counters.misses += lookups - hits;
         }
-        self.level_lookups.iter_mut().for_each(|v| v.fill(0));
+        self.side_lookups = [0; 2];
+        self.level_hits.iter_mut().for_each(|v| v.fill(0));
     }
 
     /// The watched structure's slot for a side: 0, or 1 for a separate instruction one.
@@ -233,10 +281,21 @@ impl TlbHierarchy {
     #[inline]
     pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid) -> Option<TlbHit> {
         let side = instr as usize;
+        self.side_lookups[side] += 1;
         let plan = &self.plans[side];
+        if plan.one_per_level {
+            // Most hierarchies once one page size is in use: a structure per level.
+            for (level, p) in plan.probes.iter().enumerate() {
+                if let Some(e) = probe_planned(&mut self.tlbs[p.tlb as usize], p.ways, va, asid, p.shift) {
+                    self.probe_hits[p.tlb as usize] += 1;
+                    self.level_hits[side][level] += 1;
+                    return Some(TlbHit { level, tlb: p.tlb as usize, entry: e });
+                }
+            }
+            return None;
+        }
         let mut from = 0;
         for (level, &to) in plan.level_ends.iter().enumerate() {
-            self.level_lookups[side][level] += 1;
             let mut found: Option<TlbHit> = None;
             // A structure stops at its first hitting size.
             let mut hit_tlb = u16::MAX;
@@ -244,7 +303,7 @@ impl TlbHierarchy {
                 if p.tlb == hit_tlb {
                     continue;
                 }
-                if let Some(e) = self.tlbs[p.tlb as usize].probe(va, asid, p.shift) {
+                if let Some(e) = probe_planned(&mut self.tlbs[p.tlb as usize], p.ways, va, asid, p.shift) {
                     hit_tlb = p.tlb;
                     self.probe_hits[p.tlb as usize] += 1;
                     // A translation lives in at most one structure per level in a
@@ -253,6 +312,7 @@ impl TlbHierarchy {
                 }
             }
             if found.is_some() {
+                self.level_hits[side][level] += 1;
                 return found;
             }
             from = to;
@@ -272,10 +332,10 @@ impl TlbHierarchy {
             }
             let tlb = &mut self.tlbs[f.tlb as usize];
             if f.piece == shift {
-                tlb.install(va, asid, t);
+                install_planned(tlb, f.ways, va, asid, t);
             } else {
                 tlb.note_splinter();
-                tlb.install(va, asid, &piece_of(va, t, f.piece));
+                install_planned(tlb, f.ways, va, asid, &piece_of(va, t, f.piece));
             }
             pieces |= 1u64 << f.piece;
         }

@@ -211,6 +211,37 @@ impl Tlb {
         self.store.lookup(set, key(vpn, shift), asid)
     }
 
+    /// The ways `W` for which `probe_lru` and `install_lru` may be used (see
+    /// `AssocCache::packed_lru_ways`); 0 for an any-size structure.
+    pub fn packed_lru_ways(&self) -> usize {
+        if self.any_size {
+            0
+        } else {
+            self.store.packed_lru_ways()
+        }
+    }
+
+    /// `probe` for a structure whose `packed_lru_ways()` is `W`.
+    #[inline(always)]
+    pub fn probe_lru<const W: usize>(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
+        let vpn = va >> shift;
+        let set = self.store.set_of(vpn);
+        self.store.lookup_lru::<W>(set, key(vpn, shift), asid)
+    }
+
+    /// `install` for a structure whose `packed_lru_ways()` is `W`.
+    #[inline(always)]
+    pub fn install_lru<const W: usize>(&mut self, va: u64, asid: Asid, t: &Translation) {
+        if self.log.is_some() {
+            self.fill(va, asid, t);
+            return;
+        }
+        let (set, k, payload) = self.begin_fill(va, asid, t);
+        if self.store.fill_absent_lru::<W>(set, k, asid, payload) {
+            self.counters.evictions += 1;
+        }
+    }
+
     /// Install the translation of `va`, which this structure just missed (so no entry
     /// for it exists); the caller checks `holds(t.size)`.
     #[inline]
