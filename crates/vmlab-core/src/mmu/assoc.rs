@@ -71,6 +71,14 @@ pub struct AssocCache<V: Copy + Default> {
     /// (After, only `insert` refreshing a global entry for one ASID can break that,
     /// but the check is one load.)
     has_global: bool,
+    /// The last lookup that hit: its key and ASID (`INVALID` key: none), and the slot
+    /// it found. Until an entry is filled or removed, that entry stays where it is and
+    /// the most recent of its set (a hit elsewhere replaces the memo), so the same
+    /// lookup again hits it without changing any replacement state. Walk caches probe
+    /// their upper levels with the same tag walk after walk.
+    last_key: u64,
+    last_asid: Asid,
+    last_slot: usize,
 }
 
 /// Sets wider than this find a key through the slots' fingerprints (narrower ones
@@ -200,6 +208,9 @@ impl<V: Copy + Default> AssocCache<V> {
             repl,
             mru_first: false,
             has_global: false,
+            last_key: INVALID,
+            last_asid: 0,
+            last_slot: 0,
         })
     }
 
@@ -325,16 +336,39 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 
     /// Look up and, on a hit, mark the entry most recently used.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
-        if self.mru_first {
-            if let Some(slot) = self.mru_match(set, key, asid) {
-                return Some(self.vals[slot]);
-            }
+        if key == self.last_key && asid == self.last_asid {
+            return Some(self.vals[self.last_slot]);
         }
-        let slot = self.find(set, key, asid)?;
-        self.touch(set, slot);
+        self.lookup_searching(set, key, asid)
+    }
+
+    /// `lookup` past the last-hit memo.
+    #[inline]
+    fn lookup_searching(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
+        let slot = match self.mru_first.then(|| self.mru_match(set, key, asid)).flatten() {
+            Some(slot) => slot,
+            None => {
+                let slot = self.find(set, key, asid)?;
+                self.touch(set, slot);
+                slot
+            }
+        };
+        self.remember_hit(key, asid, slot);
         Some(self.vals[slot])
+    }
+
+    #[inline(always)]
+    fn remember_hit(&mut self, key: u64, asid: Asid, slot: usize) {
+        (self.last_key, self.last_asid, self.last_slot) = (key, asid, slot);
+    }
+
+    /// Forget the last hit: an entry was filled or removed, or a hit the memo cannot
+    /// name changed the recency order.
+    #[inline(always)]
+    fn forget_hit(&mut self) {
+        self.last_key = INVALID;
     }
 
     /// Look up the first valid entry of `set` whose key satisfies `matches` (for keys
@@ -347,6 +381,7 @@ impl<V: Copy + Default> AssocCache<V> {
             let k = self.keys[s];
             k != INVALID && matches(k) && (self.asids[s] == asid || self.asids[s] == ANY_ASID)
         })?;
+        self.forget_hit();
         self.touch(set, slot);
         Some(self.vals[slot])
     }
@@ -373,6 +408,7 @@ impl<V: Copy + Default> AssocCache<V> {
         if let ReplState::LruOrder { order } = &mut self.repl {
             order[set] = lru_to_front(order[set], (slot - base) as u64, W);
         }
+        self.remember_hit(key, asid, slot);
         Some(self.vals[slot])
     }
 
@@ -387,6 +423,7 @@ impl<V: Copy + Default> AssocCache<V> {
         let way = lru_victim(o, W);
         order[set] = lru_victim_to_front(o, way, W);
         let slot = set * W + way;
+        self.forget_hit();
         let evicted = self.keys[slot] != INVALID;
         // No fingerprints: W <= FINGERPRINT_WAYS.
         self.keys[slot] = key;
@@ -424,6 +461,7 @@ impl<V: Copy + Default> AssocCache<V> {
             self.vals[slot] = val;
             self.asids[slot] = asid;
             self.has_global |= asid == ANY_ASID;
+            self.forget_hit();
             self.touch(set, slot);
             return None;
         }
@@ -468,6 +506,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// the replacement state instead of one to choose and one to update.
     #[inline(always)]
     fn claim_victim(&mut self, set: usize) -> usize {
+        self.forget_hit();
         let base = set * self.ways;
         let way = match &mut self.repl {
             // Invalid ways are kept at the least-recent end, so they go first; the
@@ -500,6 +539,7 @@ impl<V: Copy + Default> AssocCache<V> {
 
     #[inline(always)]
     fn kill(&mut self, slot: usize) {
+        self.forget_hit();
         self.keys[slot] = INVALID;
         if self.ways > FINGERPRINT_WAYS {
             self.fps[slot] = fingerprint(INVALID);
@@ -548,6 +588,7 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 
     pub fn flush_all(&mut self) {
+        self.forget_hit();
         self.keys.fill(INVALID);
         self.fps.fill(fingerprint(INVALID));
         match &mut self.repl {
@@ -933,6 +974,96 @@ mod tests {
             bits = plru_touch(bits, w, 4);
         }
         assert_eq!(plru_victim(bits, 4), 0);
+    }
+
+    /// The last-hit memo answers exactly what a search does: against a plain LRU model
+    /// (per set, its entries in recency order), repeated lookups of few keys, with
+    /// fills, refreshing inserts, masked lookups, invalidations and flushes between
+    /// them, give the same hits and leave the same victims; for packed and listed
+    /// recency orders, with and without MRU-first, and for the specialised lookup.
+    #[test]
+    fn the_last_hit_memo_matches_an_lru_model() {
+        use rand::{Rng, SeedableRng};
+        for (entries, ways, mru, special) in [(32, 4, false, false), (32, 4, true, false), (24, 24, true, false), (24, 24, false, false), (32, 4, false, true)]
+        {
+            let mut c = AssocCache::<u64>::new(entries, ways, Replacement::Lru, 1, "t").unwrap();
+            if mru {
+                c = c.with_mru_first();
+            }
+            let sets = entries / ways;
+            // Most recent first.
+            let mut model: Vec<Vec<(u64, Asid, u64)>> = vec![Vec::new(); sets];
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(entries as u64 + ways as u64 + mru as u64);
+            for i in 0..30_000u64 {
+                let key = rng.gen_range(0..(3 * entries as u64));
+                let asid = rng.gen_range(0..2u16);
+                let set = c.set_of(key);
+                let m = &mut model[set];
+                match rng.gen_range(0..40) {
+                    0 => {
+                        let was = m.iter().position(|e| e.0 == key && e.1 == asid);
+                        assert_eq!(c.invalidate(set, key, asid), was.is_some());
+                        if let Some(p) = was {
+                            m.remove(p);
+                        }
+                    }
+                    1 if i % 7 == 0 => {
+                        c.flush_asid(asid);
+                        model.iter_mut().for_each(|m| m.retain(|e| e.1 != asid));
+                    }
+                    2 if i % 11 == 0 => {
+                        c.flush_all();
+                        model.iter_mut().for_each(Vec::clear);
+                    }
+                    3 => {
+                        // A masked lookup that matches the key exactly.
+                        let got = c.lookup_where(set, asid, |k| k == key);
+                        let p = m.iter().position(|e| e.0 == key && e.1 == asid);
+                        assert_eq!(got, p.map(|p| m[p].2));
+                        if let Some(p) = p {
+                            let e = m.remove(p);
+                            m.insert(0, e);
+                        }
+                    }
+                    4 => {
+                        // A refreshing insert.
+                        let val = i;
+                        let p = m.iter().position(|e| e.0 == key && e.1 == asid);
+                        let ev = c.insert(set, key, asid, val);
+                        match p {
+                            Some(p) => {
+                                assert_eq!(ev, None);
+                                m.remove(p);
+                            }
+                            None if m.len() == ways => assert_eq!(ev.map(|e| (e.key, e.asid)), m.pop().map(|e| (e.0, e.1))),
+                            None => assert_eq!(ev, None),
+                        }
+                        m.insert(0, (key, asid, val));
+                    }
+                    _ => {
+                        // Lookups repeat: the same key again, most of the time.
+                        for _ in 0..rng.gen_range(1..4) {
+                            let got = if special { c.lookup_lru::<4>(set, key, asid) } else { c.lookup(set, key, asid) };
+                            let p = m.iter().position(|e| e.0 == key && e.1 == asid);
+                            assert_eq!(got, p.map(|p| m[p].2), "lookup {i}");
+                            if let Some(p) = p {
+                                let e = m.remove(p);
+                                m.insert(0, e);
+                            }
+                        }
+                        if c.peek(set, key, asid).is_none() {
+                            let m = &mut model[set];
+                            let evicted = if special { c.fill_absent_lru::<4>(set, key, asid, i) } else { c.fill_absent_evicts(set, key, asid, i) };
+                            assert_eq!(evicted, m.len() == ways);
+                            if m.len() == ways {
+                                m.pop();
+                            }
+                            m.insert(0, (key, asid, i));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The geometry-specialised lookup and fill (`lookup_lru::<W>`, `fill_absent_lru::<W>`)

@@ -223,6 +223,12 @@ pub trait PageTable: 'static {
     fn path_continues(_full: &Self::Path) -> bool {
         false
     }
+    /// The physical address of every entry a walk along `full` may read, whatever its
+    /// walk caches hold (a nested table host-translates their pages for the walker).
+    /// Only called when `SPLITS`.
+    fn path_entries(_full: &Self::Path, _each: impl FnMut(u64)) {
+        unreachable!("path_entries of a page table that does not split its walk")
+    }
 
     /// Translate an address of the table's own virtual array (a `WalkRef::VIRTUAL`
     /// reference whose page missed the TLB): the nested walk, with its references in

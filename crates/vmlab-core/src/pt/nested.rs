@@ -29,10 +29,12 @@
 //! page-table pages, which skip the host walk of a guest entry) and the nested PWC
 //! (NPWC: the host table's upper-level entries, for every host walk).
 //!
-//! Over a radix host the walk splits ([`PageTable::SPLITS`]): the guest walk and the
-//! NTLB, which decide which host walks happen, stay with the table; the host walks'
-//! functional paths go to the walker in pieces ([`NestedPiece`]), which replays them
-//! through the nested PWC (docs/performance.md, "The nested walker thread").
+//! Over a radix host the walk splits ([`PageTable::SPLITS`]): the table sends the
+//! walker the guest walk's functional path, and the host path of every guest
+//! page-table page that path may read which the walker does not already hold, then
+//! the data page's host path ([`NestedPiece`]). The walker makes the whole walk with
+//! every walk cache (guest PWC, NTLB, nested PWC), exactly as the fused walk does
+//! (docs/performance.md, "The nested walker thread").
 
 use super::radix::PageWalkCache;
 use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath, WalkRef};
@@ -133,8 +135,9 @@ impl Default for NestedConfig {
 }
 
 /// The walk caches of nested translation: the guest kind's (e.g. the guest PWC), the
-/// host kind's (the nested PWC, or host CWCs), and the nested TLB.
-pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches> {
+/// host kind's (the nested PWC, or host CWCs), and the nested TLB; and, for a split
+/// walk, the walker's memo of host paths (`GP`, `HP`: the guest and host kinds' paths).
+pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches, GP = (), HP = ()> {
     pub guest: GC,
     pub host: HC,
     /// Guest-physical page -> host-physical page of guest page-table pages.
@@ -147,6 +150,39 @@ pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches> {
     /// and the host walks of a guest step before they merge.
     hpath: WalkPath,
     merge: Vec<WalkRef>,
+    /// The walk being received: its guest path, and the host paths of guest
+    /// page-table pages that came with it.
+    guest_path: GP,
+    table_pages: Vec<TablePage<HP>>,
+    gpath: WalkPath,
+    hpas: Vec<(u64, u8)>,
+    /// Simulator-only, on the walker: host paths of guest page-table pages kept for
+    /// later walks (`MEMO` slots by guest-physical page number), as pieces say.
+    memo: Vec<TablePage<HP>>,
+    /// Simulator-only, on the table's side (the front): the page each slot of the
+    /// walker's memo holds (+1; 0: none), and the host table generation it holds it for.
+    sent: Vec<u64>,
+    sent_gen: u64,
+    /// Slots of the memo, less one (a power of two less one).
+    memo_mask: usize,
+}
+
+/// Slots of the walker's memo of host paths: more than the page-table pages of a guest
+/// of a few GiB (a 4 GiB guest has about 2,050).
+const MEMO: usize = 4096;
+
+/// The host path of a guest page-table page, and its host page.
+#[derive(Clone, Copy, Debug)]
+struct TablePage<HP> {
+    page: u64,
+    hpage: u64,
+    host: HP,
+}
+
+impl<HP: Default> Default for TablePage<HP> {
+    fn default() -> Self {
+        TablePage { page: u64::MAX, hpage: 0, host: HP::default() }
+    }
 }
 
 /// The nested PWC of a radix host, from `[page_table.nested]`.
@@ -162,7 +198,7 @@ pub fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
         .map_err(|e| Error::config("page_table.nested.npwc_entries", e.to_string()))
 }
 
-impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
+impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default, HP: Copy + Default> NestedWalkCaches<GC, HC, GP, HP> {
     pub fn new(guest: GC, host: HC, cfg: &NestedConfig, seed: u64) -> Result<Self> {
         let ntlb = if cfg.ntlb_entries == 0 {
             None
@@ -170,11 +206,52 @@ impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
             Some(AssocCache::new(cfg.ntlb_entries, cfg.ntlb_ways, Replacement::Lru, seed.wrapping_add(78), "page_table.nested.ntlb")?.with_mru_first())
         };
         let probe_cycles = guest.probe_latency() + if ntlb.is_some() || host.probe_latency() > 0 { cfg.latency as u64 } else { 0 };
-        Ok(NestedWalkCaches { guest, host, ntlb, ntlb_counters: CacheCounters::default(), probe_cycles, hpath: WalkPath::new(), merge: Vec::new() })
+        Ok(NestedWalkCaches {
+            guest,
+            host,
+            ntlb,
+            ntlb_counters: CacheCounters::default(),
+            probe_cycles,
+            hpath: WalkPath::new(),
+            merge: Vec::new(),
+            guest_path: GP::default(),
+            table_pages: Vec::with_capacity(8),
+            gpath: WalkPath::new(),
+            hpas: Vec::with_capacity(8),
+            memo: Vec::new(),
+            sent: Vec::new(),
+            sent_gen: u64::MAX,
+            memo_mask: MEMO - 1,
+        })
     }
-}
 
-impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
+    /// A memo of `slots` (a power of two) instead of `MEMO`, so that tests can make
+    /// every walk's pages compete for its slots.
+    #[cfg(test)]
+    pub(crate) fn with_memo_slots(mut self, slots: usize) -> Self {
+        assert!(slots.is_power_of_two());
+        self.memo_mask = slots - 1;
+        self
+    }
+
+    #[inline(always)]
+    fn memo_slot(&self, page: u64) -> usize {
+        page as usize & self.memo_mask
+    }
+
+    /// The host path of guest page-table page `page` for the walk being replayed: one
+    /// that came with it, else the memo's (the table sends a page's path unless the
+    /// memo holds it).
+    #[inline]
+    fn table_page(&self, page: u64) -> TablePage<HP> {
+        if let Some(t) = self.table_pages.iter().find(|t| t.page == page) {
+            return *t;
+        }
+        let t = self.memo[self.memo_slot(page)];
+        assert_eq!(t.page, page, "the walker lacks the host path of a guest page-table page");
+        t
+    }
+
     /// The NTLB's host-physical address of the guest entry at `gpa`, if it holds its
     /// page (the probe is counted).
     #[inline]
@@ -197,7 +274,7 @@ impl<GC: WalkCaches, HC: WalkCaches> NestedWalkCaches<GC, HC> {
     }
 }
 
-impl<GC: WalkCaches, HC: WalkCaches> WalkCaches for NestedWalkCaches<GC, HC> {
+impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default + Send + 'static, HP: Copy + Default + Send + 'static> WalkCaches for NestedWalkCaches<GC, HC, GP, HP> {
     fn flush_all(&mut self) {
         self.guest.flush_all();
         self.host.flush_all();
@@ -223,27 +300,33 @@ impl<GC: WalkCaches, HC: WalkCaches> WalkCaches for NestedWalkCaches<GC, HC> {
     fn probe_latency(&self) -> u64 {
         self.probe_cycles
     }
-    /// The guest walk, and so the guest PWC, and the NTLB decide which host walks a
-    /// nested walk makes: they move to the front. The host's walk caches (the nested
-    /// PWC) stay with the walker, which replays the host walks.
+    /// Every walk cache stays with the walker, which makes the whole walk; the front
+    /// holds no cache, only what the walker's memo holds (a fresh memo per split).
     fn split_front(&mut self) -> Option<Self> {
-        let (vacant, host) = (self.guest.vacant()?, self.host.split_front()?);
-        let guest = std::mem::replace(&mut self.guest, vacant);
+        let (guest, host) = (self.guest.vacant()?, self.host.split_front()?);
+        if self.memo.is_empty() {
+            self.memo = vec![TablePage::default(); self.memo_mask + 1];
+        }
         Some(NestedWalkCaches {
             guest,
             host,
-            ntlb: self.ntlb.take(),
-            ntlb_counters: std::mem::take(&mut self.ntlb_counters),
+            ntlb: None,
+            ntlb_counters: CacheCounters::default(),
             probe_cycles: self.probe_cycles,
             hpath: WalkPath::new(),
             merge: Vec::new(),
+            guest_path: GP::default(),
+            table_pages: Vec::new(),
+            gpath: WalkPath::new(),
+            hpas: Vec::new(),
+            memo: Vec::new(),
+            sent: vec![0; self.memo_mask + 1],
+            sent_gen: u64::MAX,
+            memo_mask: self.memo_mask,
         })
     }
     fn rejoin_front(&mut self, front: Self) {
-        self.guest = front.guest;
         self.host.rejoin_front(front.host);
-        self.ntlb = front.ntlb;
-        self.ntlb_counters = front.ntlb_counters;
     }
 }
 
@@ -268,6 +351,9 @@ pub struct NestedPageTable<G: PageTable, H: PageTable> {
     merge: Vec<WalkRef>,
     /// Host-physical addresses of one guest step's entries.
     hpas: Vec<(u64, u8)>,
+    /// Bumped whenever the host path of a backed page may change (a host page split),
+    /// which empties the walker's memo of host paths.
+    host_gen: u64,
     /// Guest-physical 4K pages backed on first use (EPT-violation-like host faults).
     host_faults: u64,
     host_fallbacks: u64,
@@ -320,29 +406,27 @@ fn flush_merge(merge: &mut Vec<WalkRef>, path: &mut WalkPath) {
     merge.clear();
 }
 
-/// One piece of a nested walk's path, as `full_path` sends it to the walker: a host
-/// walk to replay (of `gpa`, along `host`), then possibly a new step, then possibly
-/// the read of a guest entry at host-physical `hpa`. The walk's last piece replays the
-/// data page's host walk, if any, and ends the walk.
+/// One piece of a nested walk's path, as `full_path` sends it to the walker: the
+/// guest walk's path first, then the host path of each guest page-table page it may
+/// read that the walker's memo lacks, then the end of the walk (with the data page's
+/// host path, unless the guest walk found no mapping).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct NestedPiece<HP> {
-    host: HP,
-    gpa: u64,
-    hpa: u64,
-    what: u8,
-    flags: u8,
-}
-
-impl<HP: Copy + Default> NestedPiece<HP> {
-    const HOST_WALK: u8 = 1;
-    /// The host walks so far merge into steps, and a new step begins.
-    const NEW_STEP: u8 = 2;
-    const READ: u8 = 4;
-    const LAST: u8 = 8;
-
-    fn host_walk(gpa: u64, host: HP) -> Self {
-        NestedPiece { host, gpa, flags: Self::HOST_WALK, ..Default::default() }
-    }
+pub enum NestedPiece<GP, HP> {
+    Guest(GP),
+    /// `gpa`'s page translates to host-physical `hpa`'s along `host`; `keep`: the
+    /// walker keeps it in its memo.
+    TablePage {
+        gpa: u64,
+        hpa: u64,
+        host: HP,
+        keep: bool,
+    },
+    Data {
+        gpa: u64,
+        host: HP,
+    },
+    #[default]
+    End,
 }
 
 /// An address `prefetch` hinted, and where the guest table said its entry sits.
@@ -379,6 +463,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             hpath: WalkPath::new(),
             merge: Vec::with_capacity(256),
             hpas: Vec::with_capacity(64),
+            host_gen: 0,
             host_faults: 0,
             host_fallbacks: 0,
             backed: Vec::new(),
@@ -452,6 +537,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
             return Ok(false);
         };
         let base = h.size.align_down(gpa);
+        self.host_gen += 1;
         self.host.unmap(&mut self.host_mem, VM, base);
         for off in (0..h.size.bytes()).step_by(4096) {
             // A remap that fails leaves its page unbacked: clear its bit first.
@@ -478,7 +564,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
     /// Host-translate the guest-physical address of a guest entry: through the NTLB, or
     /// a host walk whose references go to `merge` (steps counted from 0). Backs the page
     /// first if the hypervisor has not yet (a guest table page's first use).
-    fn host_ref(&mut self, gpa: u64, c: &mut NestedWalkCaches<G::Caches, H::Caches>) -> Option<u64> {
+    fn host_ref(&mut self, gpa: u64, c: &mut <Self as PageTable>::Caches) -> Option<u64> {
         if let Some(hpa) = c.ntlb_probe(gpa) {
             return Some(hpa);
         }
@@ -490,19 +576,62 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         Some(h.phys(gpa))
     }
 
-    /// `host_ref` for a split walk: the NTLB (in `front`) or the host table's
-    /// functional path, whose replay the walker does. Returns the host-physical address
-    /// and the host path to replay (none on an NTLB hit); `None` where `host_ref`
-    /// fails.
-    fn host_path(&mut self, gpa: u64, front: &mut NestedWalkCaches<G::Caches, H::Caches>) -> Option<(u64, Option<H::Path>)> {
-        if let Some(hpa) = front.ntlb_probe(gpa) {
-            return Some((hpa, None));
+    /// The walker's half of a split walk, once its pieces are in: `walk`, along the
+    /// guest path and the host paths that came with it or sit in the memo, with every
+    /// walk cache; `data`: the data page's guest-physical address and host path.
+    fn replay_walk(asid: Asid, va: u64, data: Option<(u64, &H::Path)>, c: &mut <Self as PageTable>::Caches, path: &mut WalkPath) {
+        let mut gpath = std::mem::take(&mut c.gpath);
+        gpath.clear();
+        let gp = c.guest_path;
+        G::replay(&gp, asid, va, &mut c.guest, &mut gpath);
+        let refs = gpath.refs();
+        let mut i = 0;
+        while i < refs.len() {
+            let j = step_end(refs, i);
+            if j == i + 1 {
+                // One entry (radix guests: always): its host walk's references go
+                // straight into the path, each its own step, as `flush_merge` puts them.
+                let r = refs[i];
+                let hpa = match c.ntlb_probe(r.pa) {
+                    Some(hpa) => hpa,
+                    None => {
+                        let t = c.table_page(r.pa >> 12);
+                        H::replay(&t.host, VM, r.pa, &mut c.host, path);
+                        c.ntlb_fill(r.pa, t.hpage << 12);
+                        (t.hpage << 12) | (r.pa & 0xfff)
+                    }
+                };
+                path.begin_step();
+                path.push_parallel(hpa, r.what);
+            } else {
+                c.hpas.clear();
+                for r in &refs[i..j] {
+                    let hpa = match c.ntlb_probe(r.pa) {
+                        Some(hpa) => hpa,
+                        None => {
+                            let t = c.table_page(r.pa >> 12);
+                            c.hpath.clear();
+                            H::replay(&t.host, VM, r.pa, &mut c.host, &mut c.hpath);
+                            c.merge.extend_from_slice(c.hpath.refs());
+                            c.ntlb_fill(r.pa, t.hpage << 12);
+                            (t.hpage << 12) | (r.pa & 0xfff)
+                        }
+                    };
+                    c.hpas.push((hpa, r.what));
+                }
+                flush_merge(&mut c.merge, path);
+                path.begin_step();
+                for &(hpa, what) in &c.hpas {
+                    path.push_parallel(hpa, what);
+                }
+            }
+            i = j;
         }
-        self.back_table_page(gpa)?;
-        let mut hp = H::Path::default();
-        let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p)?;
-        front.ntlb_fill(gpa, h.phys(gpa));
-        Some((h.phys(gpa), Some(hp)))
+        c.gpath = gpath;
+        if let Some((gpa, host)) = data {
+            // Alone in its step: straight into the path.
+            H::replay(host, VM, gpa, &mut c.host, path);
+        }
     }
 
     /// Back the guest page-table page of `gpa` before its first host walk, if the
@@ -524,8 +653,8 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 }
 
 impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
-    type Caches = NestedWalkCaches<G::Caches, H::Caches>;
-    type Path = NestedPiece<H::Path>;
+    type Caches = NestedWalkCaches<G::Caches, H::Caches, G::Path, H::Path>;
+    type Path = NestedPiece<G::Path, H::Path>;
 
     fn kind(&self) -> &'static str {
         self.kind
@@ -579,95 +708,88 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         self.compose(va, self.guest.translate(asid, va)?)
     }
 
-    /// Radix hosts: the host walks' functional paths go to the walker, which replays
-    /// them through the nested PWC and times every reference. The guest walk and the
-    /// NTLB stay with the table (`split_front`): they decide which host walks happen.
-    const SPLITS: bool = H::SPLITS;
+    /// Radix over radix: the table finds the paths, the walker makes the walk with
+    /// every walk cache (the walker thread then does all of a walk's cache work).
+    const SPLITS: bool = G::SPLITS && H::SPLITS;
 
-    /// `walk`, with the host walks sent as paths: per guest step, a piece per host walk,
-    /// the last of them carrying the step's first guest read (most walks: one piece per
-    /// guest entry read), then the data page's host walk, ending the walk.
+    /// The guest walk's path; the host path of every guest page-table page it may
+    /// read (the guest PWC, on the walker, decides which it does) unless the walker's
+    /// memo holds it; then the data page's host path, ending the walk. A page is backed
+    /// here if the hypervisor has not yet, exactly when `walk` backs it: a page the
+    /// walk will not read (its entry is in the guest PWC) or whose host translation is
+    /// in the NTLB was read before, so it is backed.
     fn full_path(&mut self, asid: Asid, va: u64, front: &mut Self::Caches, mut emit: impl FnMut(Self::Path)) -> Option<Translation> {
-        let mut gpath = std::mem::take(&mut self.gpath);
-        gpath.clear();
-        let g = self.guest.walk(asid, va, &mut front.guest, &mut gpath);
-        let mut ok = true;
-        let refs = gpath.refs();
-        let mut i = 0;
-        while i < refs.len() && ok {
-            let j = step_end(refs, i);
-            self.hpas.clear();
-            // The step's host walks, the last one held back to carry the first read.
-            let mut held: Option<NestedPiece<H::Path>> = None;
-            for r in &refs[i..j] {
-                match self.host_path(r.pa, front) {
-                    Some((hpa, host)) => {
-                        if let Some(hp) = host {
-                            if let Some(p) = held.replace(NestedPiece::host_walk(r.pa, hp)) {
-                                emit(p);
-                            }
-                        }
-                        self.hpas.push((hpa, r.what));
-                    }
-                    None => ok = false,
-                }
-            }
-            let mut first = held.unwrap_or_default();
-            first.flags |= NestedPiece::<H::Path>::NEW_STEP;
-            match self.hpas.first() {
-                None => emit(first),
-                Some(&(hpa, what)) => {
-                    emit(NestedPiece { hpa, what, flags: first.flags | NestedPiece::<H::Path>::READ, ..first });
-                    for &(hpa, what) in &self.hpas[1..] {
-                        emit(NestedPiece { hpa, what, flags: NestedPiece::<H::Path>::READ, ..Default::default() });
-                    }
-                }
-            }
-            i = j;
+        let mut gp = G::Path::default();
+        let g = self.guest.full_path(asid, va, &mut front.guest, |p| gp = p);
+        emit(NestedPiece::Guest(gp));
+        if front.sent_gen != self.host_gen {
+            front.sent.fill(0);
+            front.sent_gen = self.host_gen;
         }
-        self.gpath = gpath;
-        let last = NestedPiece::<H::Path> { flags: NestedPiece::<H::Path>::LAST, ..Default::default() };
+        // Memo slots this walk relies on: a page sent later must not evict them. (A
+        // guest path has at most six entries.)
+        let mut relied = [usize::MAX; 8];
+        let mut n = 0;
+        let mut ok = true;
+        G::path_entries(&gp, |gpa| {
+            let (page, slot) = (gpa >> 12, front.memo_slot(gpa >> 12));
+            if !ok {
+                return;
+            }
+            if front.sent[slot] == page + 1 {
+                if n < relied.len() {
+                    relied[n] = slot;
+                    n += 1;
+                }
+                return;
+            }
+            let mut hp = H::Path::default();
+            let h = self.back_table_page(gpa).and_then(|()| self.host.full_path(VM, gpa, &mut front.host, |p| hp = p));
+            let Some(h) = h else {
+                ok = false;
+                return;
+            };
+            let keep = n < relied.len() && !relied[..n].contains(&slot);
+            if keep {
+                front.sent[slot] = page + 1;
+            }
+            emit(NestedPiece::TablePage { gpa, hpa: h.phys(gpa), host: hp, keep });
+        });
         let Some(g) = g.filter(|_| ok) else {
-            emit(last);
+            emit(NestedPiece::End);
             return None;
         };
         // Finally the data page's guest-physical address.
         let gpa = g.phys(va);
         let mut hp = H::Path::default();
         let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p);
-        emit(NestedPiece { flags: NestedPiece::<H::Path>::HOST_WALK | NestedPiece::<H::Path>::LAST, ..NestedPiece::host_walk(gpa, hp) });
+        emit(NestedPiece::Data { gpa, host: hp });
         Some(join(g, gpa, h?))
     }
 
     #[inline]
-    fn replay(p: &Self::Path, _asid: Asid, _va: u64, c: &mut Self::Caches, path: &mut WalkPath) {
-        let ends_merge = p.flags & (NestedPiece::<H::Path>::NEW_STEP | NestedPiece::<H::Path>::LAST) != 0;
-        if p.flags & NestedPiece::<H::Path>::HOST_WALK != 0 {
-            if ends_merge && c.merge.is_empty() {
-                // The only host walk before the step (radix guests: always): its
-                // references go straight into the path, each its own step, as
-                // `flush_merge` would put them.
-                H::replay(&p.host, VM, p.gpa, &mut c.host, path);
-            } else {
-                c.hpath.clear();
-                H::replay(&p.host, VM, p.gpa, &mut c.host, &mut c.hpath);
-                c.merge.extend_from_slice(c.hpath.refs());
+    fn replay(p: &Self::Path, asid: Asid, va: u64, c: &mut Self::Caches, path: &mut WalkPath) {
+        match p {
+            NestedPiece::Guest(gp) => {
+                c.guest_path = *gp;
+                c.table_pages.clear();
             }
-        }
-        if ends_merge && !c.merge.is_empty() {
-            flush_merge(&mut c.merge, path);
-        }
-        if p.flags & NestedPiece::<H::Path>::NEW_STEP != 0 {
-            path.begin_step();
-        }
-        if p.flags & NestedPiece::<H::Path>::READ != 0 {
-            path.push_parallel(p.hpa, p.what);
+            NestedPiece::TablePage { gpa, hpa, host, keep } => {
+                let t = TablePage { page: gpa >> 12, hpage: hpa >> 12, host: *host };
+                if *keep {
+                    let slot = c.memo_slot(t.page);
+                    c.memo[slot] = t;
+                }
+                c.table_pages.push(t);
+            }
+            NestedPiece::Data { gpa, host } => Self::replay_walk(asid, va, Some((*gpa, host)), c, path),
+            NestedPiece::End => Self::replay_walk(asid, va, None, c, path),
         }
     }
 
     #[inline(always)]
     fn path_continues(p: &Self::Path) -> bool {
-        p.flags & NestedPiece::<H::Path>::LAST == 0
+        matches!(p, NestedPiece::Guest(_) | NestedPiece::TablePage { .. })
     }
 
     fn walk(&mut self, asid: Asid, va: u64, c: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation> {
@@ -756,7 +878,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
 pub(crate) mod tests {
     use super::*;
 
-    type Caches = NestedWalkCaches<PageWalkCache, PageWalkCache>;
+    type Caches = NestedWalkCaches<PageWalkCache, PageWalkCache, super::super::radix::RadixPath, super::super::radix::RadixPath>;
 
     fn radix_over_radix(guest_levels: u8, cfg: &NestedConfig) -> (NestedRadixPageTable, Caches) {
         let host = RadixPageTable::new(cfg.host_levels).unwrap();
@@ -778,23 +900,24 @@ pub(crate) mod tests {
         (pt, caches, BuddyAllocator::new(4 << 30).unwrap())
     }
 
-    /// A split walk is the walk: `full_path` (guest walk and NTLB on the front half of
-    /// the caches) followed by the replay of each piece it sends (the nested PWC on the
-    /// walker's half) makes exactly the fused walk's references, steps, translation,
-    /// walk-cache traffic and host backing, on random maps (4K and 2M guest pages, over
-    /// 4K and 2M host pages), unmaps and protects, with walks of mapped and unmapped
-    /// addresses and of a space with no table. Invalidations reach both halves, as the
-    /// MMU sends them; the halves rejoin to the fused caches' counters.
+    /// A split walk is the walk: `full_path` (the paths, on the table's side) followed
+    /// by the replay of each piece it sends (every walk cache, on the walker's half)
+    /// makes exactly the fused walk's references, steps, translation, walk-cache
+    /// traffic and host backing, on random maps (4K and 2M guest pages, over 4K and 2M
+    /// host pages), unmaps and protects, with walks of mapped and unmapped addresses and
+    /// of a space with no table. Invalidations reach both halves, as the MMU sends them;
+    /// the halves rejoin to the fused caches' counters. With a two-slot memo of host
+    /// paths, the pages of most walks compete for its slots.
     #[test]
     fn split_walk_is_the_walk() {
         use rand::{Rng, SeedableRng};
-        for host_page in [4096u64, 2 << 20] {
+        for (host_page, memo) in [(4096u64, MEMO), (2 << 20, MEMO), (4096, 2)] {
             let cfg = NestedConfig { host_page_size: Bytes(host_page), ntlb_entries: 8, npwc_entries: vec![4, 4, 2], ..Default::default() };
             let new = || {
                 let host = RadixPageTable::new(4).unwrap();
                 let mut pt = NestedPageTable::new("nested-radix", RadixPageTable::new(4).unwrap(), host, &cfg).unwrap();
                 let guest_pwc = PageWalkCache::new(&[4, 4, 2], 2, Replacement::Lru, 0, 3).unwrap();
-                let caches = NestedWalkCaches::new(guest_pwc, nested_pwc(&cfg, 0).unwrap(), &cfg, 0).unwrap();
+                let caches = NestedWalkCaches::new(guest_pwc, nested_pwc(&cfg, 0).unwrap(), &cfg, 0).unwrap().with_memo_slots(memo);
                 let mut mem = BuddyAllocator::new(4 << 30).unwrap();
                 pt.create_space(&mut mem, 0).unwrap();
                 (pt, caches, mem)
@@ -808,6 +931,7 @@ pub(crate) mod tests {
             let (mut a, mut b) = (WalkPath::new(), WalkPath::new());
             let mut pieces = Vec::new();
             let mut multi_piece = 0;
+            let (mut sent, mut unkept) = (0, 0);
             for i in 0..20_000 {
                 let va = 0x40_0000_0000 + rng.gen_range(0..(4u64 << 30));
                 match rng.gen_range(0..10) {
@@ -851,6 +975,12 @@ pub(crate) mod tests {
                 assert!(rest.iter().all(NestedRadixPageTable::path_continues) && !NestedRadixPageTable::path_continues(last));
                 multi_piece += (pieces.len() > 1) as u32;
                 for p in &pieces {
+                    if let NestedPiece::TablePage { keep, .. } = p {
+                        sent += 1;
+                        unkept += !keep as u32;
+                    }
+                }
+                for p in &pieces {
                     NestedRadixPageTable::replay(p, asid, va, &mut sc, &mut b);
                 }
                 assert_eq!(f, x, "{va:#x}");
@@ -865,6 +995,11 @@ pub(crate) mod tests {
             }
             assert!(fused.details()["host_faults"].as_u64().unwrap() > 100);
             assert!(multi_piece > 1000, "{multi_piece}");
+            // Most walks find their pages' host paths in the walker's memo; a small one
+            // makes pages evict each other, and a page that would evict one the walk
+            // relies on travels unkept.
+            assert!(sent < 20_000 || memo == 2, "{sent}");
+            assert!(unkept > 100 || memo != 2, "{unkept}");
         }
     }
 

@@ -521,6 +521,11 @@ impl PageTable for RadixPageTable {
         t
     }
 
+    #[inline(always)]
+    fn path_entries(full: &RadixPath, mut each: impl FnMut(u64)) {
+        full.pa[..full.len as usize].iter().for_each(|&pa| each(pa));
+    }
+
     #[inline]
     fn replay(full: &RadixPath, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) {
         if !full.rooted {
