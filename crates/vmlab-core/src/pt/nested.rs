@@ -551,6 +551,11 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         Ok(true)
     }
 
+    /// The host table's generation (see `host_gen`).
+    pub(crate) fn host_gen(&self) -> u64 {
+        self.host_gen
+    }
+
     pub(crate) fn host_page_size(&self) -> PageSize {
         self.host_size
     }

@@ -128,7 +128,18 @@ pub struct NestedEcptPageTable {
     /// Host-physical addresses of the guest entries read in step 2.
     hpas: Vec<(u64, u8)>,
     counters: NestedEcptCounters,
+    /// Simulator-only: the host translations `back_pt` found for guest page-table
+    /// pages (direct-mapped by guest-physical page; page + 1, 0: none), valid for the
+    /// host table generation `pt_memo_gen`. Only a host page split changes a
+    /// translation, and the pages it splits (2M ones under 4K page-table backing) are
+    /// never memoised, so the generation is a guard. A walk looks up about four such
+    /// pages; the memo spares each a host-table search.
+    pt_memo: Vec<(u64, Translation)>,
+    pt_memo_gen: u64,
 }
+
+/// Slots of `NestedEcptPageTable::pt_memo`.
+const PT_MEMO: usize = 4096;
 
 impl NestedEcptPageTable {
     /// `guest` and `host` tables: the host needs a PTE-CWT if PTE-hCWC entries are
@@ -162,12 +173,32 @@ impl NestedEcptPageTable {
             host_probe: EcptProbe::default(),
             hpas: Vec::with_capacity(32),
             counters: NestedEcptCounters::default(),
+            pt_memo: vec![(0, Translation { pa: 0, size: PageSize::K4, perms: Perms::NONE }); PT_MEMO],
+            pt_memo_gen: 0,
         })
     }
 
     /// Make sure the guest page-table page at `gpa` is backed (its first use); with
     /// 4K page-table backing, split a 2M host page that covers it.
     fn back_pt(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
+        let (page, slot) = (gpa >> 12, (gpa >> 12) as usize % PT_MEMO);
+        if self.pt_memo_gen != self.inner.host_gen() {
+            self.pt_memo.iter_mut().for_each(|m| m.0 = 0);
+            self.pt_memo_gen = self.inner.host_gen();
+        }
+        if self.pt_memo[slot].0 == page + 1 {
+            return Some(self.pt_memo[slot].1);
+        }
+        let h = self.back_pt_searching(gpa, stc)?;
+        // Backing may have split a host page: the generation moves on.
+        if self.pt_memo_gen == self.inner.host_gen() {
+            self.pt_memo[slot] = (page + 1, h);
+        }
+        Some(h)
+    }
+
+    /// `back_pt` past the memo.
+    fn back_pt_searching(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
         // Nearly always backed already, and as required: one host lookup.
         if let Some(h) = self.inner.host.translate(VM, gpa).filter(|h| !self.pt_backing_4k || h.size == PageSize::K4) {
             return Some(h);
@@ -525,9 +556,17 @@ mod tests {
             map(&mut pt, &mut mem, vas[p as usize], PageSize::K4);
         }
         let mut path = WalkPath::new();
-        for &va in &vas {
+        for (i, &va) in vas.iter().enumerate() {
             path.clear();
             assert_eq!(pt.walk(0, va, &mut c, &mut path), pt.translate(0, va));
+            if i % 8 == 0 {
+                // The memo of page-table pages' host translations is never stale, host
+                // page splits included.
+                let current = pt.pt_memo_gen == pt.inner.host_gen();
+                for &(p, h) in pt.pt_memo.iter().filter(|m| current && m.0 != 0) {
+                    assert_eq!(Some(h), pt.inner.host.translate(VM, (p - 1) << 12), "page {:#x}", p - 1);
+                }
+            }
         }
         assert!(pt.counters().host_splits > 0);
         assert_eq!(pt.counters().pt4k_violations, 0);
