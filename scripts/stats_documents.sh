@@ -10,12 +10,14 @@
 #   diff -r /tmp/before /tmp/after
 #
 # The memory thread is off so the runs are cheap to repeat; it changes no result
-# (tests/integration/memory_thread.rs).
+# (tests/integration/memory_thread.rs). THREADS=on runs them with the second thread
+# (the walker or memory thread, as each configuration allows), to hold a change to
+# its exactness on every run: the documents must be the same as with it off.
 set -u
-out=${1:?usage: BIN=path/to/vmlab $0 OUTDIR}
+out=${1:?usage: BIN=path/to/vmlab [THREADS=on] $0 OUTDIR}
 mkdir -p "$out"
 bin=${BIN:-target/release/vmlab}
-export VMLAB_MEMORY_THREAD=off
+export VMLAB_MEMORY_THREAD=${THREADS:-off}
 status=0
 run() {
     local name=$1
