@@ -193,3 +193,19 @@ def test_pt_snapshot_of_a_live_process():
     assert all(r["pt_bytes"] > 0 for r in rows)
     msg = one_error_line(run_cli("pt", "snapshot", "999999999"))
     assert "/proc/999999999/maps" in msg
+
+
+def test_bench_repeats_each_benchmark_and_reports_its_best_run():
+    p = run_cli("bench", "--quick", "--repeat", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["repeat"] == 2
+    names = [r["name"] for r in doc["rows"]]
+    assert "gups 4G, skylake" in names and "gups 1G, nested-ecpt" in names
+    for r in doc["rows"]:
+        assert len(r["runs"]) == 2 and r["items"] > 0, r
+        assert r["seconds"] == min(r["runs"]), r
+        assert min(r["runs"]) <= r["median_seconds"] <= max(r["runs"]), r
+        assert abs(r["millions_per_second"] * r["seconds"] * 1e6 - r["items"]) <= 1e-6 * r["items"], r
+    bad = run_cli("bench", "--repeat", "0")
+    assert bad.returncode != 0 and "--repeat" in bad.stderr

@@ -111,6 +111,9 @@ enum Cmd {
         /// Smaller inputs (seconds instead of a minute).
         #[arg(long)]
         quick: bool,
+        /// Run each benchmark this many times and report the best (and the median).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+        repeat: u32,
         #[arg(long)]
         json: bool,
     },
@@ -369,7 +372,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Bench { quick, json } => crate::sim::bench::run_cli(quick, json),
+        Cmd::Bench { quick, repeat, json } => crate::sim::bench::run_cli(quick, repeat, json),
         Cmd::Pt { cmd } => {
             let (input, view) = match cmd {
                 PtCmd::Compare(i) => (i, 'c'),

@@ -7,6 +7,8 @@ use crate::error::{Error, Result};
 use crate::trace::{self, TraceSource};
 use std::time::Instant;
 
+/// One benchmark, run `runs.len()` times: `seconds` and `millions_per_second` are the
+/// best run's (a noisy host only ever slows a run down), `median_seconds` the median's.
 #[derive(Debug, serde::Serialize)]
 pub struct BenchRow {
     pub name: String,
@@ -14,10 +16,23 @@ pub struct BenchRow {
     pub unit: String,
     pub seconds: f64,
     pub millions_per_second: f64,
+    pub median_seconds: f64,
+    pub runs: Vec<f64>,
 }
 
-fn row(name: &str, items: u64, unit: &str, secs: f64) -> BenchRow {
-    BenchRow { name: name.into(), items, unit: unit.into(), seconds: secs, millions_per_second: items as f64 / secs / 1e6 }
+/// Run `bench` (which returns the items it processed and its seconds) `repeat` times.
+fn row(name: &str, unit: &str, repeat: u32, mut bench: impl FnMut() -> Result<(u64, f64)>) -> Result<BenchRow> {
+    let mut items = 0;
+    let mut runs = Vec::new();
+    for _ in 0..repeat.max(1) {
+        let (n, secs) = bench()?;
+        items = n;
+        runs.push(secs);
+    }
+    let mut sorted = runs.clone();
+    sorted.sort_by(f64::total_cmp);
+    let (best, median) = (sorted[0], sorted[(sorted.len() - 1) / 2]);
+    Ok(BenchRow { name: name.into(), items, unit: unit.into(), seconds: best, millions_per_second: items as f64 / best / 1e6, median_seconds: median, runs })
 }
 
 fn workload(name: &str, params: &[(&str, String)]) -> SourceSpec {
@@ -40,7 +55,9 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-pub fn run_benchmarks(quick: bool) -> Result<Vec<BenchRow>> {
+/// Every benchmark, each run `repeat` times (on a noisy host, the best of several runs
+/// is the machine's speed; the median shows the noise).
+pub fn run_benchmarks(quick: bool, repeat: u32) -> Result<Vec<BenchRow>> {
     let scale: u64 = if quick { 1 } else { 10 };
     let mut rows = Vec::new();
 
@@ -51,67 +68,71 @@ pub fn run_benchmarks(quick: bool) -> Result<Vec<BenchRow>> {
     let n = 5_000_000 * scale;
     let (mut src, _) = open_source(&workload("stream", &[("accesses", n.to_string()), ("instrs_per_access", "0".into())]))?;
     crate::cli::write_vmt(src.as_mut(), &path)?;
-    let t = Instant::now();
-    let mut r = trace::vmt::VmtReader::open(&path)?;
-    let mut buf = Vec::with_capacity(trace::BATCH);
-    let mut records = 0u64;
-    while r.next_batch(&mut buf)? {
-        records += buf.len() as u64;
-    }
-    rows.push(row("decode .vmt (stream)", records, "records", t.elapsed().as_secs_f64()));
+    let decode = row("decode .vmt (stream)", "records", repeat, || {
+        let t = Instant::now();
+        let mut r = trace::vmt::VmtReader::open(&path)?;
+        let mut buf = Vec::with_capacity(trace::BATCH);
+        let mut records = 0u64;
+        while r.next_batch(&mut buf)? {
+            records += buf.len() as u64;
+        }
+        Ok((records, t.elapsed().as_secs_f64()))
+    });
     let _ = std::fs::remove_dir_all(&dir);
+    rows.push(decode?);
 
     // 2. Stream through the Skylake-like preset.
     let sky = Config::load("skylake", &[])?;
-    let (acc, secs) = simulate(&sky, &workload("stream", &[("accesses", (10_000_000 * scale).to_string())]))?;
-    rows.push(row("stream, skylake", acc, "accesses", secs));
+    let stream = workload("stream", &[("accesses", (10_000_000 * scale).to_string())]);
+    rows.push(row("stream, skylake", "accesses", repeat, || simulate(&sky, &stream))?);
     let sky_data = Config::load("skylake", &["memory.data_refs=true".into()])?;
-    let (acc, secs) = simulate(&sky_data, &workload("stream", &[("accesses", (10_000_000 * scale).to_string())]))?;
-    rows.push(row("stream, skylake + data refs through caches", acc, "accesses", secs));
+    rows.push(row("stream, skylake + data refs through caches", "accesses", repeat, || simulate(&sky_data, &stream))?);
 
     // 3. GUPS over 4 GiB, walks through the cache hierarchy.
-    let (acc, secs) = simulate(&sky, &workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]))?;
-    rows.push(row("gups 4G, skylake", acc, "accesses", secs));
-    let (acc, secs) = simulate(&sky_data, &workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]))?;
-    rows.push(row("gups 4G, skylake + data refs through caches", acc, "accesses", secs));
+    let gups = workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]);
+    rows.push(row("gups 4G, skylake", "accesses", repeat, || simulate(&sky, &gups))?);
+    rows.push(row("gups 4G, skylake + data refs through caches", "accesses", repeat, || simulate(&sky_data, &gups))?);
 
     // 4. Romer's cache study: conflict misses, recolouring, COMBINED (data refs on).
     let strawman = workload("strawman", &[("accesses", (5_000_000 * scale).to_string())]);
-    let (acc, secs) = simulate(&Config::load("romer-cache", &[])?, &strawman)?;
-    rows.push(row("strawman, romer-cache", acc, "accesses", secs));
-    let (acc, secs) = simulate(&Config::load("romer-cache", &["os.recolor.kind=\"cml\"".into()])?, &strawman)?;
-    rows.push(row("strawman, romer-cache + CML", acc, "accesses", secs));
-    let (acc, secs) =
-        simulate(&Config::load("combined", &[])?, &workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]))?;
-    rows.push(row("gups 64M, combined", acc, "accesses", secs));
+    let romer_cache = Config::load("romer-cache", &[])?;
+    rows.push(row("strawman, romer-cache", "accesses", repeat, || simulate(&romer_cache, &strawman))?);
+    let cml = Config::load("romer-cache", &["os.recolor.kind=\"cml\"".into()])?;
+    rows.push(row("strawman, romer-cache + CML", "accesses", repeat, || simulate(&cml, &strawman))?);
+    let combined = Config::load("combined", &[])?;
+    let gups = workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]);
+    rows.push(row("gups 64M, combined", "accesses", repeat, || simulate(&combined, &gups))?);
 
     // 5. Page-size policy bookkeeping (issue 4's "within 2x of the 4K run"): Romer's
     //    32-entry TLBs on a dense TLB-bound GUPS, fixed 4K pages vs the charge-driven
     //    policies.
     let gups = workload("gups", &[("footprint", "256M".into()), ("accesses", (1_000_000 * scale).to_string())]);
     for kind in ["fixed", "approx-online", "online"] {
-        let (acc, secs) = simulate(&Config::load("romer", &[format!("os.policy.kind=\"{kind}\"")])?, &gups)?;
-        rows.push(row(&format!("gups 256M, romer {kind}"), acc, "accesses", secs));
+        let cfg = Config::load("romer", &[format!("os.policy.kind=\"{kind}\"")])?;
+        rows.push(row(&format!("gups 256M, romer {kind}"), "accesses", repeat, || simulate(&cfg, &gups))?);
     }
     // 6. Nested translation (issue 3's "≥ 5 M accesses/s on GUPS"): the ASPLOS'22
     //    preset, a guest GUPS over 1 GiB, under nested radix and nested ECPT.
     let gups = workload("gups", &[("footprint", "1G".into()), ("accesses", (1_000_000 * scale).to_string())]);
     for kind in ["nested-radix", "nested-ecpt"] {
-        let (acc, secs) = simulate(&Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\"")])?, &gups)?;
-        rows.push(row(&format!("gups 1G, {kind}"), acc, "accesses", secs));
+        let cfg = Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\"")])?;
+        rows.push(row(&format!("gups 1G, {kind}"), "accesses", repeat, || simulate(&cfg, &gups))?);
     }
     Ok(rows)
 }
 
-pub fn run_cli(quick: bool, json: bool) -> Result<i32> {
-    let rows = run_benchmarks(quick)?;
+pub fn run_cli(quick: bool, repeat: u32, json: bool) -> Result<i32> {
+    let rows = run_benchmarks(quick, repeat)?;
     let rss = peak_rss_bytes();
     if json {
-        println!("{}", serde_json::json!({"rows": rows, "peak_rss_bytes": rss}));
+        println!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
     } else {
-        println!("{:<36} {:>12} {:>10} {:>9} {:>10}", "benchmark", "items", "unit", "seconds", "M/s");
+        if repeat > 1 {
+            println!("best of {repeat} runs each (median seconds beside)");
+        }
+        println!("{:<36} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
         for r in &rows {
-            println!("{:<36} {:>12} {:>10} {:>9.2} {:>10.1}", r.name, r.items, r.unit, r.seconds, r.millions_per_second);
+            println!("{:<36} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
         }
         if let Some(b) = rss {
             println!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
