@@ -252,6 +252,20 @@ impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default, HP: Copy + Default> Nes
         t
     }
 
+    /// The host-physical address of the guest entry at `gpa`, on the walker: through
+    /// the NTLB, or a host walk along its page's host path (references into `into`),
+    /// which then fills the NTLB.
+    #[inline]
+    fn entry_hpa<H: PageTable<Caches = HC, Path = HP>>(&mut self, gpa: u64, into: &mut WalkPath) -> u64 {
+        if let Some(hpa) = self.ntlb_probe(gpa) {
+            return hpa;
+        }
+        let t = self.table_page(gpa >> 12);
+        H::replay(&t.host, VM, gpa, &mut self.host, into);
+        self.ntlb_fill(gpa, t.hpage << 12);
+        (t.hpage << 12) | (gpa & 0xfff)
+    }
+
     /// The NTLB's host-physical address of the guest entry at `gpa`, if it holds its
     /// page (the probe is counted).
     #[inline]
@@ -597,33 +611,19 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
                 // One entry (radix guests: always): its host walk's references go
                 // straight into the path, each its own step, as `flush_merge` puts them.
                 let r = refs[i];
-                let hpa = match c.ntlb_probe(r.pa) {
-                    Some(hpa) => hpa,
-                    None => {
-                        let t = c.table_page(r.pa >> 12);
-                        H::replay(&t.host, VM, r.pa, &mut c.host, path);
-                        c.ntlb_fill(r.pa, t.hpage << 12);
-                        (t.hpage << 12) | (r.pa & 0xfff)
-                    }
-                };
+                let hpa = c.entry_hpa::<H>(r.pa, path);
                 path.begin_step();
                 path.push_parallel(hpa, r.what);
             } else {
                 c.hpas.clear();
+                let mut hpath = std::mem::take(&mut c.hpath);
                 for r in &refs[i..j] {
-                    let hpa = match c.ntlb_probe(r.pa) {
-                        Some(hpa) => hpa,
-                        None => {
-                            let t = c.table_page(r.pa >> 12);
-                            c.hpath.clear();
-                            H::replay(&t.host, VM, r.pa, &mut c.host, &mut c.hpath);
-                            c.merge.extend_from_slice(c.hpath.refs());
-                            c.ntlb_fill(r.pa, t.hpage << 12);
-                            (t.hpage << 12) | (r.pa & 0xfff)
-                        }
-                    };
+                    hpath.clear();
+                    let hpa = c.entry_hpa::<H>(r.pa, &mut hpath);
+                    c.merge.extend_from_slice(hpath.refs());
                     c.hpas.push((hpa, r.what));
                 }
+                c.hpath = hpath;
                 flush_merge(&mut c.merge, path);
                 path.begin_step();
                 for &(hpa, what) in &c.hpas {
