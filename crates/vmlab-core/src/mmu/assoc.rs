@@ -85,9 +85,10 @@ pub struct AssocCache<V: Copy + Default> {
 /// compare their keys directly: fewer instructions for a 12-way TLB set).
 const FINGERPRINT_WAYS: usize = 12;
 
-/// The one-byte hash of a key kept in `AssocCache::fps`.
+/// The one-byte hash of a key kept in `AssocCache::fps` (and of a line in a cache
+/// level's tag store, `mem::cache`).
 #[inline(always)]
-fn fingerprint(key: u64) -> u8 {
+pub(crate) fn fingerprint(key: u64) -> u8 {
     (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
 }
 
