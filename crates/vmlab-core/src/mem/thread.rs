@@ -250,6 +250,24 @@ impl<S: OpSink> OpThread<S> {
         }
     }
 
+    /// Queue the `n` ops of `ops`: one check for room, not one per op.
+    #[inline(always)]
+    pub fn push_batch(&mut self, n: usize, ops: impl ExactSizeIterator<Item = S::Op>) {
+        debug_assert_eq!(ops.len(), n);
+        if n > OPS_PER_BUFFER {
+            ops.for_each(|op| self.push(op));
+            return;
+        }
+        // The buffer never grows past its capacity: no allocation once running.
+        if self.buf.len() + n > OPS_PER_BUFFER {
+            self.hand_over();
+        }
+        self.buf.extend(ops);
+        if self.buf.len() == OPS_PER_BUFFER {
+            self.hand_over();
+        }
+    }
+
     #[inline(never)]
     fn hand_over(&mut self) {
         let next = match self.empty.try_recv() {

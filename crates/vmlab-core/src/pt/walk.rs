@@ -20,6 +20,11 @@ pub struct WalkRef {
 pub struct WalkPath {
     refs: Vec<WalkRef>,
     steps: u16,
+    /// References to virtual addresses among `refs`.
+    virtual_refs: u16,
+    /// A step was opened with `begin_step` (otherwise every step is one `push_step`,
+    /// so the references' steps are 0, 1, 2, ...).
+    opened_steps: bool,
     /// Cycles spent outside memory references (a software refill handler's trap).
     extra_cycles: u64,
     /// References made off the walk's critical path (walk-table fills a walk cache
@@ -35,13 +40,15 @@ impl WalkRef {
 
 impl WalkPath {
     pub fn new() -> WalkPath {
-        WalkPath { refs: Vec::with_capacity(64), steps: 0, extra_cycles: 0, background: Vec::with_capacity(16) }
+        WalkPath { refs: Vec::with_capacity(64), steps: 0, virtual_refs: 0, opened_steps: false, extra_cycles: 0, background: Vec::with_capacity(16) }
     }
     #[inline(always)]
     pub fn clear(&mut self) {
         self.refs.clear();
         self.background.clear();
         self.steps = 0;
+        self.virtual_refs = 0;
+        self.opened_steps = false;
         self.extra_cycles = 0;
     }
     /// Charge cycles that are not memory references (e.g. entering a software handler).
@@ -63,11 +70,24 @@ impl WalkPath {
     #[inline(always)]
     pub fn push_virtual_step(&mut self, va: u64) {
         self.push_step(va, WalkRef::VIRTUAL);
+        self.virtual_refs += 1;
+    }
+    /// Whether every step is one reference (made by `push_step`): reference i is
+    /// step i.
+    #[inline(always)]
+    pub fn one_ref_per_step(&self) -> bool {
+        !self.opened_steps
+    }
+    /// Whether some reference is to a virtual address.
+    #[inline(always)]
+    pub fn has_virtual_refs(&self) -> bool {
+        self.virtual_refs != 0
     }
     /// Begin a new step whose references are pushed with [`WalkPath::push_parallel`].
     #[inline(always)]
     pub fn begin_step(&mut self) {
         self.steps += 1;
+        self.opened_steps = true;
     }
     /// Add a reference to the step opened by the last `begin_step`.
     #[inline(always)]

@@ -344,7 +344,20 @@ impl<P: PageTable> Walker<P> {
         let mut cycles = self.walk_caches.probe_latency() + self.path.extra_cycles();
         let mut step = u16::MAX;
         let (mut refs, mut steps) = (self.path.refs().len() as u64, self.path.steps() as u64);
-        for i in 0..self.path.refs().len() {
+        let batched = match &mut self.mem_thread {
+            // Physical references only, to the memory thread: queued in one batch.
+            Some(t) if !self.path.has_virtual_refs() => {
+                let ops = self.path.refs().iter().map(|r| {
+                    let new_step = r.step != step;
+                    step = r.step;
+                    MemOp::WalkRef { pa: r.pa, new_step, nested: false }
+                });
+                t.push_batch(ops.len(), ops);
+                true
+            }
+            _ => false,
+        };
+        for i in 0..if batched { 0 } else { self.path.refs().len() } {
             let r = self.path.refs()[i];
             let pa = if r.what == WalkRef::VIRTUAL {
                 let (pa, tlb_cycles, nested_refs, nested_steps) = virt(self, r.pa);
@@ -375,11 +388,20 @@ impl<P: PageTable> Walker<P> {
         self.walks.background_refs += background;
         // Parallel references per step of the walk's own path (Stojkovic et al. Fig. 11).
         let last = crate::stats::TRACKED_STEPS - 1;
-        for r in self.path.refs() {
-            self.walks.step_refs[(r.step as usize).min(last)] += 1;
-        }
-        for k in 0..(self.path.steps() as usize).min(last + 1) {
-            self.walks.step_walks[k] += 1;
+        let n_steps = self.path.steps() as usize;
+        if self.path.one_ref_per_step() && n_steps <= last {
+            debug_assert_eq!(self.path.refs().len(), n_steps);
+            for k in 0..n_steps {
+                self.walks.step_refs[k] += 1;
+                self.walks.step_walks[k] += 1;
+            }
+        } else {
+            for r in self.path.refs() {
+                self.walks.step_refs[(r.step as usize).min(last)] += 1;
+            }
+            for k in 0..n_steps.min(last + 1) {
+                self.walks.step_walks[k] += 1;
+            }
         }
         self.walks.count += 1;
         self.walks.refs += refs;
