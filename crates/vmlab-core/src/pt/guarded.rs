@@ -102,7 +102,31 @@ pub struct GuardedPageTable {
     next_chase: Cell<usize>,
     /// Entries the last walk read, to start a chase near where its misses begin.
     last_walk_depth: u32,
+    /// Simulator-only, like `chases`: where walks passed the depth a chase starts at,
+    /// by the page-number prefix above it (a direct-mapped table, entries overwritten).
+    /// `prefetch` starts a chase there instead of descending from the root, so the top
+    /// of a path (read again by the walk itself) is read once per access, not twice.
+    chase_starts: Box<[Cell<ChaseStart>]>,
+    /// Digits decoded above the last recorded chase start: the prefix `prefetch` looks up.
+    start_digits: Cell<u32>,
 }
+
+/// A recorded chase start: the entry a walk read after decoding `d` digits of a page
+/// number whose first `d` digits are `prefix`, in address space `asid`.
+#[derive(Clone, Copy)]
+struct ChaseStart {
+    prefix: u64,
+    asid: Asid,
+    d: u32,
+    entry: u32,
+}
+
+impl ChaseStart {
+    const NONE: ChaseStart = ChaseStart { prefix: u64::MAX, asid: Asid::MAX, d: u32::MAX, entry: u32::MAX };
+}
+
+/// Slots of `chase_starts` (a power of two).
+const CHASE_STARTS: usize = 4096;
 
 /// A walk `prefetch` started: the next entry to read (already prefetched into the host
 /// cache), the digit its node decodes, and the page number sought.
@@ -150,7 +174,28 @@ impl GuardedPageTable {
             chases: (0..CHASES).map(|_| Cell::new(Chase::IDLE)).collect(),
             next_chase: Cell::new(0),
             last_walk_depth: 0,
+            chase_starts: (0..CHASE_STARTS).map(|_| Cell::new(ChaseStart::NONE)).collect(),
+            start_digits: Cell::new(0),
         })
+    }
+
+    /// The first `d` digits of `key` (its prefix above digit `d`).
+    #[inline]
+    fn prefix(&self, key: u64, d: u32) -> u64 {
+        key.checked_shr(self.s * (self.digits - d)).unwrap_or(0)
+    }
+
+    #[inline]
+    fn chase_start_slot(prefix: u64, d: u32, asid: Asid) -> usize {
+        let h = (prefix ^ ((d as u64) << 56) ^ ((asid as u64) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - CHASE_STARTS.trailing_zeros())) as usize
+    }
+
+    /// Node entries a chase descends before its own steps: it is left the last
+    /// CHASE_STEPS entries of the previous walk's depth.
+    #[inline]
+    fn chase_skip(&self) -> u32 {
+        self.last_walk_depth.saturating_sub(CHASE_STEPS + 1)
     }
 
     /// One step of a chase from entry `e` (read at digit `d`): the next entry on the
@@ -468,6 +513,8 @@ impl PageTable for GuardedPageTable {
         let per = self.entries_per_node();
         let mut d = 0u32;
         let mut depth = 1u8;
+        // The depth after reading the node entry a chase would start at (`prefetch`).
+        let start_depth = self.chase_skip() + 2;
         loop {
             if e.kind == EMPTY || !self.guard_matches(&e, key, d) {
                 self.last_walk_depth = depth as u32;
@@ -480,9 +527,15 @@ impl PageTable for GuardedPageTable {
             }
             let i = self.digit(key, d);
             path.push_step(e.val + i as u64 * ENTRY_BYTES, depth);
-            e = self.entries[e.node as usize * per + i];
+            let at = e.node as usize * per + i;
+            e = self.entries[at];
             d += 1;
             depth = depth.saturating_add(1);
+            if depth as u32 == start_depth {
+                let prefix = self.prefix(key, d);
+                self.chase_starts[Self::chase_start_slot(prefix, d, asid)].set(ChaseStart { prefix, asid, d, entry: at as u32 });
+                self.start_digits.set(d);
+            }
         }
     }
 
@@ -497,14 +550,29 @@ impl PageTable for GuardedPageTable {
         }
         let Some(Some((root, _))) = self.roots.get(asid as usize) else { return };
         let Ok(key) = self.key_of(va) else { return };
-        // The first entries of a path are few and stay in the host cache: read them
-        // now, and leave the chase the last CHASE_STEPS of the previous walk's depth.
-        let mut chase = self.chase_from(*root, key, 0);
-        for _ in 0..self.last_walk_depth.saturating_sub(CHASE_STEPS + 1) {
-            if chase.entry == u32::MAX {
-                break;
+        // Start where an earlier walk of a page with the same prefix passed the start
+        // depth; else read the first entries of the path now (few, and in the host
+        // cache). Either way the chase is left the last CHASE_STEPS of the previous
+        // walk's depth.
+        let skip = self.chase_skip();
+        let d = self.start_digits.get();
+        let prefix = self.prefix(key, d);
+        let start = self.chase_starts[Self::chase_start_slot(prefix, d, asid)].get();
+        let mut chase = if skip > 0 && start.prefix == prefix && start.d == d && start.asid == asid && (start.entry as usize) < self.entries.len() {
+            crate::host::prefetch(&self.entries[start.entry as usize]);
+            Chase { key, entry: start.entry, d }
+        } else {
+            let mut chase = self.chase_from(*root, key, 0);
+            for _ in 0..skip {
+                if chase.entry == u32::MAX {
+                    break;
+                }
+                chase = self.chase_step(chase);
             }
-            chase = self.chase_step(chase);
+            chase
+        };
+        if chase.d > self.digits {
+            chase = Chase::IDLE;
         }
         let slot = self.next_chase.get();
         self.chases[slot].set(chase);
