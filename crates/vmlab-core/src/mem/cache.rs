@@ -5,8 +5,9 @@
 //! [`AssocCache`](crate::mmu::assoc::AssocCache): caches are the largest structures the
 //! engine models (a 2 MiB LLC has 32K lines), they carry no ASIDs and a one-bit payload,
 //! and page walks touch them at random. So a set's tags sit contiguously with the dirty
-//! bit folded in (a 16-way set is two host cache lines), and with LRU replacement a
-//! set's recency order is one packed word (docs/performance.md).
+//! bit folded in (a 16-way set is two host cache lines), with LRU replacement a set's
+//! recency order is one packed word, and sets of 8 to 16 ways are searched through a
+//! byte of fingerprint per line (docs/performance.md).
 
 use super::column::ColumnStore;
 use super::victim::VictimCache;
