@@ -63,8 +63,14 @@ fn configurations_whose_timing_feeds_back_stay_inline() {
 /// The stats document of `records` fed in batches of the given sizes (cycled), inline
 /// or with a second thread; and whether the MMU ran on it.
 fn feed_records(cfg: &Config, records: &[Record], batches: &[usize], thread: bool) -> (Result<serde_json::Value, String>, bool) {
+    feed_records_with(cfg, records, batches, thread).0
+}
+
+/// `feed_records`, and whether a second thread ran at all (the walker, or the memory
+/// model alone).
+fn feed_records_with(cfg: &Config, records: &[Record], batches: &[usize], thread: bool) -> ((Result<serde_json::Value, String>, bool), bool) {
     let mut sim = build(cfg, &SourceInfo::default(), None).unwrap();
-    sim.use_memory_thread(thread);
+    let any_thread = sim.use_memory_thread(thread);
     let on_thread = sim.mmu_on_thread();
     let mut at = 0;
     for &n in batches.iter().cycle() {
@@ -75,11 +81,11 @@ fn feed_records(cfg: &Config, records: &[Record], batches: &[usize], thread: boo
         match sim.feed(&records[at..end]) {
             Ok(true) => break,
             Ok(false) => {}
-            Err(e) => return (Err(e.to_string()), on_thread),
+            Err(e) => return ((Err(e.to_string()), on_thread), any_thread),
         }
         at = end;
     }
-    (sim.finish(&TraceMeta::default()).map(|r| r.0).map_err(|e| e.to_string()), on_thread)
+    ((sim.finish(&TraceMeta::default()).map(|r| r.0).map_err(|e| e.to_string()), on_thread), any_thread)
 }
 
 /// A random trace of three processes: maps, unmaps, protection changes (faults that
@@ -150,6 +156,32 @@ proptest! {
         let (inline, _) = feed_records(&cfg, &recs, &batches, false);
         let (threaded, on_thread) = feed_records(&cfg, &recs, &batches, true);
         prop_assert!(on_thread, "{:?}: the walker should run on its own thread", sets);
+        prop_assert_eq!(inline, threaded, "{:?}", sets);
+    }
+
+    /// The memory model alone on its own thread (the page tables that do not split
+    /// their walk) gives the inline run's document: walks of one reference per step
+    /// (guarded, linear), of parallel probes (hashed, ECPT, nested ECPT), and with
+    /// virtual references (linear), queued in batches whatever the buffer boundaries.
+    #[test]
+    fn the_memory_thread_matches_inline_on_random_traces(
+        recs in arb_trace(),
+        batches in prop::collection::vec(1usize..400, 1..6),
+        setting in 0usize..6,
+    ) {
+        let sets: &[&str] = match setting {
+            0 => &["page_table.kind=\"guarded\"", "page_table.guarded.node_entries=2"],
+            // G2 maps 2M pages (a leaf nine digits up).
+            1 => &["page_table.kind=\"guarded\"", "page_table.guarded.node_entries=2", "os.policy.kind=\"thp-eager\""],
+            2 => &["page_table.kind=\"hashed\""],
+            3 => &["page_table.kind=\"ecpt\"", "mmu.asid_tags=false"],
+            4 => &["page_table.kind=\"nested-ecpt\""],
+            _ => &["page_table.kind=\"linear\""],
+        };
+        let cfg = Config::load("tiny", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let ((inline, _), _) = feed_records_with(&cfg, &recs, &batches, false);
+        let ((threaded, walker), memory) = feed_records_with(&cfg, &recs, &batches, true);
+        prop_assert!(memory && !walker, "{:?}: the memory model alone should run on its own thread", sets);
         prop_assert_eq!(inline, threaded, "{:?}", sets);
     }
 }
