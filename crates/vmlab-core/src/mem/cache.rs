@@ -460,6 +460,20 @@ mod tests {
     use super::*;
     use crate::mmu::assoc::AssocCache;
 
+    /// The general set-associative store as a cache level: (hit, a dirty line evicted),
+    /// with the value the line's dirty bit.
+    fn reference_access(reference: &mut AssocCache<bool>, set: usize, line: u64, write: bool) -> (bool, bool) {
+        match reference.lookup(set, line, 0) {
+            Some(d) => {
+                if write && !d {
+                    reference.insert(set, line, 0, true);
+                }
+                (true, false)
+            }
+            None => (false, reference.fill_absent(set, line, 0, write).is_some_and(|e| e.val)),
+        }
+    }
+
     /// The line store agrees with the general set-associative store (the reference:
     /// it has its own tests against explicit LRU lists and PLRU trees) on hits and on
     /// dirty evictions, for every replacement policy and several geometries.
@@ -477,15 +491,7 @@ mod tests {
                     let line = rng.gen_range(0..(lines as u64 * 3));
                     let write = rng.gen_range(0..4) == 0;
                     let set = reference.set_of(line);
-                    let expect = match reference.lookup(set, line, 0) {
-                        Some(d) => {
-                            if write && !d {
-                                reference.insert(set, line, 0, true);
-                            }
-                            (true, false)
-                        }
-                        None => (false, reference.fill_absent(set, line, 0, write).is_some_and(|e| e.val)),
-                    };
+                    let expect = reference_access(&mut reference, set, line, write);
                     let p = fast.access(line, line, write, true);
                     assert_eq!((p.hit, p.evicted != INVALID && p.evicted & DIRTY != 0), expect, "{repl:?} {lines}/{ways} access {i}");
                 }
@@ -513,15 +519,7 @@ mod tests {
                 let write = rng.gen_range(0..4) == 0;
                 let set = reference.set_of(line);
                 assert_eq!(set, 0);
-                let expect = match reference.lookup(set, line, 0) {
-                    Some(d) => {
-                        if write && !d {
-                            reference.insert(set, line, 0, true);
-                        }
-                        (true, false)
-                    }
-                    None => (false, reference.fill_absent(set, line, 0, write).is_some_and(|e| e.val)),
-                };
+                let expect = reference_access(&mut reference, set, line, write);
                 let p = fast.access(line, line, write, true);
                 hits += p.hit as u32;
                 assert_eq!((p.hit, p.evicted != INVALID && p.evicted & DIRTY != 0), expect, "{ways} ways, access {i}");

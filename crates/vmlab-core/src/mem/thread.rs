@@ -250,10 +250,10 @@ impl<S: OpSink> OpThread<S> {
         }
     }
 
-    /// Queue the `n` ops of `ops`: one check for room, not one per op.
+    /// Queue `ops`: one check for room, not one per op.
     #[inline(always)]
-    pub fn push_batch(&mut self, n: usize, ops: impl ExactSizeIterator<Item = S::Op>) {
-        debug_assert_eq!(ops.len(), n);
+    pub fn push_batch(&mut self, ops: impl ExactSizeIterator<Item = S::Op>) {
+        let n = ops.len();
         if n > OPS_PER_BUFFER {
             ops.for_each(|op| self.push(op));
             return;

@@ -179,12 +179,6 @@ impl GuardedPageTable {
         })
     }
 
-    /// The first `d` digits of `key` (its prefix above digit `d`).
-    #[inline]
-    fn prefix(&self, key: u64, d: u32) -> u64 {
-        key.checked_shr(self.s * (self.digits - d)).unwrap_or(0)
-    }
-
     #[inline]
     fn chase_start_slot(prefix: u64, d: u32, asid: Asid) -> usize {
         let h = (prefix ^ ((d as u64) << 56) ^ ((asid as u64) << 40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -532,7 +526,7 @@ impl PageTable for GuardedPageTable {
             d += 1;
             depth = depth.saturating_add(1);
             if depth as u32 == start_depth {
-                let prefix = self.prefix(key, d);
+                let prefix = self.digits_of(key, 0, d);
                 self.chase_starts[Self::chase_start_slot(prefix, d, asid)].set(ChaseStart { prefix, asid, d, entry: at as u32 });
                 self.start_digits.set(d);
             }
@@ -556,9 +550,9 @@ impl PageTable for GuardedPageTable {
         // walk's depth.
         let skip = self.chase_skip();
         let d = self.start_digits.get();
-        let prefix = self.prefix(key, d);
+        let prefix = self.digits_of(key, 0, d);
         let start = self.chase_starts[Self::chase_start_slot(prefix, d, asid)].get();
-        let mut chase = if skip > 0 && start.prefix == prefix && start.d == d && start.asid == asid && (start.entry as usize) < self.entries.len() {
+        let chase = if skip > 0 && start.prefix == prefix && start.d == d && start.asid == asid && (start.entry as usize) < self.entries.len() {
             crate::host::prefetch(&self.entries[start.entry as usize]);
             Chase { key, entry: start.entry, d }
         } else {
@@ -571,9 +565,6 @@ impl PageTable for GuardedPageTable {
             }
             chase
         };
-        if chase.d > self.digits {
-            chase = Chase::IDLE;
-        }
         let slot = self.next_chase.get();
         self.chases[slot].set(chase);
         self.next_chase.set((slot + 1) % CHASES);

@@ -403,6 +403,17 @@ fn step_end(refs: &[WalkRef], i: usize) -> usize {
 
 /// Append the merged host walks in `merge` as steps of `path` (their k-th steps
 /// together), and empty it.
+/// Close a step of a guest walk whose entries were translated in parallel: the host
+/// walks' references (`flush_merge`), then one step reading the entries at their host
+/// addresses.
+fn close_parallel_step(merge: &mut Vec<WalkRef>, hpas: &[(u64, u8)], path: &mut WalkPath) {
+    flush_merge(merge, path);
+    path.begin_step();
+    for &(hpa, what) in hpas {
+        path.push_parallel(hpa, what);
+    }
+}
+
 fn flush_merge(merge: &mut Vec<WalkRef>, path: &mut WalkPath) {
     // One host walk's references are already in step order (the common case: a radix
     // guest reads one entry per step).
@@ -624,11 +635,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
                     c.hpas.push((hpa, r.what));
                 }
                 c.hpath = hpath;
-                flush_merge(&mut c.merge, path);
-                path.begin_step();
-                for &(hpa, what) in &c.hpas {
-                    path.push_parallel(hpa, what);
-                }
+                close_parallel_step(&mut c.merge, &c.hpas, path);
             }
             i = j;
         }
@@ -814,11 +821,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
                     None => ok = false,
                 }
             }
-            flush_merge(&mut self.merge, path);
-            path.begin_step();
-            for &(hpa, what) in &self.hpas {
-                path.push_parallel(hpa, what);
-            }
+            close_parallel_step(&mut self.merge, &self.hpas, path);
             i = j;
         }
         self.gpath = gpath;

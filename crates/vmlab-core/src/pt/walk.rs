@@ -20,8 +20,8 @@ pub struct WalkRef {
 pub struct WalkPath {
     refs: Vec<WalkRef>,
     steps: u16,
-    /// References to virtual addresses among `refs`.
-    virtual_refs: u16,
+    /// Some reference in `refs` is to a virtual address.
+    virtual_refs: bool,
     /// A step was opened with `begin_step` (otherwise every step is one `push_step`,
     /// so the references' steps are 0, 1, 2, ...).
     opened_steps: bool,
@@ -40,14 +40,14 @@ impl WalkRef {
 
 impl WalkPath {
     pub fn new() -> WalkPath {
-        WalkPath { refs: Vec::with_capacity(64), steps: 0, virtual_refs: 0, opened_steps: false, extra_cycles: 0, background: Vec::with_capacity(16) }
+        WalkPath { refs: Vec::with_capacity(64), steps: 0, virtual_refs: false, opened_steps: false, extra_cycles: 0, background: Vec::with_capacity(16) }
     }
     #[inline(always)]
     pub fn clear(&mut self) {
         self.refs.clear();
         self.background.clear();
         self.steps = 0;
-        self.virtual_refs = 0;
+        self.virtual_refs = false;
         self.opened_steps = false;
         self.extra_cycles = 0;
     }
@@ -70,7 +70,7 @@ impl WalkPath {
     #[inline(always)]
     pub fn push_virtual_step(&mut self, va: u64) {
         self.push_step(va, WalkRef::VIRTUAL);
-        self.virtual_refs += 1;
+        self.virtual_refs = true;
     }
     /// Whether every step is one reference (made by `push_step`): reference i is
     /// step i.
@@ -81,7 +81,7 @@ impl WalkPath {
     /// Whether some reference is to a virtual address.
     #[inline(always)]
     pub fn has_virtual_refs(&self) -> bool {
-        self.virtual_refs != 0
+        self.virtual_refs
     }
     /// Begin a new step whose references are pushed with [`WalkPath::push_parallel`].
     #[inline(always)]

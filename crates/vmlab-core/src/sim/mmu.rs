@@ -352,12 +352,14 @@ impl<P: PageTable> Walker<P> {
                     step = r.step;
                     MemOp::WalkRef { pa: r.pa, new_step, nested: false }
                 });
-                t.push_batch(ops.len(), ops);
+                t.push_batch(ops);
                 true
             }
             _ => false,
         };
-        for i in 0..if batched { 0 } else { self.path.refs().len() } {
+        // References left to send one by one.
+        let one_by_one = if batched { 0 } else { self.path.refs().len() };
+        for i in 0..one_by_one {
             let r = self.path.refs()[i];
             let pa = if r.what == WalkRef::VIRTUAL {
                 let (pa, tlb_cycles, nested_refs, nested_steps) = virt(self, r.pa);
