@@ -10,18 +10,35 @@ use crate::error::{Error, Result};
 use crate::pt::Translation;
 use serde::Serialize;
 
-/// What a TLB entry holds besides its tag.
+/// What a TLB entry holds besides its tag: the page's physical base, its size and
+/// permissions, in one word (the base is aligned to at least 4 KiB, so the low bits
+/// carry the shift and permissions). One word, not a 16-byte struct: a fill built the
+/// struct on the stack in two stores and copied it with one 16-byte load, which the
+/// host cannot forward from the two stores, so every fill waited for the store buffer
+/// to drain (behind the walker thread's ops, whose lines the other core holds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TlbPayload {
-    pub pa: u64,
-    pub shift: u8,
-    pub perms: u8,
-}
+pub struct TlbPayload(u64);
 
 impl TlbPayload {
+    const SHIFT_AT: u32 = 4;
+    const PERMS_MASK: u64 = 0xf;
+
     #[inline(always)]
-    pub fn translation(&self) -> Translation {
-        Translation { pa: self.pa, size: PageSize::from_valid_shift(self.shift), perms: Perms::from_bits(self.perms) }
+    pub fn new(t: &Translation) -> TlbPayload {
+        debug_assert_eq!(t.pa & 0xfff, 0, "a page's physical base is 4 KiB-aligned");
+        TlbPayload(t.pa | (t.size.shift() as u64) << Self::SHIFT_AT | t.perms.bits() as u64)
+    }
+    #[inline(always)]
+    pub fn pa(self) -> u64 {
+        self.0 & !0xfff
+    }
+    #[inline(always)]
+    pub fn shift(self) -> u8 {
+        (self.0 >> Self::SHIFT_AT) as u8 & 0x3f
+    }
+    #[inline(always)]
+    pub fn translation(self) -> Translation {
+        Translation { pa: self.pa(), size: PageSize::from_valid_shift(self.shift()), perms: Perms::from_bits((self.0 & Self::PERMS_MASK) as u8) }
     }
 }
 
@@ -62,7 +79,7 @@ pub struct Tlb {
 /// The page an entry's key and payload describe.
 #[inline(always)]
 fn page_of(k: u64, asid: Asid, p: &TlbPayload) -> TlbPage {
-    TlbPage { asid, va: (k >> 6) << p.shift, size: PageSize::from_valid_shift(p.shift) }
+    TlbPage { asid, va: (k >> 6) << p.shift(), size: PageSize::from_valid_shift(p.shift()) }
 }
 
 /// `Tlb::probe`'s shift for an any-size structure (no page size is 2^255 bytes).
@@ -154,7 +171,7 @@ impl Tlb {
     /// Every valid entry: its ASID, the virtual base of what it maps, and the
     /// translation it gives.
     pub fn for_each_entry(&self, mut f: impl FnMut(Asid, u64, Translation)) {
-        self.store.for_each_valid(|k, a, p| f(a, (k >> 6) << p.shift, p.translation()));
+        self.store.for_each_valid(|k, a, p| f(a, (k >> 6) << p.shift(), p.translation()));
     }
 
     /// Whether the structure caches pieces of pages larger than it holds (`splinter`).
@@ -283,7 +300,7 @@ impl Tlb {
         self.counters.fills += 1;
         debug_assert!(self.holds(t.size), "fill of a size the structure does not hold");
         debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
-        (set, key(vpn, shift), TlbPayload { pa: t.pa, shift, perms: t.perms.bits() })
+        (set, key(vpn, shift), TlbPayload::new(t))
     }
 
     /// Drop any entry translating `va` for `asid` (all held sizes).
@@ -377,8 +394,22 @@ impl Tlb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::{MAX_PAGE_SHIFT, MIN_PAGE_SHIFT};
     use crate::config::Bytes;
     use proptest::prelude::*;
+
+    proptest! {
+        /// The one-word payload gives back the translation it was made from, for every
+        /// page size, permission set and page-aligned frame (the highest included).
+        #[test]
+        fn payload_round_trips(shift in MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT, perms in 0u8..16, frame in any::<u64>()) {
+            let size = PageSize::from_valid_shift(shift);
+            let t = Translation { pa: size.align_down(frame), size, perms: Perms::from_bits(perms) };
+            let p = TlbPayload::new(&t);
+            prop_assert_eq!(p.translation(), t);
+            prop_assert_eq!((p.pa(), p.shift()), (t.pa, shift));
+        }
+    }
 
     fn any_size_tlb(entries: usize) -> Tlb {
         let c = TlbConfig {
@@ -505,7 +536,7 @@ mod tests {
                     None => {
                         let ev = t.fill(va, 0, &tr(base, shift));
                         let expect = (list.len() == entries).then(|| list.pop().unwrap());
-                        prop_assert_eq!(ev.map(|e| (e.key >> 6) << e.val.shift), expect);
+                        prop_assert_eq!(ev.map(|e| (e.key >> 6) << e.val.shift()), expect);
                     }
                 }
                 list.insert(0, base);

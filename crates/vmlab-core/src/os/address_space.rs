@@ -38,4 +38,10 @@ impl AddressSpace {
     pub fn mapping_at(&self, va: u64) -> Option<(u64, Mapping)> {
         self.pages.get(va)
     }
+
+    /// Host hint for a fault at `va` that is coming (`PageIndex::prefetch`).
+    #[inline]
+    pub fn prefetch_mapping(&self, va: u64) {
+        self.pages.prefetch(va)
+    }
 }

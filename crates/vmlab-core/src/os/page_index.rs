@@ -147,6 +147,21 @@ impl PageIndex {
         }
     }
 
+    /// Ask the host to bring in the leaf slot for `va` (a hint for a fault that is
+    /// coming: its lookup and insert then find the slot in the host cache). Stops at a
+    /// missing node or a larger page; changes nothing.
+    #[inline]
+    pub fn prefetch(&self, va: u64) {
+        let mut node = 0u32;
+        for level in (1..=TOP).rev() {
+            match self.slot(node, index(va, level)) {
+                Slot::Child(c) => node = c,
+                _ => return,
+            }
+        }
+        crate::host::prefetch(&self.slots[node as usize * FANOUT + index(va, 0)]);
+    }
+
     /// The page covering `va`: its base address and mapping.
     #[inline]
     pub fn get(&self, va: u64) -> Option<(u64, Mapping)> {

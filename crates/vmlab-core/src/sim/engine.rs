@@ -95,6 +95,9 @@ pub struct Engine<P: PageTable> {
     tlb_changes: Vec<crate::mmu::TlbChange>,
     /// Prefetch page-table entries for the next batch (walks were frequent).
     prefetch: bool,
+    /// Prefetch the OS page-index slots of the accesses ahead too: faults are frequent
+    /// (first touches), and each one's page-index lookup misses the host cache.
+    prefetch_faults: bool,
     /// Region IDs with TLB sharing (`mmu.regions.share`, `mmu.regions.share_text`).
     pub regions: Option<RegionIds>,
 }
@@ -154,6 +157,7 @@ impl<P: PageTable> Engine<P> {
             cycles: CycleCounters::default(),
             tlb_changes: Vec::new(),
             prefetch: false,
+            prefetch_faults: false,
             regions: (cfg.mmu.regions.share || cfg.mmu.regions.share_text).then(|| RegionIds::new(&cfg.mmu.regions)),
         };
         e.refresh_policy_hooks();
@@ -181,6 +185,7 @@ impl<P: PageTable> Engine<P> {
             self.detach_timing();
         }
         let walks_before = self.walks_so_far();
+        let faults_before = self.os.mm.counters.count;
         // Only counting is left for a same-page access while nothing else looks at each
         // access (see `same_page_run`).
         let runs = !self.data_refs && !self.recolor_on && self.background_at == u64::MAX;
@@ -211,6 +216,11 @@ impl<P: PageTable> Engine<P> {
                     if Some(a.pid) == self.cur_pid && a.vaddr >> 12 != prefetched {
                         prefetched = a.vaddr >> 12;
                         self.os.mm.pt.prefetch(self.cur_asid, a.vaddr);
+                        if self.prefetch_faults {
+                            if let Some(s) = self.os.mm.space(a.pid) {
+                                s.prefetch_mapping(a.vaddr);
+                            }
+                        }
                     }
                 }
             }
@@ -227,6 +237,8 @@ impl<P: PageTable> Engine<P> {
         // Prefetch while walks are frequent (> 1 in 8 records); otherwise it would
         // only cost time.
         self.prefetch = self.walks_so_far().saturating_sub(walks_before) * 8 > buf.len() as u64;
+        // And the page index's while faults are (> 1 in 64 records).
+        self.prefetch_faults = self.prefetch && (self.os.mm.counters.count - faults_before) * 64 > buf.len() as u64;
         Ok(false)
     }
 
