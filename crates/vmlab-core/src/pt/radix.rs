@@ -450,12 +450,21 @@ impl PageTable for RadixPageTable {
     }
 
     fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
-        let mut path = [(0u32, 0u8); 5];
-        let (n, leaf) = self.path(asid, va, &mut path);
-        let e = leaf?;
-        let (idx, level) = path[n - 1];
-        let (_, e) = self.true_pte(idx, level, index(va, level), e);
-        Some(leaf_translation(e, level))
+        // `path`'s walk without recording the nodes (every fault translates once).
+        let mut idx = self.root(asid)?;
+        for level in (1..=self.levels).rev() {
+            let i = index(va, level);
+            let e = self.entry(idx, i);
+            if e & P_PRESENT == 0 {
+                return None;
+            }
+            if e & P_LEAF != 0 {
+                let (_, e) = self.true_pte(idx, level, i, e);
+                return Some(leaf_translation(e, level));
+            }
+            idx = (e >> 12) as u32;
+        }
+        None
     }
 
     /// The fused form of `full_path` + `replay` (nested tables walk radix tables

@@ -192,6 +192,7 @@ impl<P: PageTable> Engine<P> {
         // The page last prefetched for: consecutive accesses to one page (a read, then
         // its write) need one prefetch.
         let mut prefetched = u64::MAX;
+        let mut threshold = self.next_threshold();
         let mut i = 0;
         while i < buf.len() {
             if runs {
@@ -201,7 +202,9 @@ impl<P: PageTable> Engine<P> {
                     Record::Access(a) => a.vaddr >> 12 == self.same_page[a.kind.is_instr() as usize].vpn,
                     _ => false,
                 };
-                if on_page(&buf[i]) && buf.get(i + 1).is_some_and(on_page) {
+                // The next record first: it is the one that differs when only one
+                // access is on the page (gups's read; its write).
+                if buf.get(i + 1).is_some_and(on_page) && on_page(&buf[i]) {
                     i = self.same_page_run(buf, i);
                     if i == buf.len() {
                         break;
@@ -226,11 +229,14 @@ impl<P: PageTable> Engine<P> {
             }
             self.record(r).map_err(|e| self.with_position(e))?;
             self.run.records += 1;
-            if self.run.accesses >= self.warmup_at {
-                self.end_warmup()?;
-            }
-            if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
-                return Ok(true);
+            if self.run.accesses >= threshold {
+                if self.run.accesses >= self.warmup_at {
+                    self.end_warmup()?;
+                }
+                if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
+                    return Ok(true);
+                }
+                threshold = self.next_threshold();
             }
             i += 1;
         }
@@ -247,6 +253,17 @@ impl<P: PageTable> Engine<P> {
         self.mmu.walks_so_far()
     }
 
+    /// The access count at which the warm-up ends or `sim.max_accesses` stops the run,
+    /// whichever comes first.
+    #[inline(always)]
+    fn next_threshold(&self) -> u64 {
+        if self.max_accesses == 0 {
+            self.warmup_at
+        } else {
+            self.warmup_at.min(self.max_accesses)
+        }
+    }
+
     /// Consume the records from `from` on that need nothing but counting, and return
     /// the index of the first one that needs more: ticks, and accesses of the running
     /// process within one page that is the page of its side's same-page entry, with the
@@ -258,7 +275,7 @@ impl<P: PageTable> Engine<P> {
     #[inline]
     fn same_page_run(&mut self, buf: &[Record], from: usize) -> usize {
         let Some(pid) = self.cur_pid else { return from };
-        let stop = if self.max_accesses == 0 { self.warmup_at } else { self.warmup_at.min(self.max_accesses) };
+        let stop = self.next_threshold();
         if stop <= self.run.accesses {
             // A threshold is due after the very next record, whatever it is.
             return from;
