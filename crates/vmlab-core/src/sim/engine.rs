@@ -833,6 +833,7 @@ impl<P: PageTable> Engine<P> {
     fn fold_tlb_counts(&mut self) {
         let m = &mut self.mmu;
         m.tlbs.fold_counts();
+        m.fold_lookups();
         for side in 0..2 {
             let total: u64 = self.same_page_hits[side].iter().sum();
             if total == 0 {

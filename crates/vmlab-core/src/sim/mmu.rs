@@ -23,8 +23,12 @@ pub struct Mmu<P: PageTable> {
     pub tlbs: TlbHierarchy,
     /// Cumulative TLB latency when a lookup stops at level l (index) per side.
     tlb_latency: [Vec<u64>; 2],
-    /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits).
+    /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits), up to
+    /// the last `fold_lookups`.
     pub tlb_levels: [Vec<(u64, u64)>; 2],
+    /// Per side: lookups since then that hit at level l (index), or missed every level
+    /// (last index). One count per lookup; `fold_lookups` turns them into `tlb_levels`.
+    lookup_ends: [Vec<u64>; 2],
     /// TLB cycles (the walker counts walk, data-reference and copy cycles).
     pub tlb_cycles: u64,
     /// A walk's virtual reference probed the data TLB since the engine last looked
@@ -137,6 +141,7 @@ impl<P: PageTable> Mmu<P> {
             tlbs,
             tlb_latency,
             tlb_levels: [vec![(0, 0); levels], vec![(0, 0); levels]],
+            lookup_ends: [vec![0; levels + 1], vec![0; levels + 1]],
             tlb_cycles: 0,
             probed_data_tlb: false,
             walker: Some(walker),
@@ -145,6 +150,22 @@ impl<P: PageTable> Mmu<P> {
             faulting: 0,
             walks_sent: 0,
         })
+    }
+
+    /// Bring `tlb_levels` up to date: a lookup that ended at level h (hit there, or
+    /// missed them all) reached every level up to h.
+    pub fn fold_lookups(&mut self) {
+        for (levels, ends) in self.tlb_levels.iter_mut().zip(&mut self.lookup_ends) {
+            let mut reached = 0;
+            for h in (0..ends.len()).rev() {
+                reached += ends[h];
+                if h < levels.len() {
+                    levels[h].0 += reached;
+                    levels[h].1 += ends[h];
+                }
+            }
+            ends.iter_mut().for_each(|e| *e = 0);
+        }
     }
 
     /// The walker (attached: outside the per-access path, after [`Mmu::attach`]).
@@ -165,18 +186,13 @@ impl<P: PageTable> Mmu<P> {
         match self.tlbs.lookup(instr, va, asid) {
             Some(hit) => {
                 self.tlb_cycles += self.tlb_latency[side][hit.level];
-                for l in 0..=hit.level {
-                    self.tlb_levels[side][l].0 += 1;
-                }
-                self.tlb_levels[side][hit.level].1 += 1;
+                self.lookup_ends[side][hit.level] += 1;
                 Lookup::Hit { t: hit.entry.translation(), level: hit.level }
             }
             None => {
                 let levels = self.tlbs.levels();
                 self.tlb_cycles += self.tlb_latency[side][levels - 1];
-                for l in 0..levels {
-                    self.tlb_levels[side][l].0 += 1;
-                }
+                self.lookup_ends[side][levels] += 1;
                 Lookup::Miss(self.walk(space, va, pt))
             }
         }
