@@ -250,6 +250,19 @@ impl<S: OpSink> OpThread<S> {
         }
     }
 
+    /// Queue `init`, then let `fill` finish it where the thread will read it (a large
+    /// op is then written once, not built elsewhere and copied).
+    #[inline(always)]
+    pub fn push_in_place<R>(&mut self, init: S::Op, fill: impl FnOnce(&mut S::Op) -> R) -> R {
+        self.buf.push(init);
+        let n = self.buf.len();
+        let r = fill(&mut self.buf[n - 1]);
+        if n == OPS_PER_BUFFER {
+            self.hand_over();
+        }
+        r
+    }
+
     /// Queue `ops`: one check for room, not one per op.
     #[inline(always)]
     pub fn push_batch(&mut self, ops: impl ExactSizeIterator<Item = S::Op>) {

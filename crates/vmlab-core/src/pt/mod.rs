@@ -212,6 +212,16 @@ pub trait PageTable: 'static {
     fn full_path(&mut self, _asid: Asid, _va: u64, _front: &mut Self::Caches, _emit: impl FnMut(Self::Path)) -> Option<Translation> {
         unreachable!("full_path of a page table that does not split its walk")
     }
+    /// `full_path` sends exactly one piece (radix): then the walker can take it from
+    /// [`PageTable::full_path_into`].
+    const ONE_PIECE: bool = false;
+    /// `full_path` of a `ONE_PIECE` table, written into `out` (the op the walker will
+    /// read) instead of being built on the stack and copied there: the copy read back
+    /// byte-sized stores with 16-byte loads, which the host cannot forward, on every
+    /// walk.
+    fn full_path_into(&mut self, asid: Asid, va: u64, front: &mut Self::Caches, out: &mut Self::Path) -> Option<Translation> {
+        self.full_path(asid, va, front, |p| *out = p)
+    }
     /// The walk of `va` along one piece of its path, with the walker's walk caches: the
     /// references it makes go into `path`, exactly as `walk` would make them (the
     /// mapping is `full_path`'s). Only called when `SPLITS`.

@@ -521,6 +521,13 @@ impl PageTable for RadixPageTable {
     }
 
     const SPLITS: bool = true;
+    const ONE_PIECE: bool = true;
+
+    #[inline(always)]
+    fn full_path_into(&mut self, asid: Asid, va: u64, _front: &mut PageWalkCache, out: &mut RadixPath) -> Option<Translation> {
+        *out = RadixPath { top: self.levels, ..RadixPath::default() };
+        self.cold_path(asid, va, out)
+    }
 
     #[inline]
     fn full_path(&mut self, asid: Asid, va: u64, _front: &mut PageWalkCache, mut emit: impl FnMut(RadixPath)) -> Option<Translation> {

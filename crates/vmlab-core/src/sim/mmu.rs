@@ -204,7 +204,14 @@ impl<P: PageTable> Mmu<P> {
     fn walk(&mut self, space: Asid, va: u64, pt: &mut P) -> Option<Translation> {
         if let Some(th) = &mut self.walker_thread {
             let front = self.front.as_mut().expect("the walk caches split when the walker left");
-            let t = pt.full_path(space, va, front, |full| th.push(WalkerOp::Walk { space, va, full }));
+            let t = if P::ONE_PIECE {
+                th.push_in_place(WalkerOp::Walk { space, va, full: P::Path::default() }, |op| match op {
+                    WalkerOp::Walk { full, .. } => pt.full_path_into(space, va, front, full),
+                    _ => unreachable!("the op was made a walk"),
+                })
+            } else {
+                pt.full_path(space, va, front, |full| th.push(WalkerOp::Walk { space, va, full }))
+            };
             self.walks_sent += 1;
             return t;
         }
