@@ -217,6 +217,10 @@ impl<P: PageTable> Os<P> {
         };
         // What the TLB gets is the table's own translation of `va`: under nested paging
         // that is guest-virtual to host-physical, not the guest-physical frame above.
+        if P::TRANSLATES_AS_MAPPED {
+            debug_assert_eq!(self.mm.space(pid).and_then(|s| self.mm.pt.translate(s.asid, va)).unwrap_or(t), t);
+            return Ok(t);
+        }
         let asid = self.mm.space(pid).map(|s| s.asid);
         Ok(asid.and_then(|a| self.mm.pt.translate(a, va)).unwrap_or(t))
     }

@@ -212,6 +212,10 @@ pub trait PageTable: 'static {
     fn full_path(&mut self, _asid: Asid, _va: u64, _front: &mut Self::Caches, _emit: impl FnMut(Self::Path)) -> Option<Translation> {
         unreachable!("full_path of a page table that does not split its walk")
     }
+    /// The table translates a page exactly as the OS mapped it (no second dimension,
+    /// no splintering): a fault can hand the TLB the OS's translation without
+    /// translating again (`Os::fault`).
+    const TRANSLATES_AS_MAPPED: bool = false;
     /// `full_path` sends exactly one piece (radix): then the walker can take it from
     /// [`PageTable::full_path_into`].
     const ONE_PIECE: bool = false;

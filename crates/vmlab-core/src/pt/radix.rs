@@ -522,6 +522,8 @@ impl PageTable for RadixPageTable {
 
     const SPLITS: bool = true;
     const ONE_PIECE: bool = true;
+    // A leaf (or a tailored page's true PTE) holds the frame, size and rights mapped.
+    const TRANSLATES_AS_MAPPED: bool = true;
 
     #[inline(always)]
     fn full_path_into(&mut self, asid: Asid, va: u64, _front: &mut PageWalkCache, out: &mut RadixPath) -> Option<Translation> {
