@@ -44,10 +44,66 @@ pub struct MemCounters {
     pub failed_allocs: u64,
 }
 
+/// The free blocks of one order (base frame numbers), as an ordered set. Most orders
+/// hold a handful of blocks at a time (a split leaves one block on each order below
+/// it), so up to `SMALL` live in a sorted inline vector; a `BTreeSet` allocated and
+/// freed a node as an order went from empty to one block and back, on nearly every
+/// fault. Past `SMALL` they move to the tree until the order empties again.
+#[derive(Clone, Debug, Default)]
+struct FreeSet {
+    /// Ascending; used while `big` is empty.
+    small: Vec<u64>,
+    big: BTreeSet<u64>,
+}
+
+impl FreeSet {
+    const SMALL: usize = 16;
+
+    fn is_empty(&self) -> bool {
+        self.small.is_empty() && self.big.is_empty()
+    }
+    fn len(&self) -> usize {
+        self.small.len() + self.big.len()
+    }
+    fn contains(&self, f: &u64) -> bool {
+        self.small.binary_search(f).is_ok() || self.big.contains(f)
+    }
+    fn insert(&mut self, f: u64) {
+        if self.big.is_empty() {
+            if let Err(at) = self.small.binary_search(&f) {
+                if self.small.len() < Self::SMALL {
+                    self.small.insert(at, f);
+                    return;
+                }
+                self.big.extend(self.small.drain(..));
+            } else {
+                return;
+            }
+        }
+        self.big.insert(f);
+    }
+    fn remove(&mut self, f: &u64) -> bool {
+        match self.small.binary_search(f) {
+            Ok(at) => {
+                self.small.remove(at);
+                true
+            }
+            Err(_) => self.big.remove(f),
+        }
+    }
+    fn pop_first(&mut self) -> Option<u64> {
+        if self.small.is_empty() {
+            self.big.pop_first()
+        } else {
+            Some(self.small.remove(0))
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct BuddyAllocator {
     /// Free blocks per order, as base frame numbers.
-    free: Vec<BTreeSet<u64>>,
+    free: Vec<FreeSet>,
     frames_total: u64,
     counters: MemCounters,
 }
@@ -62,7 +118,7 @@ impl BuddyAllocator {
             return Err(Error::config("machine.phys_mem", "more than 4 PiB of physical memory"));
         }
         let frames_total = bytes >> MIN_PAGE_SHIFT;
-        let mut free = vec![BTreeSet::new(); MAX_ORDER as usize + 1];
+        let mut free = vec![FreeSet::default(); MAX_ORDER as usize + 1];
         // Carve the range into maximal aligned blocks.
         let mut f = 0u64;
         while f < frames_total {
@@ -264,6 +320,28 @@ mod tests {
     }
 
     proptest! {
+        /// A free set answers as an ordered set does, across its move from the inline
+        /// vector to the tree and back (values from a small range, so sets grow past
+        /// `SMALL`, repeat and empty out).
+        #[test]
+        fn free_sets_are_ordered_sets(ops in proptest::collection::vec((0u8..4, 0u64..40), 1..400)) {
+            let mut f = FreeSet::default();
+            let mut model = BTreeSet::new();
+            for (op, x) in ops {
+                match op {
+                    0 | 1 => {
+                        f.insert(x);
+                        model.insert(x);
+                    }
+                    2 => prop_assert_eq!(f.remove(&x), model.remove(&x)),
+                    _ => prop_assert_eq!(f.pop_first(), model.pop_first()),
+                }
+                prop_assert_eq!(f.len(), model.len());
+                prop_assert_eq!(f.is_empty(), model.is_empty());
+                prop_assert_eq!(f.contains(&x), model.contains(&x));
+            }
+        }
+
         /// Random alloc/free sequences never hand out overlapping blocks, and freeing
         /// everything restores the initial free state.
         #[test]

@@ -269,6 +269,11 @@ impl PageIndex {
         if start >= end {
             return false;
         }
+        if end - start == 1 << 12 && start.trailing_zeros() >= 12 {
+            // One base page (every 4K demand fault asks this): a page overlaps it
+            // only by covering it.
+            return self.get(start).is_some();
+        }
         // Descend while the range lies inside one slot (every demand fault asks this of
         // one aligned page): a page there overlaps it, an empty slot rules it out, and a
         // child that the range covers whole holds a page (emptied nodes are freed).
