@@ -20,6 +20,7 @@ use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{AssocCache, Replacement};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
+use std::cell::Cell;
 
 const ENTRIES: usize = 512;
 const PTE_BYTES: u64 = 8;
@@ -86,6 +87,9 @@ fn index(va: u64, level: u8) -> usize {
 struct NodeMeta {
     /// Present entries, to free the node when it empties.
     used: u16,
+    /// Bumped when the node is allocated and when it is freed: a leaf hint naming this
+    /// node is good only while the generation it saw is current.
+    generation: u32,
     /// Physical address of the node's frame in simulated memory.
     pa: u64,
 }
@@ -140,6 +144,30 @@ pub struct RadixPageTable {
     live_nodes: u64,
     nodes_per_level: [u64; 6],
     mapped: u64,
+    /// Look-ahead hints (simulator-only, like the host prefetches they serve): per
+    /// 2 MiB region, direct-mapped, the leaf node a look-ahead last reached there, so
+    /// the next one prefetches the leaf entry without reading the levels above it
+    /// again. A hint is used only while its node's generation is the one it saw (a
+    /// live node stays its region's until freed).
+    leaf_hints: Box<[Cell<LeafHint>]>,
+}
+
+/// A `leaf_hints` slot: which region (ASID and 2 MiB region number), its leaf node
+/// (`u32::MAX`: none) and the node's generation then.
+#[derive(Clone, Copy)]
+struct LeafHint {
+    region: u64,
+    node: u32,
+    generation: u32,
+}
+
+const LEAF_HINTS: usize = 4096;
+
+/// `leaf_hints`' slot and key for `va` of `asid` (VAs are at most 57 bits).
+#[inline(always)]
+fn leaf_hint_key(asid: Asid, va: u64) -> (usize, u64) {
+    let region = va >> 21;
+    ((region as usize) & (LEAF_HINTS - 1), region | (asid as u64) << 48)
 }
 
 impl RadixPageTable {
@@ -158,6 +186,7 @@ impl RadixPageTable {
             live_nodes: 0,
             nodes_per_level: [0; 6],
             mapped: 0,
+            leaf_hints: vec![Cell::new(LeafHint { region: 0, node: u32::MAX, generation: 0 }); LEAF_HINTS].into_boxed_slice(),
         })
     }
 
@@ -238,7 +267,8 @@ impl RadixPageTable {
         if self.meta.len() <= idx as usize {
             self.meta.resize(idx as usize + 1, NodeMeta::default());
         }
-        self.meta[idx as usize] = NodeMeta { used: 0, pa };
+        let generation = self.meta[idx as usize].generation.wrapping_add(1);
+        self.meta[idx as usize] = NodeMeta { used: 0, pa, generation };
         self.live_nodes += 1;
         self.nodes_per_level[level as usize] += 1;
         Ok(idx)
@@ -246,6 +276,8 @@ impl RadixPageTable {
 
     fn free_node(&mut self, mem: &mut BuddyAllocator, idx: u32, level: u8) {
         mem.free(self.meta[idx as usize].pa, PageSize::K4, FrameUse::PageTable);
+        let m = &mut self.meta[idx as usize];
+        m.generation = m.generation.wrapping_add(1);
         self.entries.free(idx);
         self.live_nodes -= 1;
         self.nodes_per_level[level as usize] -= 1;
@@ -579,6 +611,13 @@ impl PageTable for RadixPageTable {
     /// met a missing entry.
     #[inline]
     fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
+        let (slot, region) = leaf_hint_key(asid, va);
+        let hint = self.leaf_hints[slot].get();
+        if hint.region == region && self.meta.get(hint.node as usize).is_some_and(|m| m.generation == hint.generation) {
+            let i = index(va, 1);
+            self.entries.prefetch(hint.node, i);
+            return Some(entry_location(hint.node, 1, i));
+        }
         let Some(mut idx) = self.root(asid) else { return Some(u64::MAX) };
         // Upper levels are few and hot in the host cache; the leaf is what misses.
         for level in (2..=self.levels).rev() {
@@ -594,6 +633,7 @@ impl PageTable for RadixPageTable {
         }
         let i = index(va, 1);
         self.entries.prefetch(idx, i);
+        self.leaf_hints[slot].set(LeafHint { region, node: idx, generation: self.meta[idx as usize].generation });
         Some(entry_location(idx, 1, i))
     }
 
@@ -736,6 +776,66 @@ mod tests {
         let mut pt = RadixPageTable::new(4).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         (pt, mem)
+    }
+
+    /// A look-ahead through a leaf hint locates the entry a walk reads: `phys_at` of
+    /// its location is the translation, for pages of two address spaces whose hints
+    /// share slots, before and after other regions are unmapped and their leaf nodes
+    /// reused. (A hint left by an unmapped region may point anywhere; only a prefetch
+    /// is then wasted, and it must not fail.)
+    #[test]
+    fn leaf_hints_locate_the_walked_entry() {
+        use rand::{Rng, SeedableRng};
+        let (mut pt, mut mem) = setup();
+        pt.create_space(&mut mem, 1).unwrap();
+        // Directed: region A's leaf node is freed and goes to region B; A gets another.
+        let (a, b) = (0x7f00_0000_0000u64, 0x7f00_4000_0000u64);
+        let frame = |mem: &mut BuddyAllocator| mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
+        let f = frame(&mut mem);
+        pt.map(&mut mem, 0, a, f, PageSize::K4, Perms::RW_USER).unwrap();
+        pt.prefetch(0, a);
+        pt.unmap(&mut mem, 0, a).unwrap();
+        let (fb, fa) = (frame(&mut mem), frame(&mut mem));
+        pt.map(&mut mem, 0, b, fb, PageSize::K4, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 0, a, fa, PageSize::K4, Perms::RW_USER).unwrap();
+        assert_eq!(pt.prefetch_at(0, a).and_then(|l| pt.phys_at(l, a)), Some(fa), "a hint outlived its node");
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+        // Regions 2^33 bytes apart share a hint slot (4,096 slots of 2 MiB).
+        let va_of = |r: u64, p: u64| 0x7f00_0000_0000u64 + (r << 33) + (rng_page(p) << 12);
+        fn rng_page(p: u64) -> u64 {
+            p % 512
+        }
+        let mut mapped: Vec<(Asid, u64)> = Vec::new();
+        for step in 0..4000u64 {
+            let asid = rng.gen_range(0..2u16);
+            let va = va_of(rng.gen_range(0..4u64), rng.gen_range(0..2048u64));
+            match rng.gen_range(0..10) {
+                0..=3 if pt.translate(asid, va).is_none() => {
+                    let pa = mem.alloc(PageSize::K4, FrameUse::Data).unwrap();
+                    pt.map(&mut mem, asid, va, pa, PageSize::K4, Perms::RW_USER).unwrap();
+                    mapped.push((asid, va));
+                }
+                4 if !mapped.is_empty() => {
+                    // Empty the region of a mapped page: its leaf node is freed, and
+                    // its number goes to the next region that needs one.
+                    let (a, v) = mapped[rng.gen_range(0..mapped.len())];
+                    let same = |&(b, w): &(Asid, u64)| b == a && w >> 21 == v >> 21;
+                    for &(b, w) in mapped.iter().filter(|x| same(x)) {
+                        pt.unmap(&mut mem, b, w).unwrap();
+                    }
+                    mapped.retain(|x| !same(x));
+                    pt.prefetch(a, v);
+                }
+                _ => {
+                    let loc = pt.prefetch_at(asid, va);
+                    let again = pt.prefetch_at(asid, va);
+                    if let Some(t) = pt.translate(asid, va) {
+                        assert_eq!(again.and_then(|l| pt.phys_at(l, va)), Some(t.phys(va)), "step {step}");
+                        assert_eq!(loc, again, "step {step}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
