@@ -368,6 +368,16 @@ impl<P: PageTable> Mm<P> {
         Some(base)
     }
 
+    /// `region_free` of the base page of a demand fault, before anything is mapped for
+    /// it: no page covers `f.va` (that is what made it a demand fault), so only its
+    /// VMA and the reservations can refuse it. Two page-index walks fewer per fault.
+    pub fn demand_base_page(&self, f: &DemandFault) -> Option<u64> {
+        let base = PageSize::K4.align_down(f.va);
+        let end = base + PageSize::K4.bytes();
+        debug_assert!(self.space(f.pid).is_some_and(|s| !s.pages.any_in(base, end)), "a demand fault at a mapped page");
+        (f.vma.contains_range(base, end) && (self.reservations.is_empty() || self.reservations.overlapping(f.pid, base, end).is_empty())).then_some(base)
+    }
+
     /// Whether [start, end) holds no mapped page and no reservation.
     fn unclaimed(&self, pid: Pid, start: u64, end: u64) -> bool {
         let Some(space) = self.spaces.get(&pid) else { return false };

@@ -52,7 +52,9 @@ impl PageSizePolicy for Fixed {
             return region_page(mm, f, s);
         }
         for &s in &self.try_sizes {
-            let Some(base) = mm.region_free(f.pid, f.va, s, &f.vma) else { continue };
+            // Nothing is mapped for this fault until the loop returns.
+            let free = if s == PageSize::K4 { mm.demand_base_page(f) } else { mm.region_free(f.pid, f.va, s, &f.vma) };
+            let Some(base) = free else { continue };
             let pa = if s == PageSize::K4 { mm.alloc_base_frame(base) } else { mm.mem.try_alloc(s, FrameUse::Data) };
             let Some(pa) = pa else { continue };
             if s < self.page_size {
