@@ -223,6 +223,11 @@ pub struct TlbConfig {
     /// size below it (TLB splintering), instead of not caching it at all.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub splinter: bool,
+    /// Each entry maps an even/odd pair of pages under one tag, with a valid bit per
+    /// half (the MIPS R4x00's TLB, Elphinstone §6.1; mmu/pair_tlb.rs). One page size,
+    /// a hierarchy of one level.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pairs: bool,
     #[serde(default)]
     pub replacement: Replacement,
     /// Cycles a lookup that reaches this level costs (L1 usually 0: overlapped with the
@@ -464,6 +469,9 @@ impl Config {
         if min_level != 1 {
             return Err(Error::config("tlb", "no structure at level 1"));
         }
+        for (name, t) in self.tlb.iter().filter(|(_, t)| t.pairs) {
+            self.validate_pairs(&format!("tlb.{name}.pairs"), t)?;
+        }
         for (name, c) in &self.cache {
             let key = format!("cache.{name}");
             let line = c.line.0;
@@ -504,6 +512,25 @@ impl Config {
             return Err(Error::config("machine.phys_mem", "must be at least 4K"));
         }
         Ok(())
+    }
+
+    /// Page-pair entries (`tlb.NAME.pairs`) as built so far: one page size, one level,
+    /// and nothing that needs another kind of entry (any-size matching, splinters,
+    /// region IDs). Policies that watch the TLB are refused when the engine starts.
+    fn validate_pairs(&self, key: &str, t: &TlbConfig) -> Result<()> {
+        let one_size = t.page_sizes.iter().all(|s| s.0 == t.page_sizes[0].0);
+        let why = if !one_size {
+            "a page-pair structure holds one page size"
+        } else if t.any_size || t.splinter {
+            "a page-pair structure cannot be any_size or splinter"
+        } else if self.tlb.values().any(|o| o.level > 1) {
+            "page-pair entries need a hierarchy of one level (no refill of a pair from a lower level yet)"
+        } else if self.mmu.regions.share || self.mmu.regions.share_text {
+            "page-pair entries do not work with region IDs (mmu.regions.share, share_text)"
+        } else {
+            return Ok(());
+        };
+        Err(Error::config(key, why))
     }
 
     /// The resolved configuration as JSON (part of every stats document).

@@ -567,6 +567,24 @@ impl<V: Copy + Default> AssocCache<V> {
         }
     }
 
+    /// Change the value of `key` in place, without touching replacement state; returns
+    /// whether the entry was there.
+    pub fn update(&mut self, set: usize, key: u64, asid: Asid, f: impl FnOnce(&mut V)) -> bool {
+        let Some(slot) = self.find(set, key, asid) else { return false };
+        f(&mut self.vals[slot]);
+        true
+    }
+
+    /// Let `f` change every valid entry's value in place; remove those for which it
+    /// returns true.
+    pub fn update_where(&mut self, mut f: impl FnMut(u64, Asid, &mut V) -> bool) {
+        for s in 0..self.keys.len() {
+            if self.keys[s] != INVALID && f(self.keys[s], self.asids[s], &mut self.vals[s]) {
+                self.kill(s);
+            }
+        }
+    }
+
     /// Remove every entry for which `pred(key, asid, val)` holds; returns how many.
     pub fn invalidate_where(&mut self, mut pred: impl FnMut(u64, Asid, &V) -> bool) -> u64 {
         let mut n = 0;

@@ -3,6 +3,7 @@
 //! caches. The translation flow itself lives in [`crate::sim`].
 
 pub mod assoc;
+pub mod pair_tlb;
 pub mod regions;
 pub mod stack_distance;
 pub mod tlb;
@@ -74,8 +75,15 @@ struct FillStep {
     ways: u8,
 }
 
-/// A structure's `packed_lru_ways`, for a plan (0 where no specialised path exists).
+/// A plan's `ways` for a page-pair structure (`Tlb::probe_pair`, `Tlb::install_pair`).
+const PAIRED: u8 = u8::MAX;
+
+/// A structure's `packed_lru_ways`, for a plan (0 where no specialised path exists;
+/// `PAIRED` for a page-pair structure).
 fn planned_ways(t: &Tlb) -> u8 {
+    if t.pairs() {
+        return PAIRED;
+    }
     match t.packed_lru_ways() {
         w @ (1 | 2 | 4 | 8 | 12) => w as u8,
         _ => 0,
@@ -92,19 +100,22 @@ fn probe_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, shift: u8) -> Optio
         4 => t.probe_lru::<4>(va, asid, shift),
         8 => t.probe_lru::<8>(va, asid, shift),
         12 => t.probe_lru::<12>(va, asid, shift),
+        PAIRED => t.probe_pair(va, asid),
         _ => t.probe(va, asid, shift),
     }
 }
 
-/// `Tlb::install`, likewise.
+/// `Tlb::install`, likewise; `buddy` is the other half of a page-pair entry, when the
+/// page table holds PTE pairs.
 #[inline(always)]
-fn install_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, e: &Translation) {
+fn install_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, e: &Translation, buddy: Option<&Translation>) {
     match ways {
         1 => t.install_lru::<1>(va, asid, e),
         2 => t.install_lru::<2>(va, asid, e),
         4 => t.install_lru::<4>(va, asid, e),
         8 => t.install_lru::<8>(va, asid, e),
         12 => t.install_lru::<12>(va, asid, e),
+        PAIRED => t.install_pair(va, asid, e, buddy),
         _ => t.install(va, asid, e),
     }
 }
@@ -324,6 +335,18 @@ impl TlbHierarchy {
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     #[inline]
     pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
+        self.fill_with_buddy(instr, va, asid, t, None, upto);
+    }
+
+    /// Whether some structure's entries map page pairs (`pairs`).
+    pub fn pairs(&self) -> bool {
+        self.tlbs.iter().any(|t| t.pairs())
+    }
+
+    /// `fill`, giving page-pair structures the other page of the pair too (`buddy`:
+    /// the translation of the page next to `va`'s in its pair, read by the same walk).
+    #[inline]
+    pub fn fill_with_buddy(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>, upto: usize) {
         let shift = t.size.shift();
         let mut pieces = 0u64;
         for f in &self.fills[instr as usize][shift as usize] {
@@ -332,10 +355,10 @@ impl TlbHierarchy {
             }
             let tlb = &mut self.tlbs[f.tlb as usize];
             if f.piece == shift {
-                install_planned(tlb, f.ways, va, asid, t);
+                install_planned(tlb, f.ways, va, asid, t, buddy);
             } else {
                 tlb.note_splinter();
-                install_planned(tlb, f.ways, va, asid, &piece_of(va, t, f.piece));
+                install_planned(tlb, f.ways, va, asid, &piece_of(va, t, f.piece), None);
             }
             pieces |= 1u64 << f.piece;
         }

@@ -3,6 +3,7 @@
 //! a hardware structure holding several sizes does.
 
 use super::assoc::{AssocCache, Evicted};
+use super::pair_tlb::PairEntries;
 use super::{TlbChange, TlbPage};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::{Serves, TlbConfig};
@@ -22,6 +23,14 @@ pub struct TlbPayload(u64);
 impl TlbPayload {
     const SHIFT_AT: u32 = 4;
     const PERMS_MASK: u64 = 0xf;
+    /// No translation (an invalid half of a page-pair entry): every valid payload has a
+    /// shift of at least 12, so it is never 0.
+    pub const INVALID: TlbPayload = TlbPayload(0);
+
+    #[inline(always)]
+    pub fn is_valid(self) -> bool {
+        self != Self::INVALID
+    }
 
     #[inline(always)]
     pub fn new(t: &Translation) -> TlbPayload {
@@ -53,9 +62,12 @@ pub struct TlbCounters {
     pub invalidations: u64,
     /// Fills of a piece of a page larger than any size the structure holds (`splinter`).
     pub splinters: u64,
+    /// Page-pair entries (`pairs`): misses whose tag matched an entry with the half
+    /// invalid (the R4x00's TLB-invalid exception), counted in `misses` too.
+    pub half_misses: u64,
 }
 
-crate::counters_since!(TlbCounters { lookups, hits, misses, fills, evictions, invalidations, splinters });
+crate::counters_since!(TlbCounters { lookups, hits, misses, fills, evictions, invalidations, splinters, half_misses });
 
 pub struct Tlb {
     pub name: String,
@@ -71,6 +83,9 @@ pub struct Tlb {
     /// below it (`splinter`).
     splinter: bool,
     store: AssocCache<TlbPayload>,
+    /// Entries that each map an even/odd pair of pages (`pairs`); then `store` is an
+    /// unused one-entry placeholder and every operation goes here.
+    pairs: Option<Box<PairEntries>>,
     pub counters: TlbCounters,
     /// A watched structure logs every change to its contents (mmu/mod.rs), with its slot.
     pub log: Option<(u8, Vec<TlbChange>)>,
@@ -98,7 +113,7 @@ pub fn piece_of(va: u64, t: &Translation, piece: u8) -> Translation {
 /// Tag of a page of `size` containing `va`: the VPN, with the size folded in so pages of
 /// different sizes never alias within one structure.
 #[inline(always)]
-fn key(vpn: u64, shift: u8) -> u64 {
+pub(super) fn key(vpn: u64, shift: u8) -> u64 {
     (vpn << 6) | shift as u64
 }
 
@@ -118,6 +133,13 @@ impl Tlb {
             sizes = (lo..=hi).map(PageSize::from_valid_shift).collect();
         }
         let held = sizes.iter().fold(0u64, |m, s| m | 1u64 << s.shift());
+        // Config::validate checks that a pair structure holds one size, not any size.
+        let (store, pairs) = if c.pairs {
+            let p = PairEntries::new(c.entries, c.ways, c.replacement, seed, &key_path, sizes[0])?;
+            (AssocCache::new(1, 1, c.replacement, seed, &key_path)?, Some(Box::new(p)))
+        } else {
+            (AssocCache::new(c.entries, c.ways, c.replacement, seed, &key_path)?, None)
+        };
         Ok(Tlb {
             name: name.to_string(),
             level: c.level,
@@ -127,7 +149,8 @@ impl Tlb {
             held,
             any_size: c.any_size,
             splinter: c.splinter,
-            store: AssocCache::new(c.entries, c.ways, c.replacement, seed, &key_path)?,
+            store,
+            pairs,
             counters: TlbCounters::default(),
             log: None,
         })
@@ -171,6 +194,9 @@ impl Tlb {
     /// Every valid entry: its ASID, the virtual base of what it maps, and the
     /// translation it gives.
     pub fn for_each_entry(&self, mut f: impl FnMut(Asid, u64, Translation)) {
+        if let Some(p) = &self.pairs {
+            return p.for_each_half(f);
+        }
         self.store.for_each_valid(|k, a, p| f(a, (k >> 6) << p.shift(), p.translation()));
     }
 
@@ -194,7 +220,9 @@ impl Tlb {
     /// sizes cannot be present, so their probe is skipped (same outcome, less work).
     pub fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
         self.counters.lookups += 1;
-        let hit = if self.any_size {
+        let hit = if self.pairs.is_some() {
+            self.probe_pair(va, asid)
+        } else if self.any_size {
             self.probe(va, asid, ANY_SIZE)
         } else {
             // Held sizes, smallest first.
@@ -214,11 +242,39 @@ impl Tlb {
         hit
     }
 
+    /// Whether entries map page pairs (`pairs`).
+    pub fn pairs(&self) -> bool {
+        self.pairs.is_some()
+    }
+
+    /// `probe` of a page-pair structure (its one size); counts only half misses.
+    #[inline]
+    pub fn probe_pair(&mut self, va: u64, asid: Asid) -> Option<TlbPayload> {
+        let hit = self.pairs.as_mut().expect("a page-pair structure").probe(va, asid)?;
+        if hit.is_valid() {
+            return Some(hit);
+        }
+        self.counters.half_misses += 1;
+        None
+    }
+
+    /// `install` of a page-pair structure: the half of `va` gets `t`, the other half
+    /// `buddy` if given (the page table holds PTE pairs) or keeps what it holds.
+    pub fn install_pair(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) {
+        let p = self.pairs.as_mut().expect("a page-pair structure");
+        self.counters.fills += 1;
+        if p.fill(va, asid, t, buddy) {
+            self.counters.evictions += 1;
+        }
+    }
+
     /// Probe for the page of 2^shift bytes holding `va` (`ANY_SIZE`: the any-size
     /// structure's masked compare); a hit becomes most recently used. Counts nothing:
-    /// the hierarchy counts its lookups per level (mmu/mod.rs).
+    /// the hierarchy counts its lookups per level (mmu/mod.rs). Not for page-pair
+    /// structures (`probe_pair`).
     #[inline(always)]
     pub fn probe(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
+        debug_assert!(self.pairs.is_none(), "probe of a page-pair structure");
         if shift == ANY_SIZE {
             // TPS Fig. 7: each entry masks the incoming VPN with its own page mask.
             return self.store.lookup_where(0, asid, |k| (va >> (k & 63)) == k >> 6);
@@ -231,7 +287,7 @@ impl Tlb {
     /// The ways `W` for which `probe_lru` and `install_lru` may be used (see
     /// `AssocCache::packed_lru_ways`); 0 for an any-size structure.
     pub fn packed_lru_ways(&self) -> usize {
-        if self.any_size {
+        if self.any_size || self.pairs.is_some() {
             0
         } else {
             self.store.packed_lru_ways()
@@ -263,6 +319,11 @@ impl Tlb {
     /// for it exists); the caller checks `holds(t.size)`.
     #[inline]
     pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation) -> Option<Evicted<TlbPayload>> {
+        if self.pairs.is_some() {
+            // No watcher sees a pair structure (Config::validate), so no victim is needed.
+            self.install_pair(va, asid, t, None);
+            return None;
+        }
         let (set, k, payload) = self.begin_fill(va, asid, t);
         let ev = self.store.fill_absent(set, k, asid, payload);
         if ev.is_some() {
@@ -281,7 +342,7 @@ impl Tlb {
     /// structure does not read the victim it pushes out (nothing needs it).
     #[inline]
     pub fn install(&mut self, va: u64, asid: Asid, t: &Translation) {
-        if self.log.is_some() {
+        if self.log.is_some() || self.pairs.is_some() {
             self.fill(va, asid, t);
             return;
         }
@@ -305,6 +366,10 @@ impl Tlb {
 
     /// Drop any entry translating `va` for `asid` (all held sizes).
     pub fn invalidate(&mut self, va: u64, asid: Asid) {
+        if let Some(p) = &mut self.pairs {
+            self.counters.invalidations += p.invalidate(va, asid);
+            return;
+        }
         if self.any_size {
             self.remove_where(|k, a| a == asid && (va >> (k & 63)) == k >> 6);
             return;
@@ -364,6 +429,10 @@ impl Tlb {
 
     /// Drop every entry of `asid` overlapping [start, end).
     pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
+        if let Some(p) = &mut self.pairs {
+            self.counters.invalidations += p.invalidate_range(start, end, asid);
+            return;
+        }
         self.remove_where(|k, a| {
             let shift = (k & 63) as u32;
             let base = (k >> 6) << shift;
@@ -372,6 +441,10 @@ impl Tlb {
     }
 
     pub fn flush_all(&mut self) {
+        if let Some(p) = &mut self.pairs {
+            self.counters.invalidations += p.flush_all();
+            return;
+        }
         if let Some((slot, log)) = &mut self.log {
             self.store.for_each_valid(|k, a, p| log.push(TlbChange::Invalidated { slot: *slot, page: page_of(k, a, p) }));
         }
@@ -380,14 +453,18 @@ impl Tlb {
     }
 
     pub fn flush_asid(&mut self, asid: Asid) {
+        if let Some(p) = &mut self.pairs {
+            self.counters.invalidations += p.flush_asid(asid);
+            return;
+        }
         self.remove_where(|_, a| a == asid);
     }
 
     pub fn entries(&self) -> usize {
-        self.store.entries()
+        self.pairs.as_ref().map_or(self.store.entries(), |p| p.entries())
     }
     pub fn ways(&self) -> usize {
-        self.store.ways()
+        self.pairs.as_ref().map_or(self.store.ways(), |p| p.ways())
     }
 }
 
@@ -422,6 +499,7 @@ mod tests {
             latency: 0,
             any_size: true,
             splinter: false,
+            pairs: false,
         };
         Tlb::new("any", &c, 0).unwrap()
     }
@@ -438,6 +516,7 @@ mod tests {
             latency: 0,
             any_size: false,
             splinter,
+            pairs: false,
         };
         Tlb::new("stlb", &c, 0).unwrap()
     }

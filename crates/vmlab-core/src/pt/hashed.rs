@@ -675,6 +675,12 @@ impl PageTable for HashedPageTable {
         &self.sizes
     }
 
+    /// A bucket of two or more PTEs holds each aligned pair side by side, read by the
+    /// same walk (Elphinstone's HPT buckets of PTE pairs, §6.1.2).
+    fn holds_pte_pairs(&self) -> bool {
+        self.cfg.subblock >= 2
+    }
+
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
         self.hash.iter_mut().try_for_each(|h| h.create_space(mem, asid))
     }

@@ -174,6 +174,12 @@ pub trait PageTable: 'static {
     fn sizes_by_address(&self) -> bool {
         false
     }
+    /// Whether a walk reads the PTEs of both pages of an even/odd pair of base pages
+    /// together (one 16-byte record), so a refill of a page-pair TLB entry
+    /// (`tlb.NAME.pairs`) fills both halves at no extra reference.
+    fn holds_pte_pairs(&self) -> bool {
+        false
+    }
 
     /// Set up the (empty) tables of a new address space.
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()>;

@@ -213,6 +213,11 @@ impl PageTable for MultilevelPageTable {
         &[PageSize::K4]
     }
 
+    /// Leaves are arrays of 16-byte PTE pairs (§6.1.1).
+    fn holds_pte_pairs(&self) -> bool {
+        true
+    }
+
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
         if self.roots.len() <= asid as usize {
             self.roots.resize_with(asid as usize + 1, || None);

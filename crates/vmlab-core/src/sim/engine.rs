@@ -100,6 +100,8 @@ pub struct Engine<P: PageTable> {
     prefetch_faults: bool,
     /// Region IDs with TLB sharing (`mmu.regions.share`, `mmu.regions.share_text`).
     pub regions: Option<RegionIds>,
+    /// Some TLB's entries map page pairs (`tlb.NAME.pairs`).
+    pairs: bool,
 }
 
 impl<P: PageTable> Engine<P> {
@@ -121,6 +123,14 @@ impl<P: PageTable> Engine<P> {
             }
         }
         let policy_misses = os.policy.wants_tlb_misses();
+        let pairs = mmu.tlbs.pairs();
+        if pairs && (policy_misses || os.recolor.as_ref().is_some_and(|r| r.wants_tlb())) {
+            let name = mmu.tlbs.tlbs.iter().find(|t| t.pairs()).map_or("", |t| &t.name);
+            return Err(Error::config(
+                format!("tlb.{name}.pairs"),
+                "page-pair entries cannot be watched by a page-size or recolouring policy (os.policy, os.recolor) yet",
+            ));
+        }
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
         let recolor_on = if let Some(r) = &os.recolor {
             r.install(&mut mmu.walker_mut().mem, os.mm.placement.colours);
@@ -159,6 +169,7 @@ impl<P: PageTable> Engine<P> {
             prefetch: false,
             prefetch_faults: false,
             regions: (cfg.mmu.regions.share || cfg.mmu.regions.share_text).then(|| RegionIds::new(&cfg.mmu.regions)),
+            pairs,
         };
         e.refresh_policy_hooks();
         Ok(e)
@@ -543,10 +554,25 @@ impl<P: PageTable> Engine<P> {
                 if self.watching {
                     self.deliver_tlb_changes();
                 }
-                self.mmu.tlbs.fill(instr, va, asid, &t, levels);
+                if self.pairs {
+                    self.fill_pair(instr, va, asid, &t);
+                } else {
+                    self.mmu.tlbs.fill(instr, va, asid, &t, levels);
+                }
                 Ok((t, true))
             }
         }
+    }
+
+    /// The refill of a page-pair TLB entry (`tlb.NAME.pairs`): when the table's walk read
+    /// the PTE pair, the other page of the pair fills the other half (if it is mapped,
+    /// with the same size).
+    #[cold]
+    fn fill_pair(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation) {
+        let pt = &self.os.mm.pt;
+        let buddy = if pt.holds_pte_pairs() { pt.translate(self.cur_asid, va ^ t.size.bytes()).filter(|b| b.size == t.size) } else { None };
+        let levels = self.mmu.tlbs.levels();
+        self.mmu.tlbs.fill_with_buddy(instr, va, asid, t, buddy.as_ref(), levels);
     }
 
     /// Hand the watchers the TLBs' changes since their last look (invalidations,

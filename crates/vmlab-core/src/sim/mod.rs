@@ -372,17 +372,19 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
     let mut tlb = Map::new();
     for t in &e.mmu().tlbs.tlbs {
         let c = &t.counters;
-        tlb.insert(
-            t.name.clone(),
-            json!({
-                "level": t.level, "serves": t.serves.name(), "entries": t.entries(), "ways": t.ways(),
-                "page_sizes": t.page_sizes().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-                "lookups": c.lookups, "hits": c.hits, "misses": c.misses,
-                "miss_rate": ratio(c.misses, c.lookups),
-                "fills": c.fills, "evictions": c.evictions, "invalidations": c.invalidations,
-                "splinters": c.splinters,
-            }),
-        );
+        let mut row = json!({
+            "level": t.level, "serves": t.serves.name(), "entries": t.entries(), "ways": t.ways(),
+            "page_sizes": t.page_sizes().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "lookups": c.lookups, "hits": c.hits, "misses": c.misses,
+            "miss_rate": ratio(c.misses, c.lookups),
+            "fills": c.fills, "evictions": c.evictions, "invalidations": c.invalidations,
+            "splinters": c.splinters,
+        });
+        if t.pairs() {
+            row["pairs"] = json!(true);
+            row["half_misses"] = json!(c.half_misses);
+        }
+        tlb.insert(t.name.clone(), row);
     }
     let level_rows = |levels: &mut dyn Iterator<Item = (u64, u64)>| -> Vec<Value> {
         levels

@@ -9,6 +9,7 @@ mod importers;
 mod memory_thread;
 mod mrc;
 mod one_pass;
+mod pair_tlb;
 mod pt_props;
 mod regions;
 mod romer;

@@ -645,6 +645,7 @@ mod tests {
             latency: 0,
             any_size,
             splinter: false,
+            pairs: false,
         };
         let mut t = Tlb::new("t", &c, 0).unwrap();
         t.log = Some((0, Vec::new()));
