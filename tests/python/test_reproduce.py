@@ -51,3 +51,33 @@ def test_a_user_trace_is_included_and_a_missing_one_is_named(tmp_path, monkeypat
         reproduce("itanium", quick=True, traces=[str(tmp_path / "nope.vmt")])
     p = subprocess.run([*VMLAB, "reproduce", "nosuchpaper"], capture_output=True, text=True)
     assert p.returncode != 0 and "nosuchpaper" in p.stderr
+
+
+def _rows(text: str, title: str) -> list[list[str]]:
+    """The body rows of the Markdown table under the bold ``title`` (cells stripped)."""
+    block = text.split(f"**{title}", 1)[1].split("\n\n", 2)[1]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines()[2:]]
+
+
+def test_quick_elphinstone_shows_pair_entries_and_cache_priming(tmp_path, monkeypatch):
+    monkeypatch.setenv("VMLAB_CACHE", str(tmp_path / "cache"))
+    text = reproduce("elphinstone", quick=True)
+    assert "Not built yet" not in text
+    pairs = _rows(text, "Page-pair TLB entries")
+    by_design: dict[str, list[float]] = {}
+    for _, design, single, paired, _ in pairs:
+        by_design.setdefault(design, []).append(int(paired) / int(single))
+    # Pair entries refill less often on every traced program; tables whose walks read
+    # the PTE pair (MPT, HPT) fill both halves and refill less than half-only ones (GPT).
+    assert all(r < 0.8 for rs in by_design.values() for r in rs)
+    assert all(m < g for m, g in zip(by_design["mpt"], by_design["guarded16"]))
+    # Cache priming: the same STLB with two entries per 32-byte line makes the same
+    # references per refill as with one, but its walk references hit the L1 more often.
+    rows = _rows(text, "Cache priming")
+    stlb16 = [r for r in rows if r[1].startswith("STLB 16 B")]
+    stlb32 = [r for r in rows if r[1].startswith("STLB 32 B")]
+    assert len(stlb16) == len(stlb32) == 3  # two traced programs and SPARSE-PAGE
+    for a, b in zip(stlb16[:2], stlb32[:2]):
+        assert a[2] == b[2]
+        assert float(a[3].rstrip("%")) > float(b[3].rstrip("%")) + 1
+        assert float(a[4]) < float(b[4])
