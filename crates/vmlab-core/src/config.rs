@@ -449,8 +449,8 @@ impl Config {
             if t.level == 0 {
                 return Err(Error::config(format!("{key}.level"), "levels start at 1"));
             }
-            if t.entries == 0 {
-                return Err(Error::config(format!("{key}.entries"), "must be at least 1"));
+            if t.entries == 0 || t.entries > crate::mmu::assoc::MAX_ENTRIES {
+                return Err(Error::config(format!("{key}.entries"), "must be between 1 and 2^26"));
             }
             if t.page_sizes.is_empty() {
                 return Err(Error::config(format!("{key}.page_sizes"), "list at least one page size"));
@@ -482,6 +482,12 @@ impl Config {
                 return Err(Error::config(
                     format!("{key}.size"),
                     format!("{} bytes cannot be split into {}-way sets of {}-byte lines", c.size.0, c.ways, line),
+                ));
+            }
+            if c.size.0 / line > crate::mmu::assoc::MAX_ENTRIES as u64 {
+                return Err(Error::config(
+                    format!("{key}.size"),
+                    format!("{} lines is more than vmlab simulates in one cache (at most 2^26)", c.size.0 / line),
                 ));
             }
             if c.level == 0 {

@@ -629,7 +629,14 @@ impl<V: Copy + Default> AssocCache<V> {
 
 /// Validate a set-associative geometry of `entries` (> 0) in `ways`-way sets (0 = fully
 /// associative) for `repl`: returns (ways, sets), or an error naming the key.
+/// Most entries (or cache lines) one structure may have: 2^26, a 4 GiB cache of 64-byte
+/// lines. Its tags alone take half a gigabyte of host memory.
+pub const MAX_ENTRIES: usize = 1 << 26;
+
 pub(crate) fn check_geometry(entries: usize, ways: usize, repl: Replacement, key_path: &str) -> Result<(usize, usize)> {
+    if entries > MAX_ENTRIES {
+        return Err(Error::config(format!("{key_path}.entries"), format!("{entries} entries is more than vmlab simulates in one structure (at most 2^26)")));
+    }
     let ways = if ways == 0 { entries } else { ways };
     if ways > entries || !entries.is_multiple_of(ways) {
         return Err(Error::config(format!("{key_path}.ways"), format!("{entries} entries cannot be split into {ways}-way sets")));

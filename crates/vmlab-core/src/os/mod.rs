@@ -320,7 +320,7 @@ impl<P: PageTable> Mm<P> {
             Some(v) => *v,
             None if self.implicit_anon => {
                 self.counters.implicit += 1;
-                self.implicit_vma(pid, va, granule)
+                self.implicit_vma(pid, va, granule)?
             }
             None => return Err(Error::Sim(format!("pid {pid} accessed {va:#x}, outside every VMA (os.implicit_anon = false)"))),
         };
@@ -331,18 +331,21 @@ impl<P: PageTable> Mm<P> {
     /// Make an anonymous read/write/execute VMA for an access outside every region: the
     /// aligned block of `granule` (the policy's largest fault-time page) around `va`,
     /// clipped to the gap it sits in.
-    fn implicit_vma(&mut self, pid: Pid, va: u64, s: PageSize) -> Vma {
+    fn implicit_vma(&mut self, pid: Pid, va: u64, s: PageSize) -> Result<Vma> {
         let space = self.spaces.get_mut(&pid).unwrap();
         let (lo, hi) = space.vmas.gap_around(va);
         let mut start = s.align_down(va);
         let mut end = start.saturating_add(s.bytes());
-        if start < lo || end > hi {
+        if start < lo || end > hi || end == u64::MAX {
             start = PageSize::K4.align_down(va);
-            end = start + PageSize::K4.bytes();
+            // VMAs end below 2^64, so the top page of the address space has none.
+            end = start
+                .checked_add(PageSize::K4.bytes())
+                .ok_or_else(|| Error::Sim(format!("pid {pid} accessed {va:#x}, in the top 4 KiB page of the 64-bit address space, which no VMA can hold")))?;
         }
         let v = Vma { start, end, perms: Perms::RWX_USER, flags: MapFlags::PRIVATE, object: None, object_start: 0, implicit: true };
         space.vmas.insert(v);
-        v
+        Ok(v)
     }
 
     /// A base page of a shared object; in a short-VHPT region of larger pages, a page
@@ -373,7 +376,8 @@ impl<P: PageTable> Mm<P> {
     /// VMA and the reservations can refuse it. Two page-index walks fewer per fault.
     pub fn demand_base_page(&self, f: &DemandFault) -> Option<u64> {
         let base = PageSize::K4.align_down(f.va);
-        let end = base + PageSize::K4.bytes();
+        // The top page of the address space has no representable end (region_free's rule).
+        let end = base.checked_add(PageSize::K4.bytes())?;
         debug_assert!(self.space(f.pid).is_some_and(|s| !s.pages.any_in(base, end)), "a demand fault at a mapped page");
         (f.vma.contains_range(base, end) && (self.reservations.is_empty() || self.reservations.overlapping(f.pid, base, end).is_empty())).then_some(base)
     }
@@ -695,7 +699,7 @@ impl<P: PageTable> Mm<P> {
 
     fn brk(&mut self, pid: Pid, end: u64) -> Result<()> {
         self.asid_of(pid)?;
-        let end = PageSize::K4.align_down(end + 4095);
+        let end = PageSize::K4.align_down(end.saturating_add(4095));
         let space = self.spaces.get_mut(&pid).unwrap();
         match space.heap {
             // The first brk tells where the heap starts.

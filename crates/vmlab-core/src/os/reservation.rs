@@ -154,8 +154,12 @@ impl Reservations {
     /// Keys of `pid`'s reservations overlapping [start, end).
     pub fn overlapping(&self, pid: Pid, start: u64, end: u64) -> Vec<(Pid, u64)> {
         let mut keys: Vec<(Pid, u64)> = Vec::new();
+        if start >= end {
+            // An empty range (an munmap of length 0) overlaps nothing.
+            return keys;
+        }
         if let Some((&k, r)) = self.map.range(..=(pid, start)).next_back() {
-            if r.pid == pid && r.va + r.size.bytes() > start {
+            if r.pid == pid && r.va + (r.size.bytes() - 1) >= start {
                 keys.push(k);
             }
         }

@@ -307,15 +307,20 @@ impl<P: PageTable> Engine<P> {
                     budget -= 1;
                     by_kind[a.kind as usize] += 1;
                 }
-                Record::Tick(n) => ticks += n,
+                // (A batch of ticks below 2^32 each cannot overflow `ticks`.)
+                Record::Tick(n) if n < 1 << 32 => ticks += n,
                 _ => break,
             }
             i += 1;
         }
+        let [reads, writes, fetches] = by_kind;
+        let Some(instructions) = self.run.instructions.checked_add(fetches + ticks) else {
+            // The count would overflow: the ordinary path reports it at the tick.
+            return from;
+        };
         if i == from {
             return from;
         }
-        let [reads, writes, fetches] = by_kind;
         let r = &mut self.run;
         r.records += (i - from) as u64;
         r.accesses += reads + writes + fetches;
@@ -323,7 +328,7 @@ impl<P: PageTable> Engine<P> {
         r.reads += reads;
         r.writes += writes;
         r.fetches += fetches;
-        r.instructions += fetches + ticks;
+        r.instructions = instructions;
         if reads + writes != 0 {
             self.same_page_hits[0][self.same_page[0].l1_slot] += reads + writes;
         }
@@ -346,7 +351,11 @@ impl<P: PageTable> Engine<P> {
         match r {
             Record::Access(a) => self.access(a),
             Record::Tick(n) => {
-                self.run.instructions += n;
+                // A tick this large is a corrupt trace, not a program.
+                self.run.instructions =
+                    self.run.instructions.checked_add(*n).ok_or_else(|| {
+                        Error::Sim(format!("a tick of {n} instructions overflows the instruction count (at trace record {})", self.run.records))
+                    })?;
                 Ok(())
             }
             other => {

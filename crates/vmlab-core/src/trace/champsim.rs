@@ -31,7 +31,12 @@ pub struct ChampSimReader {
 
 impl ChampSimReader {
     pub fn open(path: &Path, pid: Pid) -> Result<ChampSimReader> {
-        let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| Error::io(path, e))?);
+        Self::from_reader(File::open(path).map_err(|e| Error::io(path, e))?, path, pid)
+    }
+
+    /// Read a ChampSim trace from `input` (plain or xz); `path` names it in errors.
+    pub fn from_reader<R: Read + Send + 'static>(input: R, path: &Path, pid: Pid) -> Result<ChampSimReader> {
+        let mut f = BufReader::with_capacity(1 << 20, input);
         let head = {
             use std::io::BufRead;
             f.fill_buf().map_err(|e| Error::io(path, e))?.to_vec()

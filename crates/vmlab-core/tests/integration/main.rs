@@ -5,6 +5,7 @@
 mod common;
 
 mod engine;
+mod fuzz;
 mod importers;
 mod memory_thread;
 mod mrc;

@@ -50,7 +50,11 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let seed = p.seed()?;
     // Mean of the unscaled sampler is ~ 1.1/0.1 = 11; scale to the requested average.
     let scale = degree as f64 / 11.0;
-    let mut offsets = Vec::with_capacity(vertices as usize + 1);
+    // Host memory: 8 bytes of offset per vertex (the BFS queue grows as it fills).
+    let mut offsets = Vec::new();
+    offsets
+        .try_reserve_exact(vertices as usize + 1)
+        .map_err(|_| p.err("vertices", &format!("a graph whose {} GiB of vertex offsets fit in host memory", ((vertices + 1) * 8) >> 30)))?;
     let mut acc = 0u64;
     for v in 0..vertices {
         offsets.push(acc);
@@ -72,7 +76,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
         queue_at,
         end,
         visited: vec![0; vertices.div_ceil(64) as usize],
-        queue: Vec::with_capacity(vertices as usize),
+        queue: Vec::new(),
         head: 0,
         round: 0,
         pending: Pending::default(),

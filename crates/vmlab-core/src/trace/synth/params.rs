@@ -64,7 +64,7 @@ impl Params {
         &self.values.iter().find(|(n, _)| n == key).expect("declared parameter").1
     }
 
-    fn err(&self, key: &str, what: &str) -> Error {
+    pub fn err(&self, key: &str, what: &str) -> Error {
         Error::Workload { name: self.workload.clone(), msg: format!("parameter `{key}` = `{}`: expected {what}", self.raw(key)) }
     }
 
@@ -137,10 +137,19 @@ impl Params {
     }
 
     /// Region base: default 1 GiB aligned, and must be 4 KiB aligned.
+    /// The data region's base. Below 2^57 (the largest space a page table here maps),
+    /// so a region of up to 2^58 bytes after it never wraps.
     pub fn base(&self) -> Result<u64> {
         let b = self.int("base")?;
-        self.require(b % 4096 == 0, "base", "a 4 KiB-aligned address")?;
+        self.require(b % 4096 == 0 && b < 1 << 57, "base", "a 4 KiB-aligned address below 2^57")?;
         Ok(b)
+    }
+
+    /// The `footprint` parameter: at most 2^56 bytes (64 PiB).
+    pub fn footprint(&self) -> Result<u64> {
+        let f = self.bytes("footprint")?;
+        self.require(f <= 1 << 56, "footprint", "at most 2^56 bytes (64P)")?;
+        Ok(f)
     }
 
     pub fn finish(&self) -> Result<()> {

@@ -22,7 +22,7 @@ struct PointerChase {
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
-    let footprint = p.bytes("footprint")?;
+    let footprint = p.footprint()?;
     let node = p.bytes("node")?;
     p.require(node >= 8 && node % 8 == 0, "node", "a multiple of 8 bytes")?;
     p.require(footprint >= node, "footprint", "at least one node")?;

@@ -24,7 +24,7 @@ struct Gups {
 }
 
 pub fn gups(p: &mut Params) -> Result<Box<dyn Generator>> {
-    let footprint = p.bytes("footprint")?;
+    let footprint = p.footprint()?;
     p.require(footprint >= 8, "footprint", "at least 8 bytes")?;
     Ok(Box::new(Gups { base: p.base()?, words: footprint / 8, rng: rng(p.seed()?), pending: None }))
 }
@@ -100,7 +100,7 @@ struct Sweep {
 }
 
 fn sweep(p: &mut Params, streams: u64) -> Result<Box<dyn Generator>> {
-    let footprint = p.bytes("footprint")?;
+    let footprint = p.footprint()?;
     let stride = p.bytes("stride")?;
     let size = p.int("size")?;
     let write_ratio = p.float("write_ratio")?;

@@ -38,7 +38,7 @@ struct XsBench {
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
-    let footprint = p.bytes("footprint")?;
+    let footprint = p.footprint()?;
     let nuclides = p.int("nuclides")?;
     p.require((1..=4096).contains(&nuclides), "nuclides", "1 to 4096")?;
     // Per unionized point: 8 B energy + 4 B per nuclide index; nuclide grids hold
@@ -74,7 +74,8 @@ impl XsBench {
         for n in 0..self.nuclides {
             // The indexed position in each nuclide's grid, near the same energy.
             let jitter = mix(self.seed ^ n, lo) % 3;
-            let pos = (lo * self.points_per_nuclide / self.grid_points + jitter).min(self.points_per_nuclide - 2);
+            // (In 128 bits: lo x points overflows 64 for footprints of tens of TiB.)
+            let pos = ((lo as u128 * self.points_per_nuclide as u128 / self.grid_points as u128) as u64 + jitter).min(self.points_per_nuclide - 2);
             buf.push((self.nuclide_at + (n * self.points_per_nuclide + pos) * ROW, (2 * ROW) as u16, false));
         }
     }
