@@ -206,6 +206,18 @@ impl PageTable for InvertedPageTable {
         None
     }
 
+    const PREFETCHES: bool = true;
+
+    /// The walk's first read is a random anchor slot in an array sized by physical
+    /// memory: bring it into the host cache ahead of the walk. (The frame entry it
+    /// names is known only once the anchor is read.)
+    #[inline]
+    fn prefetch(&self, asid: Asid, va: u64) {
+        if !self.anchors.is_empty() {
+            crate::host::prefetch(&self.anchors[self.hash(va >> 12, asid)]);
+        }
+    }
+
     fn footprint(&self) -> PtFootprint {
         let bytes = self.hat_size.map_or(0, |s| s.bytes()) + self.ft_size.map_or(0, |s| s.bytes());
         PtFootprint { bytes, nodes: 2 * self.hat_size.is_some() as u64, mapped_pages: self.mapped }
