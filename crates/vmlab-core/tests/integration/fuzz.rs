@@ -6,6 +6,7 @@
 //! harnesses in fuzz/ run the same entry points for as long as one likes
 //! (docs/fuzzing.md).
 
+use crate::common::drain;
 use proptest::prelude::*;
 use vmlab::config::Config;
 
@@ -111,14 +112,6 @@ fn lackey_line() -> impl Strategy<Value = String> {
         1 => "[ -~]{0,40}",
         1 => proptest::collection::vec(any::<u8>(), 0..40).prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
     ]
-}
-
-fn drain(src: &mut dyn vmlab::trace::TraceSource) -> vmlab::Result<Vec<Record>> {
-    let (mut all, mut buf) = (Vec::new(), Vec::new());
-    while src.next_batch(&mut buf)? {
-        all.extend_from_slice(&buf);
-    }
-    Ok(all)
 }
 
 proptest! {

@@ -4,16 +4,9 @@ use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use vmlab::trace::champsim::ChampSimReader;
-use vmlab::trace::{Record, TraceSource};
+use vmlab::trace::Record;
 
-fn drain(src: &mut dyn TraceSource) -> vmlab::Result<Vec<Record>> {
-    let mut all = Vec::new();
-    let mut buf = Vec::new();
-    while src.next_batch(&mut buf)? {
-        all.extend_from_slice(&buf);
-    }
-    Ok(all)
-}
+use crate::common::drain;
 
 /// One ChampSim `input_instr`: ip, branch bytes, registers, 2 destination and 4 source
 /// memory operands.

@@ -8,6 +8,15 @@ use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
 use vmlab::sim::Engine;
 use vmlab::trace::{MapFlags, Record};
 
+/// Every record of a source, or its error.
+pub fn drain(src: &mut dyn vmlab::trace::TraceSource) -> vmlab::Result<Vec<Record>> {
+    let (mut all, mut buf) = (Vec::new(), Vec::new());
+    while src.next_batch(&mut buf)? {
+        all.extend_from_slice(&buf);
+    }
+    Ok(all)
+}
+
 /// Map `regions` (start, length) for pid 1, then read at `accesses` (region index,
 /// offset); if `unmap_one`, halfway through unmap the first half of the first region.
 pub fn drive_vmas<P: PageTable>(e: &mut Engine<P>, regions: &[(u64, u64)], accesses: &[(usize, u64)], unmap_one: bool) {
