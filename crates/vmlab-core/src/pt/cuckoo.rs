@@ -12,6 +12,11 @@
 //! h_w(k) mod old_slots is below the pointer and the old one otherwise. Because the new
 //! size is a multiple of the old, an entry from old slot p lands at a new slot ≡ p (mod
 //! old_slots): migration never collides with entries inserted into the migrated range.
+//!
+//! Host layout (the simulator's, not the model's): a way keeps its tags in a dense array
+//! beside its 64-byte PTE lines. A lookup checks d tags, 8 to a host cache line, then
+//! reads one PTE line: a 72-byte tag-and-PTEs record straddled two host lines and a
+//! large table's tags did not stay in the host's cache.
 
 use crate::addr::PageSize;
 use crate::error::{Error, Result};
@@ -26,30 +31,53 @@ pub const MAX_WAYS: usize = 8;
 pub const CLUSTER: usize = 8;
 pub const ENTRY_BYTES: u64 = 64;
 
-// repr(C): the tag first, so the line a lookup prefetches is the one it checks.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
-pub struct Cluster {
-    /// Key + 1 (0 = empty slot).
-    tag: u64,
-    pub ptes: [u64; CLUSTER],
+/// An entry's 8 PTEs: one 64-byte line, aligned as the model's line is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct PteLine(pub [u64; CLUSTER]);
+
+// SAFETY: plain u64s; the zero line is an empty entry's.
+unsafe impl Zeroable for PteLine {}
+
+impl PteLine {
+    pub fn is_empty_line(&self) -> bool {
+        self.0.iter().all(|&p| p == 0)
+    }
 }
 
-// SAFETY: plain u64s; the zero cluster is the empty slot.
-unsafe impl Zeroable for Cluster {}
-
-impl Cluster {
-    pub fn key(&self) -> Option<u64> {
-        self.tag.checked_sub(1)
+impl std::ops::Index<usize> for PteLine {
+    type Output = u64;
+    #[inline(always)]
+    fn index(&self, i: usize) -> &u64 {
+        &self.0[i]
     }
-    pub fn is_empty_cluster(&self) -> bool {
-        self.ptes.iter().all(|&p| p == 0)
+}
+
+impl std::ops::IndexMut<usize> for PteLine {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut u64 {
+        &mut self.0[i]
+    }
+}
+
+/// An entry while it moves (a displacement or a migration): key + 1, and its PTEs.
+#[derive(Clone, Copy)]
+struct Entry {
+    tag: u64,
+    line: PteLine,
+}
+
+impl Entry {
+    fn key(&self) -> u64 {
+        self.tag - 1
     }
 }
 
 /// One way's array and its simulated memory.
 struct WayArray {
-    slots: HugeArray<Cluster>,
+    /// Key + 1 of the entry in each slot (0 = empty).
+    tags: HugeArray<u64>,
+    lines: HugeArray<PteLine>,
     pa: u64,
     size: PageSize,
 }
@@ -58,7 +86,20 @@ impl WayArray {
     fn new(mem: &mut BuddyAllocator, slots: usize) -> Result<WayArray> {
         let size = PageSize::from_bytes((slots as u64 * ENTRY_BYTES).max(4096)).map_err(|m| Error::config("page_table.ecpt", m))?;
         let pa = mem.alloc(size, FrameUse::PageTable)?;
-        Ok(WayArray { slots: HugeArray::zeroed(slots), pa, size })
+        Ok(WayArray { tags: HugeArray::zeroed(slots), lines: HugeArray::zeroed(slots), pa, size })
+    }
+    fn slots(&self) -> usize {
+        self.tags.len()
+    }
+    fn take(&mut self, i: usize) -> Entry {
+        let e = Entry { tag: self.tags[i], line: self.lines[i] };
+        self.tags[i] = 0;
+        self.lines[i] = PteLine::default();
+        e
+    }
+    fn put(&mut self, i: usize, e: Entry) {
+        self.tags[i] = e.tag;
+        self.lines[i] = e.line;
     }
     fn free(self, mem: &mut BuddyAllocator) {
         mem.free(self.pa, self.size, FrameUse::PageTable);
@@ -149,13 +190,14 @@ impl ElasticCuckooTable {
     /// Present PTEs in all entries.
     pub fn mapped_ptes(&self) -> u64 {
         let count = |v: &Vec<WayArray>| -> u64 {
-            v.iter().flat_map(|w| w.slots.iter()).filter(|c| c.tag != 0).map(|c| c.ptes.iter().filter(|&&p| p != 0).count() as u64).sum()
+            let present = |w: &WayArray, i: usize| w.lines[i].0.iter().filter(|&&p| p != 0).count() as u64;
+            v.iter().map(|w| (0..w.slots()).filter(|&i| w.tags[i] != 0).map(|i| present(w, i)).sum::<u64>()).sum()
         };
         count(&self.cur) + self.old.as_ref().map_or(0, |(o, _)| count(o))
     }
     /// Slots per way of the current arrays.
     pub fn slots(&self) -> usize {
-        self.cur[0].slots.len()
+        self.cur[0].slots()
     }
     pub fn ways(&self) -> usize {
         self.p.ways
@@ -173,12 +215,12 @@ impl ElasticCuckooTable {
     fn locate(&self, key: u64, w: usize) -> (bool, usize) {
         let h = way_hash(key, w);
         if let Some((old, ptr)) = &self.old {
-            let p_old = (h as usize) & (old[w].slots.len() - 1);
+            let p_old = (h as usize) & (old[w].slots() - 1);
             if p_old >= ptr[w] {
                 return (true, p_old);
             }
         }
-        (false, (h as usize) & (self.cur[w].slots.len() - 1))
+        (false, (h as usize) & (self.cur[w].slots() - 1))
     }
 
     /// Way `w`'s old (mid-resize) or current array.
@@ -191,15 +233,11 @@ impl ElasticCuckooTable {
         }
     }
 
-    fn slot(&self, old: bool, w: usize, i: usize) -> &Cluster {
-        &self.array(old, w).slots[i]
-    }
-
-    fn slot_mut(&mut self, old: bool, w: usize, i: usize) -> &mut Cluster {
+    fn array_mut(&mut self, old: bool, w: usize) -> &mut WayArray {
         if old {
-            &mut self.old.as_mut().unwrap().0[w].slots[i]
+            &mut self.old.as_mut().expect("a resize is under way").0[w]
         } else {
-            &mut self.cur[w].slots[i]
+            &mut self.cur[w]
         }
     }
 
@@ -215,10 +253,10 @@ impl ElasticCuckooTable {
         self.slot_pa(old, w, i)
     }
 
-    /// The entry of `key`: where it is, and its cluster. Inline: most finds take the
-    /// hint (the search, with its register pressure, is out of line).
+    /// The entry of `key`: where it is, and its PTEs. Inline: most finds take the hint
+    /// (the search, with its register pressure, is out of line).
     #[inline(always)]
-    pub fn find(&self, key: u64) -> Option<(Probe, &Cluster)> {
+    pub fn find(&self, key: u64) -> Option<(Probe, &PteLine)> {
         let hint = &self.hints[Self::hint_slot(key, self.hints.len())];
         let h = hint.get();
         if h.tag == key.wrapping_add(1) {
@@ -231,13 +269,13 @@ impl ElasticCuckooTable {
 
     /// `find` without a usable hint: search the ways, and leave a hint.
     #[inline(never)]
-    fn search<'a>(&'a self, key: u64, hint: &Cell<Hint>) -> Option<(Probe, &'a Cluster)> {
+    fn search<'a>(&'a self, key: u64, hint: &Cell<Hint>) -> Option<(Probe, &'a PteLine)> {
         let (w, old, i) = if self.old.is_none() { self.locate_settled(key) } else { self.locate_migrating(key) }?;
         if i < 1 << 28 {
             hint.set(Hint { tag: key.wrapping_add(1), at: (w as u32) << 29 | (old as u32) << 28 | i as u32 });
         }
         let arr = self.array(old, w);
-        Some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.slots[i]))
+        Some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
     }
 
     /// The direct-mapped slot of `key`'s hint (a multiplicative hash of the key).
@@ -248,15 +286,14 @@ impl ElasticCuckooTable {
 
     /// The entry at location `at` (`Hint::at` coding) if it holds `key`.
     #[inline(always)]
-    fn at(&self, key: u64, at: u32) -> Option<(Probe, &Cluster)> {
+    fn at(&self, key: u64, at: u32) -> Option<(Probe, &PteLine)> {
         let (w, old, i) = ((at >> 29) as usize, at & 1 << 28 != 0, (at & ((1 << 28) - 1)) as usize);
         let arr = if old { self.old.as_ref()?.0.get(w)? } else { self.cur.get(w)? };
-        let c = arr.slots.get(i)?;
-        (c.tag == key.wrapping_add(1)).then_some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, c))
+        (*arr.tags.get(i)? == key.wrapping_add(1)).then(|| (Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
     }
 
     /// Where `key` is when no resize is under way (nearly always): every way reads its
-    /// current array, so the slot of way w is one hash and mask. The ways' slots are
+    /// current array, so the slot of way w is one hash and mask. The ways' tags are
     /// independent host reads: start them all before checking any, so their host cache
     /// misses overlap.
     #[inline]
@@ -264,11 +301,12 @@ impl ElasticCuckooTable {
         let ways = &self.cur[..self.p.ways];
         let mut at = [0usize; MAX_WAYS];
         for (w, a) in ways.iter().enumerate() {
-            let i = (way_hash(key, w) as usize) & (a.slots.len() - 1);
+            let i = (way_hash(key, w) as usize) & (a.slots() - 1);
             at[w] = i;
-            crate::host::prefetch(&a.slots[i].tag);
+            crate::host::prefetch(&a.tags[i]);
         }
-        ways.iter().enumerate().find_map(|(w, a)| (a.slots[at[w]].key() == Some(key)).then_some((w, false, at[w])))
+        let tag = key.wrapping_add(1);
+        ways.iter().enumerate().find_map(|(w, a)| (a.tags[at[w]] == tag).then_some((w, false, at[w])))
     }
 
     /// Where `key` is mid-resize (a table can stay so for long: migration advances only
@@ -277,69 +315,73 @@ impl ElasticCuckooTable {
     fn locate_migrating(&self, key: u64) -> Option<(usize, bool, usize)> {
         let (old, ptr) = self.old.as_ref()?;
         // `locate`'s rule, inline: one pass picks each way's array and slot, a second
-        // checks them (the reads overlap, as in `locate_settled`). Through `locate` and
-        // `slot` this search cost 2% more of a nested-ECPT run, whose 4K tables stay
-        // mid-resize once their inserts stop.
-        let mut at: [Option<(&Cluster, bool, usize)>; MAX_WAYS] = [None; MAX_WAYS];
+        // checks them (the reads overlap, as in `locate_settled`). Through `locate` this
+        // search cost 2% more of a nested-ECPT run, whose 4K tables stay mid-resize once
+        // their inserts stop.
+        let mut at: [(u64, bool, usize); MAX_WAYS] = [(0, false, 0); MAX_WAYS];
         for (w, a) in at.iter_mut().enumerate().take(self.p.ways) {
             let h = way_hash(key, w) as usize;
-            let i_old = h & (old[w].slots.len() - 1);
-            let (arr, in_old, i) = if i_old >= ptr[w] { (&old[w], true, i_old) } else { (&self.cur[w], false, h & (self.cur[w].slots.len() - 1)) };
-            let c = &arr.slots[i];
-            crate::host::prefetch(&c.tag);
-            *a = Some((c, in_old, i));
+            let i_old = h & (old[w].slots() - 1);
+            let (arr, in_old, i) = if i_old >= ptr[w] { (&old[w], true, i_old) } else { (&self.cur[w], false, h & (self.cur[w].slots() - 1)) };
+            let t = &arr.tags[i];
+            crate::host::prefetch(t);
+            *a = (*t, in_old, i);
         }
-        at.iter().enumerate().map_while(|(w, a)| a.map(|a| (w, a))).find_map(|(w, (c, in_old, i))| (c.key() == Some(key)).then_some((w, in_old, i)))
+        let tag = key.wrapping_add(1);
+        at[..self.p.ways].iter().enumerate().find_map(|(w, &(t, in_old, i))| (t == tag).then_some((w, in_old, i)))
     }
 
-    /// Hint the host to bring every slot a `find` of `key` may read into its cache (no
-    /// state changes).
+    /// Hint the host to bring every tag a `find` of `key` may read, and the PTE lines
+    /// beside them, into its cache (no state changes).
     #[inline]
     pub fn prefetch(&self, key: u64) {
         for w in 0..self.p.ways {
             let (old, i) = self.locate(key, w);
-            crate::host::prefetch(&self.slot(old, w, i).tag);
+            let a = self.array(old, w);
+            crate::host::prefetch(&a.tags[i]);
+            crate::host::prefetch(&a.lines[i]);
         }
     }
 
-    pub fn find_mut(&mut self, key: u64) -> Option<&mut Cluster> {
+    pub fn find_mut(&mut self, key: u64) -> Option<&mut PteLine> {
         let (p, _) = self.find(key)?;
         let (old, i) = self.locate(key, p.way);
-        Some(self.slot_mut(old, p.way, i))
+        Some(&mut self.array_mut(old, p.way).lines[i])
     }
 
     /// Remove the entry of `key` (its PTEs are all clear).
     pub fn remove(&mut self, key: u64) {
-        if let Some(c) = self.find_mut(key) {
-            *c = Cluster::default();
+        if let Some((p, _)) = self.find(key) {
+            let (old, i) = self.locate(key, p.way);
+            self.array_mut(old, p.way).take(i);
             self.entries -= 1;
         }
     }
 
-    /// The cluster of `key`, inserted empty if absent (may displace, migrate, resize).
-    pub fn entry(&mut self, mem: &mut BuddyAllocator, key: u64) -> Result<&mut Cluster> {
+    /// The PTEs of `key`, inserted empty if absent (may displace, migrate, resize).
+    pub fn entry(&mut self, mem: &mut BuddyAllocator, key: u64) -> Result<&mut PteLine> {
         if self.find(key).is_none() {
-            self.insert(mem, Cluster { tag: key + 1, ptes: [0; CLUSTER] })?;
+            self.insert(mem, Entry { tag: key + 1, line: PteLine::default() })?;
         }
         Ok(self.find_mut(key).expect("just inserted"))
     }
 
-    fn insert(&mut self, mem: &mut BuddyAllocator, c: Cluster) -> Result<()> {
+    fn insert(&mut self, mem: &mut BuddyAllocator, e: Entry) -> Result<()> {
         self.migrate(mem, self.p.migrate_per_insert)?;
         let cap = self.p.ways * self.slots();
         if !self.migrating() && (self.entries + 1) as f64 > self.p.threshold * cap as f64 {
             self.start_resize(mem)?;
         }
-        let mut c = c;
+        let mut e = e;
         loop {
-            match self.try_place(c) {
+            match self.try_place(e) {
                 Ok(()) => {
                     self.entries += 1;
                     return Ok(());
                 }
                 Err(homeless) => {
                     // Kicks ran out: finish any migration, grow, place the homeless one.
-                    c = homeless;
+                    e = homeless;
                     self.migrate(mem, usize::MAX)?;
                     self.start_resize(mem)?;
                 }
@@ -347,35 +389,39 @@ impl ElasticCuckooTable {
         }
     }
 
-    /// Cuckoo placement with at most `max_kicks` displacements; on failure returns the
-    /// entry left without a slot (every other entry is placed).
-    fn try_place(&mut self, mut c: Cluster) -> std::result::Result<(), Cluster> {
-        let key = c.key().unwrap();
-        for w in 0..self.p.ways {
-            let (old, i) = self.locate(key, w);
-            if self.slot(old, w, i).tag == 0 {
-                *self.slot_mut(old, w, i) = c;
-                return Ok(());
+    /// Place `e` in the first of its ways whose slot is free; false if all are taken.
+    fn place_free(&mut self, e: Entry, skip: usize) -> bool {
+        for w in (0..self.p.ways).filter(|&w| w != skip) {
+            let (old, i) = self.locate(e.key(), w);
+            if self.array(old, w).tags[i] == 0 {
+                self.array_mut(old, w).put(i, e);
+                return true;
             }
         }
-        let mut w = (key as usize) % self.p.ways;
+        false
+    }
+
+    /// Cuckoo placement with at most `max_kicks` displacements; on failure returns the
+    /// entry left without a slot (every other entry is placed).
+    fn try_place(&mut self, mut e: Entry) -> std::result::Result<(), Entry> {
+        if self.place_free(e, usize::MAX) {
+            return Ok(());
+        }
+        let mut w = (e.key() as usize) % self.p.ways;
         for kicks in 1..=self.p.max_kicks {
-            let k = c.key().unwrap();
-            let (old, i) = self.locate(k, w);
-            c = std::mem::replace(self.slot_mut(old, w, i), c);
+            let (old, i) = self.locate(e.key(), w);
+            let arr = self.array_mut(old, w);
+            let evicted = arr.take(i);
+            arr.put(i, e);
+            e = evicted;
             self.max_displacement = self.max_displacement.max(kicks);
-            let k = c.key().unwrap();
             // The evicted entry tries its other ways' slots first.
-            for v in (0..self.p.ways).filter(|&v| v != w) {
-                let (old, i) = self.locate(k, v);
-                if self.slot(old, v, i).tag == 0 {
-                    *self.slot_mut(old, v, i) = c;
-                    return Ok(());
-                }
+            if self.place_free(e, w) {
+                return Ok(());
             }
             w = (w + 1) % self.p.ways;
         }
-        Err(c)
+        Err(e)
     }
 
     fn start_resize(&mut self, mem: &mut BuddyAllocator) -> Result<()> {
@@ -392,7 +438,7 @@ impl ElasticCuckooTable {
     fn migrate(&mut self, mem: &mut BuddyAllocator, mut n: usize) -> Result<()> {
         while n > 0 {
             let Some((old, ptr)) = &mut self.old else { return Ok(()) };
-            let old_slots = old[0].slots.len();
+            let old_slots = old[0].slots();
             // The way with the least progress moves next (round robin).
             let w = (0..ptr.len()).min_by_key(|&w| ptr[w]).unwrap();
             if ptr[w] == old_slots {
@@ -402,14 +448,14 @@ impl ElasticCuckooTable {
                 }
                 return Ok(());
             }
-            let c = std::mem::take(&mut old[w].slots[ptr[w]]);
+            let e = old[w].take(ptr[w]);
             ptr[w] += 1;
             n -= 1;
-            if let Some(key) = c.key() {
+            if e.tag != 0 {
                 // Same way, bigger modulus: the slot is ≡ the old one, so it is free.
-                let i = (way_hash(key, w) as usize) & (self.cur[w].slots.len() - 1);
-                debug_assert_eq!(self.cur[w].slots[i].tag, 0);
-                self.cur[w].slots[i] = c;
+                let i = (way_hash(e.key(), w) as usize) & (self.cur[w].slots() - 1);
+                debug_assert_eq!(self.cur[w].tags[i], 0);
+                self.cur[w].put(i, e);
                 self.migrated += 1;
             }
         }
@@ -434,13 +480,13 @@ mod tests {
         for k in 0..5000u64 {
             let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15); // distinct keys (odd multiplier)
             let before = t.migrated;
-            t.entry(&mut mem, key).unwrap().ptes[0] = key | 1;
+            t.entry(&mut mem, key).unwrap()[0] = key | 1;
             reference.insert(key, key | 1);
             // Gradual: an insert migrates at most its quota, unless kicks ran out.
             assert!(t.migrated - before <= 2 || t.max_displacement == 8, "migrated {} in one insert", t.migrated - before);
             if k % 97 == 0 {
                 for (&rk, &v) in &reference {
-                    assert_eq!(t.find(rk).map(|(_, c)| c.ptes[0]), Some(v), "key {rk} lost after {} resizes", t.resizes);
+                    assert_eq!(t.find(rk).map(|(_, c)| c[0]), Some(v), "key {rk} lost after {} resizes", t.resizes);
                 }
             }
         }
@@ -472,12 +518,12 @@ mod tests {
                     t.remove(key);
                 }
             } else {
-                t.entry(&mut mem, key).unwrap().ptes[0] = step | 1;
+                t.entry(&mut mem, key).unwrap()[0] = step | 1;
                 reference.insert(key, step | 1);
             }
             let probe = rng.gen_range(0..600u64);
             let found = t.find(probe);
-            assert_eq!(found.map(|(_, c)| c.ptes[0]), reference.get(&probe).copied(), "step {step}, key {probe}");
+            assert_eq!(found.map(|(_, c)| c[0]), reference.get(&probe).copied(), "step {step}, key {probe}");
             if let Some((p, _)) = found {
                 let (w, old, i) = if t.old.is_none() { t.locate_settled(probe) } else { t.locate_migrating(probe) }.unwrap();
                 assert_eq!((p.way, p.pa), (w, t.slot_pa(old, w, i)), "step {step}, key {probe}");

@@ -149,6 +149,45 @@ pub struct ElasticCuckooPageTable {
     retired_migrated: u64,
     /// The native walk's probe plan.
     scratch: EcptProbe,
+    /// Bumped by every change to what `region_memo` holds (a CWT entry made, moved or
+    /// dropped, a count of its crossing zero, a space made or dropped): a memo slot is
+    /// valid only for the generation it was read in.
+    gen: u64,
+    /// Simulator-only: the CWT entries of recently probed 2 MiB regions, direct-mapped by
+    /// region. A walk reads up to three CWT entries of a region (PTE, PMD and the PUD of
+    /// its 1 GiB region), each a hint, a tag and a line in the host's cache; one slot
+    /// here holds them all. Nothing is counted or changed through it.
+    region_memo: Vec<RegionFacts>,
+}
+
+/// One `region_memo` slot: the CWT entries of one 2 MiB region of one space, as read in
+/// generation `gen`.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct RegionFacts {
+    /// (ASID << 44 | region) + 1; 0 = empty.
+    tag: u64,
+    gen: u64,
+    /// Per CWT t: the entry's address (`NO_ENTRY`: none).
+    pa: [u64; 3],
+    /// Per CWT t: the entry's page sizes.
+    sizes: [u8; 3],
+    /// Bit t: CWT t's entry has been read into `pa[t]` and `sizes[t]`.
+    read: u8,
+}
+
+/// `RegionFacts::pa` of a region without an entry.
+const NO_ENTRY: u64 = u64::MAX;
+
+/// Slots of `region_memo` (a power of two).
+const REGION_MEMO: usize = 1024;
+
+/// A CWT entry as a walk uses it: which page sizes map the region (bit i: `SIZES[i]`),
+/// and the entry's physical address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CwtEntry {
+    pub sizes: u8,
+    pub pa: u64,
 }
 
 #[inline(always)]
@@ -200,6 +239,8 @@ impl ElasticCuckooPageTable {
             retired_resizes: 0,
             retired_migrated: 0,
             scratch: EcptProbe::default(),
+            gen: 0,
+            region_memo: vec![RegionFacts::default(); REGION_MEMO],
         })
     }
 
@@ -217,38 +258,82 @@ impl ElasticCuckooPageTable {
         SIZES.iter().enumerate().find_map(|(i, &size)| {
             let (key, slot) = key_of(va, size);
             let (_, c) = s.tables[i].find(key)?;
-            (c.ptes[slot] != 0).then_some((i, c.ptes[slot]))
+            (c[slot] != 0).then_some((i, c[slot]))
         })
     }
 
     /// Count a page of size index `i` at `va` in (or out of) the CWT entries of its
     /// regions; entries appear with their first page and go with their last.
     fn count_in_cwts(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, i: usize, add: bool) -> Result<()> {
-        let Some(s) = self.space_mut(asid) else {
+        let Some(s) = self.spaces.get_mut(asid as usize).and_then(|s| s.as_mut()) else {
             return Ok(());
         };
+        // What `region_memo` holds changes only when an entry comes or goes (an insert
+        // may move others) or a count crosses zero.
+        let gen = &mut self.gen;
         for (t, covers) in [(PMD, i < 2), (PUD, true), (PTE, i == 0)] {
             let Some(cwt) = s.cwt[t].as_mut().filter(|_| covers) else {
                 continue;
             };
             let key = va >> CWT_SHIFTS[t];
             if add {
-                cwt.entry(mem, key)?.ptes[i] += 1;
+                if cwt.find(key).is_none() {
+                    *gen += 1;
+                }
+                let c = cwt.entry(mem, key)?;
+                *gen += (c[i] == 0) as u64;
+                c[i] += 1;
             } else if let Some(c) = cwt.find_mut(key) {
-                c.ptes[i] -= 1;
-                if c.is_empty_cluster() {
-                    cwt.remove(key);
+                c[i] -= 1;
+                if c[i] == 0 {
+                    *gen += 1;
+                    if c.is_empty_line() {
+                        cwt.remove(key);
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Page-size counts of the CWT entry of `va`'s region in CWT `t` (PMD, PUD, PTE),
-    /// and the entry's address; None if the region has no entry.
-    fn cwt_entry(&self, asid: Asid, va: u64, t: usize) -> Option<([u64; 3], u64)> {
+    /// The CWT entry of `va`'s region in CWT `t` (PMD, PUD, PTE); None if the region
+    /// has none.
+    fn cwt_entry(&self, asid: Asid, va: u64, t: usize) -> Option<CwtEntry> {
         let cwt = self.space(asid)?.cwt[t].as_ref()?;
-        cwt.find(va >> CWT_SHIFTS[t]).map(|(p, c)| ([c.ptes[0], c.ptes[1], c.ptes[2]], p.pa))
+        cwt.find(va >> CWT_SHIFTS[t]).map(|(p, c)| CwtEntry { sizes: (0..3).filter(|&i| c[i] > 0).fold(0, |m, i| m | 1 << i), pa: p.pa })
+    }
+
+    /// The `region_memo` slot of `va`'s region in space `asid`, and its tag.
+    #[inline(always)]
+    fn region_slot(asid: Asid, va: u64) -> (usize, u64) {
+        let tag = ((asid as u64) << 44 | va >> PMD_SHIFT).wrapping_add(1);
+        ((tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - REGION_MEMO.trailing_zeros())) as usize, tag)
+    }
+
+    /// `cwt_entry` through `region_memo`.
+    #[inline(always)]
+    fn cwt_entry_memo(&mut self, asid: Asid, va: u64, t: usize) -> Option<CwtEntry> {
+        let (slot, tag) = Self::region_slot(asid, va);
+        let f = &self.region_memo[slot];
+        if f.tag == tag && f.gen == self.gen && f.read & 1 << t != 0 {
+            return (f.pa[t] != NO_ENTRY).then_some(CwtEntry { sizes: f.sizes[t], pa: f.pa[t] });
+        }
+        self.cwt_entry_reading(asid, va, t, slot, tag)
+    }
+
+    /// `cwt_entry_memo` past the memo: read the entry, and keep it.
+    #[inline(never)]
+    fn cwt_entry_reading(&mut self, asid: Asid, va: u64, t: usize, slot: usize, tag: u64) -> Option<CwtEntry> {
+        let e = self.cwt_entry(asid, va, t);
+        let gen = self.gen;
+        let f = &mut self.region_memo[slot];
+        if f.tag != tag || f.gen != gen {
+            *f = RegionFacts { tag, gen, pa: [NO_ENTRY; 3], ..RegionFacts::default() };
+        }
+        f.read |= 1 << t;
+        f.pa[t] = e.map_or(NO_ENTRY, |e| e.pa);
+        f.sizes[t] = e.map_or(0, |e| e.sizes);
+        e
     }
 
     /// Plan the lookup of `va` (Skarlatos et al. §5; Stojkovic et al. §2.3): probe the
@@ -271,26 +356,26 @@ impl ElasticCuckooPageTable {
         // A CWT entry is read only if the decision below or a CWC fill needs it (the
         // model is the same; this saves the simulator lookups when the CWCs hit). The
         // PTE-CWT entry only when that CWC is in play (`pte_on` gates every use).
-        let pte_e = if pte_on { self.cwt_entry(asid, va, PTE) } else { None };
+        let pte_e = if pte_on { self.cwt_entry_memo(asid, va, PTE) } else { None };
         let pte_known = pte_hit && pte_e.is_some();
-        let pmd_e = if !pte_known && pmd_hit || !pmd_hit && c.pmd.enabled() { self.cwt_entry(asid, va, PMD) } else { None };
+        let pmd_e = if !pte_known && pmd_hit || !pmd_hit && c.pmd.enabled() { self.cwt_entry_memo(asid, va, PMD) } else { None };
         let pmd_known = pmd_hit && pmd_e.is_some();
-        let pud_e = if !pte_known && !pmd_known && pud_hit || !pud_hit && c.pud.enabled() { self.cwt_entry(asid, va, PUD) } else { None };
+        let pud_e = if !pte_known && !pmd_known && pud_hit || !pud_hit && c.pud.enabled() { self.cwt_entry_memo(asid, va, PUD) } else { None };
         out.pte_hit = (pte_on && pte_e.is_some()).then_some(pte_hit);
         out.pmd_hit = pmd_hit;
         // Sizes to probe (bit i: SIZES[i]), whether a CWC knew them, and whether the
         // way is known. A PTE-CWT entry exists only for a region mapped by 4K pages.
-        let known = |e: Option<([u64; 3], u64)>, hit: bool| e.filter(|_| hit).map(|(n, _)| n);
+        let known = |e: Option<CwtEntry>, hit: bool| e.filter(|_| hit).map(|e| e.sizes);
         let (mask, informed, way_known) = if pte_known {
             (ONLY_4K, true, true)
         } else if let Some(n) = known(pmd_e, pmd_hit) {
-            if n[1] > 0 {
+            if n & 0b010 != 0 {
                 (0b010, true, true)
             } else {
                 (ONLY_4K, true, false)
             }
         } else if let Some(n) = known(pud_e, pud_hit) {
-            ((0..3).filter(|&i| n[i] > 0).fold(0, |m, i| m | 1 << i), true, false)
+            (n, true, false)
         } else {
             (sizes, false, false)
         };
@@ -324,8 +409,8 @@ impl ElasticCuckooPageTable {
         }
         let cwcs = [(&mut c.pte, pte_e, pte_hit, pte_on), (&mut c.pmd, pmd_e, pmd_hit, true), (&mut c.pud, pud_e, pud_hit, true)];
         for (which, (cwc, entry, hit, on)) in cwcs.into_iter().enumerate() {
-            if let Some((_, pa)) = entry.filter(|_| on && !hit && cwc.enabled()) {
-                out.cwt_fetches.push(pa);
+            if let Some(e) = entry.filter(|_| on && !hit && cwc.enabled()) {
+                out.cwt_fetches.push(e.pa);
                 if out.defer_fills {
                     out.pending_fills.push((asid, va, which as u8));
                 } else {
@@ -356,6 +441,7 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
+        self.gen += 1;
         let a = asid as usize;
         if self.spaces.len() <= a {
             self.spaces.resize_with(a + 1, || None);
@@ -377,6 +463,7 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
+        self.gen += 1;
         let Some(s) = self.spaces.get_mut(asid as usize).and_then(|s| s.take()) else {
             return;
         };
@@ -399,10 +486,10 @@ impl PageTable for ElasticCuckooPageTable {
         let (key, slot) = key_of(va, size);
         let s = self.space_mut(asid).ok_or_else(|| Error::Sim(format!("map into unknown address space {asid}")))?;
         let c = s.tables[i].entry(mem, key)?;
-        if c.ptes[slot] != 0 {
+        if c[slot] != 0 {
             return Err(Error::Sim(format!("map {va:#x}: already mapped")));
         }
-        c.ptes[slot] = pte(pa, perms);
+        c[slot] = pte(pa, perms);
         self.mapped += 1;
         self.count_in_cwts(mem, asid, va, i, true)
     }
@@ -412,8 +499,8 @@ impl PageTable for ElasticCuckooPageTable {
         let (key, slot) = key_of(va, SIZES[i]);
         let t = &mut self.space_mut(asid)?.tables[i];
         let c = t.find_mut(key)?;
-        c.ptes[slot] = 0;
-        if c.is_empty_cluster() {
+        c[slot] = 0;
+        if c.is_empty_line() {
             t.remove(key);
         }
         self.mapped -= 1;
@@ -430,7 +517,7 @@ impl PageTable for ElasticCuckooPageTable {
             return false;
         };
         if let Some(c) = s.tables[i].find_mut(key) {
-            c.ptes[slot] = pte(e, perms);
+            c[slot] = pte(e, perms);
         }
         true
     }
@@ -467,6 +554,7 @@ impl PageTable for ElasticCuckooPageTable {
     fn prefetch(&self, asid: Asid, va: u64) {
         if let Some(s) = self.space(asid) {
             s.tables[0].prefetch(key_of(va, PageSize::K4).0);
+            crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
         }
     }
 
@@ -633,6 +721,43 @@ mod tests {
         pt.map(&mut mem, 0, 0x8000_0000, 0x40_0000, PageSize::M2, Perms::RW_USER).unwrap();
         assert!(pt.probe(0, 0x8000_0000, &mut c, ONLY_4K, false, &mut probe));
         assert_eq!((probe.refs.len(), probe.outside_sizes), (6, true));
+    }
+
+    /// The region memo never answers stale: random maps and unmaps of 4K and 2M pages
+    /// into tiny CWTs (entries come, go, are kicked and migrate), with memo reads of
+    /// random regions between them, always agree with reading the CWTs.
+    #[test]
+    fn region_memo_agrees_with_the_cwts() {
+        use rand::{Rng, SeedableRng};
+        let mut mem = BuddyAllocator::new(1 << 32).unwrap();
+        let cfg = EcptConfig { initial_slots: [8, 8, 8], cwt_slots: [8, 8], pte_cwt: true, migrate_per_insert: 1, ..Default::default() };
+        let mut pt = ElasticCuckooPageTable::new(&cfg).unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
+        let mut mapped: Vec<(u64, PageSize)> = Vec::new();
+        let va_of = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| (rng.gen_range(0..64u64) << 21) | (rng.gen_range(0..4u64) << 12);
+        let mut hits = 0;
+        for step in 0..6000 {
+            if rng.gen_range(0..3) > 0 || mapped.is_empty() {
+                let (va, size) = if rng.gen_range(0..4) == 0 { (va_of(&mut rng) & !0x1f_ffff, PageSize::M2) } else { (va_of(&mut rng), PageSize::K4) };
+                if pt.translate(0, va).is_none() && (size == PageSize::K4 || (0..512).all(|p| pt.translate(0, va + (p << 12)).is_none())) {
+                    pt.map(&mut mem, 0, va, 0x1000_0000, size, Perms::RW_USER).unwrap();
+                    mapped.push((va, size));
+                }
+            } else {
+                let (va, _) = mapped.swap_remove(rng.gen_range(0..mapped.len()));
+                pt.unmap(&mut mem, 0, va).unwrap();
+            }
+            for _ in 0..4 {
+                let va = va_of(&mut rng);
+                for t in [PMD, PUD, PTE] {
+                    let memo = pt.cwt_entry_memo(0, va, t);
+                    assert_eq!(memo, pt.cwt_entry(0, va, t), "step {step}, va {va:#x}, CWT {t}");
+                    hits += memo.is_some() as u32;
+                }
+            }
+        }
+        assert!(hits > 1000 && pt.details()["tables"][0]["resizes"].as_u64().unwrap() > 0);
     }
 
     #[test]
