@@ -18,13 +18,23 @@ pub const PUD_SHIFT: u32 = 30;
 pub struct CuckooWalkCache {
     shift: u32,
     store: Option<AssocCache<()>>,
+    /// The store's `packed_lru_ways` (0: the general lookup).
+    lru_ways: usize,
     pub counters: CacheCounters,
 }
 
 impl CuckooWalkCache {
     pub fn new(shift: u32, entries: usize, seed: u64, key_path: &str) -> Result<CuckooWalkCache> {
-        let store = if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, key_path)?.with_mru_first()) };
-        Ok(CuckooWalkCache { shift, store, counters: CacheCounters::default() })
+        let store = if entries == 0 {
+            None
+        } else {
+            // Fully associative LRU: up to 12 entries through the packed-LRU lookup (a
+            // nested ECPT walk makes about ten CWC lookups), wider ones MRU-first.
+            let s = AssocCache::new(entries, 0, Replacement::Lru, seed, key_path)?;
+            Some(if [1, 2, 4, 8, 12].contains(&s.packed_lru_ways()) { s } else { s.with_mru_first() })
+        };
+        let lru_ways = store.as_ref().map_or(0, |s| s.packed_lru_ways());
+        Ok(CuckooWalkCache { shift, store, lru_ways, counters: CacheCounters::default() })
     }
 
     pub fn enabled(&self) -> bool {
@@ -37,8 +47,15 @@ impl CuckooWalkCache {
             return false;
         };
         let region = va >> self.shift;
-        let set = s.set_of(region);
-        let hit = s.lookup(set, region, asid).is_some();
+        let hit = match self.lru_ways {
+            1 => s.lookup_lru::<1>(0, region, asid),
+            2 => s.lookup_lru::<2>(0, region, asid),
+            4 => s.lookup_lru::<4>(0, region, asid),
+            8 => s.lookup_lru::<8>(0, region, asid),
+            12 => s.lookup_lru::<12>(0, region, asid),
+            _ => s.lookup(s.set_of(region), region, asid),
+        }
+        .is_some();
         self.counters.record(hit);
         hit
     }
