@@ -61,10 +61,26 @@ impl CuckooWalkCache {
     }
 
     pub fn fill(&mut self, asid: Asid, va: u64) {
-        if let Some(s) = &mut self.store {
-            let region = va >> self.shift;
-            let set = s.set_of(region);
-            s.insert(set, region, asid, ());
+        let Some(s) = &mut self.store else {
+            return;
+        };
+        let region = va >> self.shift;
+        // `insert` through the packed-LRU path: a refresh is a hit (the entry becomes
+        // most recent), else the LRU way takes the region.
+        fn insert<const W: usize>(s: &mut AssocCache<()>, region: u64, asid: Asid) {
+            if s.lookup_lru::<W>(0, region, asid).is_none() {
+                s.fill_absent_lru::<W>(0, region, asid, ());
+            }
+        }
+        match self.lru_ways {
+            1 => insert::<1>(s, region, asid),
+            2 => insert::<2>(s, region, asid),
+            4 => insert::<4>(s, region, asid),
+            8 => insert::<8>(s, region, asid),
+            12 => insert::<12>(s, region, asid),
+            _ => {
+                s.insert(s.set_of(region), region, asid, ());
+            }
         }
     }
 
