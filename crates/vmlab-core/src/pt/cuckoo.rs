@@ -336,10 +336,14 @@ impl ElasticCuckooTable {
     #[inline]
     pub fn prefetch(&self, key: u64) {
         for w in 0..self.p.ways {
-            let (old, i) = self.locate(key, w);
-            let a = self.array(old, w);
-            crate::host::prefetch(&a.tags[i]);
-            crate::host::prefetch(&a.lines[i]);
+            // `locate`, picking the array as it goes; a hint needs no bounds check.
+            let h = way_hash(key, w) as usize;
+            let (a, i) = match &self.old {
+                Some((old, ptr)) if h & (old[w].slots() - 1) >= ptr[w] => (&old[w], h & (old[w].slots() - 1)),
+                _ => (&self.cur[w], h & (self.cur[w].slots() - 1)),
+            };
+            crate::host::prefetch(a.tags.as_ptr().wrapping_add(i));
+            crate::host::prefetch(a.lines.as_ptr().wrapping_add(i));
         }
     }
 
