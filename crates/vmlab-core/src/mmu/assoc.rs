@@ -85,6 +85,10 @@ pub struct AssocCache<V: Copy + Default> {
 /// compare their keys directly: fewer instructions for a 12-way TLB set).
 const FINGERPRINT_WAYS: usize = 12;
 
+/// The widths `lookup_lru` and `fill_absent_lru` are instantiated for by their callers
+/// (the TLB probe plans, the cuckoo walk caches).
+pub const PACKED_LRU_WIDTHS: [usize; 5] = [1, 2, 4, 8, 12];
+
 /// The one-byte hash of a key kept in `AssocCache::fps` (and of a line in a cache
 /// level's tag store, `mem::cache`).
 #[inline(always)]

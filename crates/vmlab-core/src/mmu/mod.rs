@@ -85,7 +85,7 @@ fn planned_ways(t: &Tlb) -> u8 {
         return PAIRED;
     }
     match t.packed_lru_ways() {
-        w @ (1 | 2 | 4 | 8 | 12) => w as u8,
+        w if assoc::PACKED_LRU_WIDTHS.contains(&w) => w as u8,
         _ => 0,
     }
 }

@@ -213,14 +213,21 @@ impl ElasticCuckooTable {
     /// The array and slot way `w` uses for `key` now.
     #[inline]
     fn locate(&self, key: u64, w: usize) -> (bool, usize) {
-        let h = way_hash(key, w);
+        let (_, old, i) = self.way_slot(key, w);
+        (old, i)
+    }
+
+    /// `locate`, with the array it picks.
+    #[inline(always)]
+    fn way_slot(&self, key: u64, w: usize) -> (&WayArray, bool, usize) {
+        let h = way_hash(key, w) as usize;
         if let Some((old, ptr)) = &self.old {
-            let p_old = (h as usize) & (old[w].slots() - 1);
+            let p_old = h & (old[w].slots() - 1);
             if p_old >= ptr[w] {
-                return (true, p_old);
+                return (&old[w], true, p_old);
             }
         }
-        (false, (h as usize) & (self.cur[w].slots() - 1))
+        (&self.cur[w], false, h & (self.cur[w].slots() - 1))
     }
 
     /// Way `w`'s old (mid-resize) or current array.
@@ -313,16 +320,11 @@ impl ElasticCuckooTable {
     /// on inserts): way w reads its old array at h mod old_slots if that slot has not
     /// moved yet, else its new one.
     fn locate_migrating(&self, key: u64) -> Option<(usize, bool, usize)> {
-        let (old, ptr) = self.old.as_ref()?;
-        // `locate`'s rule, inline: one pass picks each way's array and slot, a second
-        // checks them (the reads overlap, as in `locate_settled`). Through `locate` this
-        // search cost 2% more of a nested-ECPT run, whose 4K tables stay mid-resize once
-        // their inserts stop.
+        // One pass picks each way's array and slot and reads its tag, a second checks
+        // them: the reads overlap, as in `locate_settled`.
         let mut at: [(u64, bool, usize); MAX_WAYS] = [(0, false, 0); MAX_WAYS];
         for (w, a) in at.iter_mut().enumerate().take(self.p.ways) {
-            let h = way_hash(key, w) as usize;
-            let i_old = h & (old[w].slots() - 1);
-            let (arr, in_old, i) = if i_old >= ptr[w] { (&old[w], true, i_old) } else { (&self.cur[w], false, h & (self.cur[w].slots() - 1)) };
+            let (arr, in_old, i) = self.way_slot(key, w);
             let t = &arr.tags[i];
             crate::host::prefetch(t);
             *a = (*t, in_old, i);
@@ -336,12 +338,8 @@ impl ElasticCuckooTable {
     #[inline]
     pub fn prefetch(&self, key: u64) {
         for w in 0..self.p.ways {
-            // `locate`, picking the array as it goes; a hint needs no bounds check.
-            let h = way_hash(key, w) as usize;
-            let (a, i) = match &self.old {
-                Some((old, ptr)) if h & (old[w].slots() - 1) >= ptr[w] => (&old[w], h & (old[w].slots() - 1)),
-                _ => (&self.cur[w], h & (self.cur[w].slots() - 1)),
-            };
+            let (a, _, i) = self.way_slot(key, w);
+            // A hint needs no bounds check.
             crate::host::prefetch(a.tags.as_ptr().wrapping_add(i));
             crate::host::prefetch(a.lines.as_ptr().wrapping_add(i));
         }
@@ -379,11 +377,11 @@ impl ElasticCuckooTable {
         let mut e = e;
         loop {
             match self.try_place(e) {
-                Ok(()) => {
+                None => {
                     self.entries += 1;
                     return Ok(());
                 }
-                Err(homeless) => {
+                Some(homeless) => {
                     // Kicks ran out: finish any migration, grow, place the homeless one.
                     e = homeless;
                     self.migrate(mem, usize::MAX)?;
@@ -407,9 +405,9 @@ impl ElasticCuckooTable {
 
     /// Cuckoo placement with at most `max_kicks` displacements; on failure returns the
     /// entry left without a slot (every other entry is placed).
-    fn try_place(&mut self, mut e: Entry) -> std::result::Result<(), Entry> {
+    fn try_place(&mut self, mut e: Entry) -> Option<Entry> {
         if self.place_free(e, usize::MAX) {
-            return Ok(());
+            return None;
         }
         let mut w = (e.key() as usize) % self.p.ways;
         for kicks in 1..=self.p.max_kicks {
@@ -421,11 +419,11 @@ impl ElasticCuckooTable {
             self.max_displacement = self.max_displacement.max(kicks);
             // The evicted entry tries its other ways' slots first.
             if self.place_free(e, w) {
-                return Ok(());
+                return None;
             }
             w = (w + 1) % self.p.ways;
         }
-        Err(e)
+        Some(e)
     }
 
     fn start_resize(&mut self, mem: &mut BuddyAllocator) -> Result<()> {

@@ -8,7 +8,7 @@
 use super::{CacheCounters, WalkCaches};
 use crate::addr::Asid;
 use crate::error::Result;
-use crate::mmu::assoc::{AssocCache, Replacement};
+use crate::mmu::assoc::{AssocCache, Replacement, PACKED_LRU_WIDTHS};
 
 /// Region shifts of the PMD and PUD walk tables.
 pub const PMD_SHIFT: u32 = 21;
@@ -31,7 +31,7 @@ impl CuckooWalkCache {
             // Fully associative LRU: up to 12 entries through the packed-LRU lookup (a
             // nested ECPT walk makes about ten CWC lookups), wider ones MRU-first.
             let s = AssocCache::new(entries, 0, Replacement::Lru, seed, key_path)?;
-            Some(if [1, 2, 4, 8, 12].contains(&s.packed_lru_ways()) { s } else { s.with_mru_first() })
+            Some(if PACKED_LRU_WIDTHS.contains(&s.packed_lru_ways()) { s } else { s.with_mru_first() })
         };
         let lru_ways = store.as_ref().map_or(0, |s| s.packed_lru_ways());
         Ok(CuckooWalkCache { shift, store, lru_ways, counters: CacheCounters::default() })
@@ -46,40 +46,25 @@ impl CuckooWalkCache {
         let Some(s) = &mut self.store else {
             return false;
         };
-        let region = va >> self.shift;
-        let hit = match self.lru_ways {
-            1 => s.lookup_lru::<1>(0, region, asid),
-            2 => s.lookup_lru::<2>(0, region, asid),
-            4 => s.lookup_lru::<4>(0, region, asid),
-            8 => s.lookup_lru::<8>(0, region, asid),
-            12 => s.lookup_lru::<12>(0, region, asid),
-            _ => s.lookup(s.set_of(region), region, asid),
-        }
-        .is_some();
+        let hit = find_and_touch(s, self.lru_ways, va >> self.shift, asid);
         self.counters.record(hit);
         hit
     }
 
+    /// Insert the region of `va` (or make it most recent if present).
     pub fn fill(&mut self, asid: Asid, va: u64) {
         let Some(s) = &mut self.store else {
             return;
         };
         let region = va >> self.shift;
-        // `insert` through the packed-LRU path: a refresh is a hit (the entry becomes
-        // most recent), else the LRU way takes the region.
-        fn insert<const W: usize>(s: &mut AssocCache<()>, region: u64, asid: Asid) {
-            if s.lookup_lru::<W>(0, region, asid).is_none() {
-                s.fill_absent_lru::<W>(0, region, asid, ());
-            }
-        }
-        match self.lru_ways {
-            1 => insert::<1>(s, region, asid),
-            2 => insert::<2>(s, region, asid),
-            4 => insert::<4>(s, region, asid),
-            8 => insert::<8>(s, region, asid),
-            12 => insert::<12>(s, region, asid),
-            _ => {
-                s.insert(s.set_of(region), region, asid, ());
+        if !find_and_touch(s, self.lru_ways, region, asid) {
+            match self.lru_ways {
+                1 => _ = s.fill_absent_lru::<1>(0, region, asid, ()),
+                2 => _ = s.fill_absent_lru::<2>(0, region, asid, ()),
+                4 => _ = s.fill_absent_lru::<4>(0, region, asid, ()),
+                8 => _ = s.fill_absent_lru::<8>(0, region, asid, ()),
+                12 => _ = s.fill_absent_lru::<12>(0, region, asid, ()),
+                _ => _ = s.fill_absent(s.set_of(region), region, asid, ()),
             }
         }
     }
@@ -98,6 +83,21 @@ impl CuckooWalkCache {
             s.invalidate(set, region, asid);
         }
     }
+}
+
+/// Look `region` up in a CWC's store of `lru_ways` packed-LRU ways (0: another
+/// geometry), making it most recent on a hit.
+#[inline(always)]
+fn find_and_touch(s: &mut AssocCache<()>, lru_ways: usize, region: u64, asid: Asid) -> bool {
+    match lru_ways {
+        1 => s.lookup_lru::<1>(0, region, asid),
+        2 => s.lookup_lru::<2>(0, region, asid),
+        4 => s.lookup_lru::<4>(0, region, asid),
+        8 => s.lookup_lru::<8>(0, region, asid),
+        12 => s.lookup_lru::<12>(0, region, asid),
+        _ => s.lookup(s.set_of(region), region, asid),
+    }
+    .is_some()
 }
 
 /// The CWCs of one ECPT walker: PTE (ways of a 2 MiB region's 4K clusters; the
