@@ -260,6 +260,14 @@ impl ElasticCuckooTable {
         self.slot_pa(old, w, i)
     }
 
+    /// `probe_pa`, and the PTEs there if that slot holds `key` (a walk that reads the
+    /// slot learns the mapping without a second search).
+    #[inline(always)]
+    pub fn probe_way(&self, key: u64, w: usize) -> (u64, Option<&PteLine>) {
+        let (a, _, i) = self.way_slot(key, w);
+        (a.pa + i as u64 * ENTRY_BYTES, (a.tags[i] == key.wrapping_add(1)).then(|| &a.lines[i]))
+    }
+
     /// The entry of `key`: where it is, and its PTEs. Inline: most finds take the hint
     /// (the search, with its register pressure, is out of line).
     #[inline(always)]
@@ -343,6 +351,35 @@ impl ElasticCuckooTable {
             crate::host::prefetch(a.tags.as_ptr().wrapping_add(i));
             crate::host::prefetch(a.lines.as_ptr().wrapping_add(i));
         }
+    }
+
+    /// `prefetch`, and where the ways' slots are for a later [`Self::line_at`]: way w's
+    /// old-array flag and slot in bits 21w..21w+21. None if they do not fit (more than
+    /// three ways, or a slot beyond 2^20).
+    #[inline]
+    pub fn prefetch_located(&self, key: u64) -> Option<u64> {
+        let mut loc = 0u64;
+        let mut fits = self.p.ways <= 3;
+        for w in 0..self.p.ways {
+            let (a, old, i) = self.way_slot(key, w);
+            crate::host::prefetch(a.tags.as_ptr().wrapping_add(i));
+            crate::host::prefetch(a.lines.as_ptr().wrapping_add(i));
+            fits &= i < 1 << 20;
+            loc |= ((old as u64) << 20 | (i as u64 & ((1 << 20) - 1))) << (21 * w.min(2));
+        }
+        fits.then_some(loc)
+    }
+
+    /// The PTEs of `key` if it still sits where `loc` (from `prefetch_located`) says:
+    /// a hint, read without a search. None if it moved, left or was never there.
+    #[inline]
+    pub fn line_at(&self, key: u64, loc: u64) -> Option<&PteLine> {
+        (0..self.p.ways.min(3)).find_map(|w| {
+            let f = loc >> (21 * w);
+            let i = (f & ((1 << 20) - 1)) as usize;
+            let arr = if f & 1 << 20 != 0 { self.old.as_ref()?.0.get(w)? } else { self.cur.get(w)? };
+            (*arr.tags.get(i)? == key.wrapping_add(1)).then(|| &arr.lines[i])
+        })
     }
 
     pub fn find_mut(&mut self, key: u64) -> Option<&mut PteLine> {

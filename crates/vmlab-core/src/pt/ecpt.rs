@@ -121,6 +121,9 @@ pub struct EcptProbe {
     pub pmd_hit: bool,
     /// The table maps the address with a size outside the assumed `sizes`.
     pub outside_sizes: bool,
+    /// The mapping of the address, if an entry the lookup reads holds it (`None`: not
+    /// mapped, or not in those entries; then ask the table).
+    pub found: Option<Translation>,
     /// Set by the caller: CWC fills wait in `pending_fills` until [`EcptProbe::apply_fills`]
     /// (lookups issued in parallel all see the CWCs as they were before the step).
     pub defer_fills: bool,
@@ -346,6 +349,7 @@ impl ElasticCuckooPageTable {
         out.refs.clear();
         out.cwt_fetches.clear();
         out.outside_sizes = false;
+        out.found = None;
         let Some(s) = self.space(asid) else {
             return false;
         };
@@ -381,28 +385,32 @@ impl ElasticCuckooPageTable {
         };
         let s = self.space(asid).expect("checked above");
         let mut direct = false;
+        // The mapping, if an entry read holds it: (size index, PTE).
+        let mut found = None;
         if way_known {
             let i = mask.trailing_zeros() as usize;
-            if let Some((entry, _)) = s.tables[i].find(key_of(va, SIZES[i]).0) {
+            let (key, slot) = key_of(va, SIZES[i]);
+            if let Some((entry, line)) = s.tables[i].find(key) {
                 out.refs.push((entry.pa, i as u8 + 1));
                 direct = true;
+                found = (line[slot] != 0).then_some((i, line[slot]));
             }
         }
         let mut mask = mask;
-        if !informed && mask != ALL_SIZES {
-            if let Some((i, _)) = self.lookup(asid, va).filter(|&(i, _)| mask & 1 << i == 0) {
-                out.outside_sizes = true;
-                mask |= 1 << i;
-            }
-        }
         if !direct {
-            for (i, &size) in SIZES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0) {
-                let (key, _) = key_of(va, size);
-                for w in 0..s.tables[i].ways() {
-                    out.refs.push((s.tables[i].probe_pa(key, w), i as u8 + 1));
+            Self::probe_sizes(s, va, mask, &mut out.refs, &mut found);
+            // A mapping of a size outside the assumed ones (only possible with no CWC
+            // informing the walk) is still found: its size joins the probe.
+            if !informed && mask != ALL_SIZES && found.is_none() {
+                if let Some((i, _)) = self.lookup(asid, va).filter(|&(i, _)| mask & 1 << i == 0) {
+                    out.outside_sizes = true;
+                    mask |= 1 << i;
+                    out.refs.clear();
+                    Self::probe_sizes(s, va, mask, &mut out.refs, &mut found);
                 }
             }
         }
+        out.found = found.map(|(i, e)| Self::translation(i, e));
         if out.refs.is_empty() {
             // No size could hold va: probe the 4K table.
             out.refs.push((s.tables[0].probe_pa(key_of(va, SIZES[0]).0, 0), 1));
@@ -421,6 +429,22 @@ impl ElasticCuckooPageTable {
         let class = if direct { 0 } else { (mask.count_ones() as usize).clamp(1, 3) };
         self.classes[class] += 1;
         true
+    }
+
+    /// The d candidate entries of `va` in each size of `mask`, smallest size first, into
+    /// `refs`; `found` gets the mapping if one of them holds it.
+    #[inline(always)]
+    fn probe_sizes(s: &SpaceTables, va: u64, mask: u8, refs: &mut Vec<(u64, u8)>, found: &mut Option<(usize, u64)>) {
+        for (i, &size) in SIZES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0) {
+            let (key, slot) = key_of(va, size);
+            for w in 0..s.tables[i].ways() {
+                let (pa, line) = s.tables[i].probe_way(key, w);
+                refs.push((pa, i as u8 + 1));
+                if let Some(&e) = line.map(|l| &l[slot]).filter(|&&e| e != 0) {
+                    *found = Some((i, e));
+                }
+            }
+        }
     }
 
     fn translation(i: usize, e: u64) -> Translation {
@@ -539,9 +563,10 @@ impl PageTable for ElasticCuckooPageTable {
                 path.push_parallel(pa, CWT_REF);
             }
         }
+        let t = p.found;
         self.scratch = p;
         if found {
-            self.translate(asid, va)
+            t.or_else(|| self.translate(asid, va))
         } else {
             None
         }
@@ -552,10 +577,27 @@ impl PageTable for ElasticCuckooPageTable {
     /// The 4K table's candidate slots of `va` (the ways' reads overlap in a lookup, but
     /// each is a host-cache miss on a large table).
     fn prefetch(&self, asid: Asid, va: u64) {
-        if let Some(s) = self.space(asid) {
-            s.tables[0].prefetch(key_of(va, PageSize::K4).0);
-            crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
+        self.prefetch_at(asid, va);
+    }
+
+    /// The location is where the 4K table's ways keep `va`'s slots
+    /// (`ElasticCuckooTable::prefetch_located`).
+    #[inline]
+    fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
+        let s = self.space(asid)?;
+        crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
+        s.tables[0].prefetch_located(key_of(va, PageSize::K4).0)
+    }
+
+    /// The 4K entry at `loc`, or (a larger page, or a key that moved) a lookup.
+    #[inline]
+    fn phys_at(&self, asid: Asid, loc: u64, va: u64) -> Option<u64> {
+        let (key, slot) = key_of(va, PageSize::K4);
+        let e = self.space(asid)?.tables[0].line_at(key, loc).map_or(0, |l| l[slot]);
+        if e != 0 {
+            return Some(Self::translation(0, e).phys(va));
         }
+        self.translate(asid, va).map(|t| t.phys(va))
     }
 
     fn footprint(&self) -> PtFootprint {
@@ -645,6 +687,66 @@ mod tests {
         assert!(d["tables"][0]["resizes"].as_u64().unwrap() >= 5, "{d}");
         assert!(d["tables"][0]["migrated"].as_u64().unwrap() > 0);
         assert_eq!(pt.footprint().mapped_pages, mapped.len() as u64);
+    }
+
+    /// What a lookup learns on the way (`EcptProbe::found`) and where a look-ahead says
+    /// an entry sits (`prefetch_at` / `phys_at`) agree with `translate` through random
+    /// maps and unmaps of 4K and 2M pages in tables that keep resizing: `found` is the
+    /// mapping or nothing (always the mapping when every size is probed), and a stale
+    /// location still answers right.
+    #[test]
+    fn what_a_lookup_finds_on_the_way_is_the_mapping() {
+        use rand::{Rng, SeedableRng};
+        let mut mem = BuddyAllocator::new(1 << 33).unwrap();
+        let mut pt = ElasticCuckooPageTable::new(&EcptConfig {
+            initial_slots: [8, 8, 8],
+            cwt_slots: [8, 8],
+            migrate_per_insert: 1,
+            pte_cwt: true,
+            ..Default::default()
+        })
+        .unwrap();
+        pt.create_space(&mut mem, 0).unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
+        let mut caches = [EcptWalkCaches::none(), EcptWalkCaches::new(4, 16, 2, 1, 0).unwrap()];
+        let mut out = EcptProbe::default();
+        let mut hints: Vec<(u64, Option<u64>)> = Vec::new();
+        let (mut found, mut located) = (0, 0);
+        for n in 0..6000u64 {
+            // 64 MiB of address space: 2M pages in the upper half, 4K in the lower.
+            let va = rng.gen_range(0..1u64 << 26) & !0xfff;
+            let size = if va >= 1 << 25 { PageSize::M2 } else { PageSize::K4 };
+            let va = size.align_down(va);
+            if rng.gen_range(0..4) == 0 {
+                pt.unmap(&mut mem, 0, va);
+            } else if pt.translate(0, va).is_none() {
+                pt.map(&mut mem, 0, va, (n + 1) << 21, size, Perms::RW_USER).unwrap();
+            }
+            let probe_va = rng.gen_range(0..1u64 << 26);
+            let want = pt.translate(0, probe_va);
+            for (k, c) in caches.iter_mut().enumerate() {
+                for sizes in [ALL_SIZES, ONLY_4K] {
+                    assert!(pt.probe(0, probe_va, c, sizes, true, &mut out));
+                    if let Some(t) = out.found {
+                        assert_eq!(Some(t), want, "step {n}: {probe_va:#x}");
+                        found += 1;
+                    } else if k == 0 && sizes == ALL_SIZES {
+                        assert_eq!(want, None, "step {n}: a cold lookup of every size reads the entry");
+                    }
+                }
+            }
+            // Locations taken a few steps ago: stale ones fall back to a lookup.
+            hints.push((probe_va, pt.prefetch_at(0, probe_va)));
+            if hints.len() > 4 {
+                let (v, loc) = hints.remove(0);
+                if let Some(loc) = loc {
+                    assert_eq!(pt.phys_at(0, loc, v), pt.translate(0, v).map(|t| t.phys(v)), "step {n}: {v:#x}");
+                    located += 1;
+                }
+            }
+        }
+        assert!(pt.details()["tables"][0]["resizes"].as_u64().unwrap() >= 3);
+        assert!(found > 3000 && located > 3000, "{found} lookups found the mapping, {located} locations checked");
     }
 
     /// Walk classes: cold = complete (+ CWT fetches); a PMD-CWC hit on a 4K region is a

@@ -274,7 +274,7 @@ pub trait PageTable: 'static {
     }
     /// What the entry at `loc` (from `prefetch_at` of `va`) maps `va` to now. A hint
     /// only: the answer may be stale or missing, never a reason to change state.
-    fn phys_at(&self, _loc: u64, _va: u64) -> Option<u64> {
+    fn phys_at(&self, _asid: Asid, _loc: u64, _va: u64) -> Option<u64> {
         None
     }
 

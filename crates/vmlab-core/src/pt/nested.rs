@@ -587,8 +587,18 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
 
     /// Compose a guest translation of `va` with the host's: guest-virtual -> host-physical.
     pub(crate) fn compose(&self, va: u64, g: Translation) -> Option<Translation> {
+        self.compose_with(va, g, None)
+    }
+
+    /// `compose`, given the host translation of the data page if the walk found it.
+    #[inline]
+    pub(crate) fn compose_with(&self, va: u64, g: Translation, host: Option<Translation>) -> Option<Translation> {
         let gpa = g.phys(va);
-        Some(join(g, gpa, self.host.translate(VM, gpa)?))
+        let h = match host {
+            Some(h) => h,
+            None => self.host.translate(VM, gpa)?,
+        };
+        Some(join(g, gpa, h))
     }
 
     /// Host-translate the guest-physical address of a guest entry: through the NTLB, or
@@ -850,7 +860,7 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         if old.va != u64::MAX {
             // Where the guest said its entry sits: one read instead of a translation.
             let gpa = match old.loc {
-                Some(loc) => self.guest.phys_at(loc, old.va),
+                Some(loc) => self.guest.phys_at(old.asid, loc, old.va),
                 None => self.guest.translate(old.asid, old.va).map(|g| g.phys(old.va)),
             };
             if let Some(gpa) = gpa {

@@ -299,12 +299,13 @@ impl PageTable for NestedEcptPageTable {
         }
         self.counters.step3_hecpt_refs += p.refs.len() as u64;
         self.counters.hcwt_fetches += p.cwt_fetches.len() as u64;
+        let h = p.found;
         if let Some(a) = &mut self.adaptive {
             if a.observe(p.pte_hit, p.pmd_hit) == Transition::Disabled {
                 c.hcwc.pte.flush();
             }
         }
-        self.inner.compose(va, g)
+        self.inner.compose_with(va, g, h)
     }
 
     const PREFETCHES: bool = true;
@@ -385,7 +386,7 @@ impl NestedEcptPageTable {
         if !ok {
             return None;
         }
-        self.inner.guest.translate(asid, va)
+        gp.found.or_else(|| self.inner.guest.translate(asid, va))
     }
 }
 

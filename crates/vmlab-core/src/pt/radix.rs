@@ -638,7 +638,7 @@ impl PageTable for RadixPageTable {
     }
 
     #[inline]
-    fn phys_at(&self, loc: u64, va: u64) -> Option<u64> {
+    fn phys_at(&self, _asid: Asid, loc: u64, va: u64) -> Option<u64> {
         if loc == u64::MAX {
             return None;
         }
@@ -798,7 +798,7 @@ mod tests {
         let (fb, fa) = (frame(&mut mem), frame(&mut mem));
         pt.map(&mut mem, 0, b, fb, PageSize::K4, Perms::RW_USER).unwrap();
         pt.map(&mut mem, 0, a, fa, PageSize::K4, Perms::RW_USER).unwrap();
-        assert_eq!(pt.prefetch_at(0, a).and_then(|l| pt.phys_at(l, a)), Some(fa), "a hint outlived its node");
+        assert_eq!(pt.prefetch_at(0, a).and_then(|l| pt.phys_at(0, l, a)), Some(fa), "a hint outlived its node");
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
         // Regions 2^33 bytes apart share a hint slot (4,096 slots of 2 MiB).
         let va_of = |r: u64, p: u64| 0x7f00_0000_0000u64 + (r << 33) + (rng_page(p) << 12);
@@ -830,7 +830,7 @@ mod tests {
                     let loc = pt.prefetch_at(asid, va);
                     let again = pt.prefetch_at(asid, va);
                     if let Some(t) = pt.translate(asid, va) {
-                        assert_eq!(again.and_then(|l| pt.phys_at(l, va)), Some(t.phys(va)), "step {step}");
+                        assert_eq!(again.and_then(|l| pt.phys_at(asid, l, va)), Some(t.phys(va)), "step {step}");
                         assert_eq!(loc, again, "step {step}");
                     }
                 }
