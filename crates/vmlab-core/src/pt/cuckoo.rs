@@ -97,6 +97,11 @@ impl WayArray {
         self.lines[i] = PteLine::default();
         e
     }
+    /// Whether slot `i` (which must exist) holds `key`.
+    #[inline(always)]
+    fn holds(&self, i: usize, key: u64) -> bool {
+        self.tags[i] == key.wrapping_add(1)
+    }
     fn put(&mut self, i: usize, e: Entry) {
         self.tags[i] = e.tag;
         self.lines[i] = e.line;
@@ -248,16 +253,11 @@ impl ElasticCuckooTable {
         }
     }
 
-    fn slot_pa(&self, old: bool, w: usize, i: usize) -> u64 {
-        self.array(old, w).pa + i as u64 * ENTRY_BYTES
-    }
-
     /// The physical address way `w` would read for `key` (a walk probes it whether or
     /// not the key is there).
     #[inline]
     pub fn probe_pa(&self, key: u64, w: usize) -> u64 {
-        let (old, i) = self.locate(key, w);
-        self.slot_pa(old, w, i)
+        self.probe_way(key, w).0
     }
 
     /// `probe_pa`, and the PTEs there if that slot holds `key` (a walk that reads the
@@ -265,7 +265,7 @@ impl ElasticCuckooTable {
     #[inline(always)]
     pub fn probe_way(&self, key: u64, w: usize) -> (u64, Option<&PteLine>) {
         let (a, _, i) = self.way_slot(key, w);
-        (a.pa + i as u64 * ENTRY_BYTES, (a.tags[i] == key.wrapping_add(1)).then(|| &a.lines[i]))
+        (a.pa + i as u64 * ENTRY_BYTES, a.holds(i, key).then(|| &a.lines[i]))
     }
 
     /// The entry of `key`: where it is, and its PTEs. Inline: most finds take the hint
@@ -304,7 +304,7 @@ impl ElasticCuckooTable {
     fn at(&self, key: u64, at: u32) -> Option<(Probe, &PteLine)> {
         let (w, old, i) = ((at >> 29) as usize, at & 1 << 28 != 0, (at & ((1 << 28) - 1)) as usize);
         let arr = if old { self.old.as_ref()?.0.get(w)? } else { self.cur.get(w)? };
-        (*arr.tags.get(i)? == key.wrapping_add(1)).then(|| (Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
+        (i < arr.slots() && arr.holds(i, key)).then(|| (Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
     }
 
     /// Where `key` is when no resize is under way (nearly always): every way reads its
@@ -320,8 +320,7 @@ impl ElasticCuckooTable {
             at[w] = i;
             crate::host::prefetch(&a.tags[i]);
         }
-        let tag = key.wrapping_add(1);
-        ways.iter().enumerate().find_map(|(w, a)| (a.tags[at[w]] == tag).then_some((w, false, at[w])))
+        ways.iter().enumerate().find_map(|(w, a)| a.holds(at[w], key).then_some((w, false, at[w])))
     }
 
     /// Where `key` is mid-resize (a table can stay so for long: migration advances only
@@ -342,20 +341,9 @@ impl ElasticCuckooTable {
     }
 
     /// Hint the host to bring every tag a `find` of `key` may read, and the PTE lines
-    /// beside them, into its cache (no state changes).
-    #[inline]
-    pub fn prefetch(&self, key: u64) {
-        for w in 0..self.p.ways {
-            let (a, _, i) = self.way_slot(key, w);
-            // A hint needs no bounds check.
-            crate::host::prefetch(a.tags.as_ptr().wrapping_add(i));
-            crate::host::prefetch(a.lines.as_ptr().wrapping_add(i));
-        }
-    }
-
-    /// `prefetch`, and where the ways' slots are for a later [`Self::line_at`]: way w's
-    /// old-array flag and slot in bits 21w..21w+21. None if they do not fit (more than
-    /// three ways, or a slot beyond 2^20).
+    /// beside them, into its cache (no state changes). Returns where the ways' slots
+    /// are, for a later [`Self::line_at`]: way w's old-array flag and slot in bits
+    /// 21w..21w+21; None if they do not fit (more than three ways, or a slot beyond 2^20).
     #[inline]
     pub fn prefetch_located(&self, key: u64) -> Option<u64> {
         let mut loc = 0u64;
@@ -378,7 +366,7 @@ impl ElasticCuckooTable {
             let f = loc >> (21 * w);
             let i = (f & ((1 << 20) - 1)) as usize;
             let arr = if f & 1 << 20 != 0 { self.old.as_ref()?.0.get(w)? } else { self.cur.get(w)? };
-            (*arr.tags.get(i)? == key.wrapping_add(1)).then(|| &arr.lines[i])
+            (i < arr.slots() && arr.holds(i, key)).then(|| &arr.lines[i])
         })
     }
 
@@ -565,7 +553,7 @@ mod tests {
             assert_eq!(found.map(|(_, c)| c[0]), reference.get(&probe).copied(), "step {step}, key {probe}");
             if let Some((p, _)) = found {
                 let (w, old, i) = if t.old.is_none() { t.locate_settled(probe) } else { t.locate_migrating(probe) }.unwrap();
-                assert_eq!((p.way, p.pa), (w, t.slot_pa(old, w, i)), "step {step}, key {probe}");
+                assert_eq!((p.way, p.pa), (w, t.array(old, w).pa + i as u64 * ENTRY_BYTES), "step {step}, key {probe}");
             }
         }
         assert!(t.resizes >= 3 && t.max_displacement > 0, "the keys moved: {} resizes", t.resizes);
