@@ -1,5 +1,7 @@
-//! A set-associative tag store with LRU, tree-PLRU or random replacement: the one
-//! building block of every TLB and walk cache (PWC, NTLB, CWC, STC, ...).
+//! A set-associative tag store with LRU, tree-PLRU or random replacement: the building
+//! block of every TLB and of the radix walk caches (PWC, NTLB, NPWC). The cuckoo
+//! designs' small fully associative walk caches (CWC, STC) use
+//! [`super::fully_assoc`], which gives the same answers.
 //!
 //! Callers choose the set index themselves (a TLB indexes by VPN mod sets for each page
 //! size it probes) and pass a key that is unique within the structure.
@@ -86,7 +88,7 @@ pub struct AssocCache<V: Copy + Default> {
 const FINGERPRINT_WAYS: usize = 12;
 
 /// The widths `lookup_lru` and `fill_absent_lru` are instantiated for by their callers
-/// (the TLB probe plans, the cuckoo walk caches).
+/// (the TLB probe plans).
 pub const PACKED_LRU_WIDTHS: [usize; 5] = [1, 2, 4, 8, 12];
 
 /// The one-byte hash of a key kept in `AssocCache::fps` (and of a line in a cache
@@ -720,7 +722,7 @@ pub(crate) fn lru_to_front(order: u64, way: u64, ways: usize) -> u64 {
 
 /// Move `way` to the least-recent end (nibble ways-1).
 #[inline(always)]
-fn lru_to_back(order: u64, way: u64, ways: usize) -> u64 {
+pub(crate) fn lru_to_back(order: u64, way: u64, ways: usize) -> u64 {
     let p = lru_position(order, way, ways);
     let last = ways as u32 - 1;
     if p == last {

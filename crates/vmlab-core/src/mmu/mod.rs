@@ -3,6 +3,7 @@
 //! caches. The translation flow itself lives in [`crate::sim`].
 
 pub mod assoc;
+pub mod fully_assoc;
 pub mod pair_tlb;
 pub mod regions;
 pub mod stack_distance;

@@ -357,6 +357,14 @@ impl ElasticCuckooPageTable {
         let pte_hit = pte_on && c.pte.lookup(asid, va);
         let pmd_hit = c.pmd.lookup(asid, va);
         let pud_hit = c.pud.lookup(asid, va);
+        // The PTE-CWC names the way and no CWC needs a fill (nearly every step-1 host
+        // lookup of a nested walk): the decision below, without its other cases.
+        if pte_hit && (pmd_hit || !c.pmd.enabled()) && (pud_hit || !c.pud.enabled()) && self.probe_direct_4k(asid, va, out) {
+            out.pte_hit = Some(true);
+            out.pmd_hit = pmd_hit;
+            self.classes[0] += 1;
+            return true;
+        }
         // A CWT entry is read only if the decision below or a CWC fill needs it (the
         // model is the same; this saves the simulator lookups when the CWCs hit). The
         // PTE-CWT entry only when that CWC is in play (`pte_on` gates every use).
@@ -422,12 +430,30 @@ impl ElasticCuckooPageTable {
                 if out.defer_fills {
                     out.pending_fills.push((asid, va, which as u8));
                 } else {
-                    cwc.fill(asid, va);
+                    // It just missed, and nothing has filled it since.
+                    cwc.fill_missed(asid, va);
                 }
             }
         }
         let class = if direct { 0 } else { (mask.count_ones() as usize).clamp(1, 3) };
         self.classes[class] += 1;
+        true
+    }
+
+    /// `probe`'s direct 4K lookup after a PTE-CWC hit: if `va`'s region has a PTE-CWT
+    /// entry and the 4K table holds `va`'s cluster, that entry is the one reference (and
+    /// `found` its mapping). False (nothing written): the general decision applies.
+    #[inline(always)]
+    fn probe_direct_4k(&mut self, asid: Asid, va: u64, out: &mut EcptProbe) -> bool {
+        if self.cwt_entry_memo(asid, va, PTE).is_none() {
+            return false;
+        }
+        let (key, slot) = key_of(va, SIZES[0]);
+        let Some((entry, line)) = self.space(asid).and_then(|s| s.tables[0].find(key)) else {
+            return false;
+        };
+        out.refs.push((entry.pa, 1));
+        out.found = (line[slot] != 0).then(|| Self::translation(0, line[slot]));
         true
     }
 
@@ -667,7 +693,7 @@ mod tests {
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
         let mut mapped = std::collections::BTreeMap::new();
         let mut path = WalkPath::new();
-        let mut cwc = EcptWalkCaches::new(0, 16, 2, 1, 0).unwrap();
+        let mut cwc = EcptWalkCaches::new(0, 16, 2, 1).unwrap();
         for n in 0..3000u64 {
             let va = (rng.gen_range(0..1u64 << 24) << 12) & !0xfff;
             if mapped.contains_key(&va) {
@@ -708,7 +734,7 @@ mod tests {
         .unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(11);
-        let mut caches = [EcptWalkCaches::none(), EcptWalkCaches::new(4, 16, 2, 1, 0).unwrap()];
+        let mut caches = [EcptWalkCaches::none(), EcptWalkCaches::new(4, 16, 2, 1).unwrap()];
         let mut out = EcptProbe::default();
         let mut hints: Vec<(u64, Option<u64>)> = Vec::new();
         let (mut found, mut located) = (0, 0);
@@ -755,7 +781,7 @@ mod tests {
     fn cwcs_prune_walks_by_class() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
         let mut pt = ElasticCuckooPageTable::new(&EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], ..Default::default() }).unwrap();
-        let mut c = EcptWalkCaches::new(0, 16, 2, 1, 0).unwrap();
+        let mut c = EcptWalkCaches::new(0, 16, 2, 1).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         pt.map(&mut mem, 0, 0x4000_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
         pt.map(&mut mem, 0, 0x4060_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
@@ -797,7 +823,7 @@ mod tests {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
         let cfg = EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], pte_cwc: 4, ..Default::default() };
         let mut pt = ElasticCuckooPageTable::new(&cfg).unwrap();
-        let mut c = EcptWalkCaches::new(4, 16, 2, 1, 0).unwrap();
+        let mut c = EcptWalkCaches::new(4, 16, 2, 1).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         for p in 0..40u64 {
             pt.map(&mut mem, 0, 0x4000_0000 + (p << 12), 0x10_0000 + (p << 12), PageSize::K4, Perms::RW_USER).unwrap();

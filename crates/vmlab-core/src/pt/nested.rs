@@ -1174,7 +1174,7 @@ pub(crate) mod tests {
             check_composition(pt, c, mem, host_page, |pt, a, va| compose_by_hand(&pt.guest, &pt.host, a, va));
             let cfg = NestedConfig { host_page_size: Bytes(host_page), host_phys_mem: Bytes(8 << 30), ..Default::default() };
             let pt = NestedPageTable::new("hybrid", RadixPageTable::new(4).unwrap(), small_ecpt(), &cfg).unwrap();
-            let c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::new(0, 4, 2, 1, 1).unwrap(), &cfg, 0).unwrap();
+            let c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::new(0, 4, 2, 1).unwrap(), &cfg, 0).unwrap();
             check_composition(pt, c, BuddyAllocator::new(4 << 30).unwrap(), host_page + 2, |pt, a, va| compose_by_hand(&pt.guest, &pt.host, a, va));
         }
     }

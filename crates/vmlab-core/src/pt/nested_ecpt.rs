@@ -49,16 +49,16 @@ pub struct NestedEcptCaches {
 impl NestedEcptCaches {
     /// From `[page_table.ecpt]` (the guest's CWCs and the CWC latency) and
     /// `[page_table.nested]` (the host's and the STC).
-    pub fn new(gcwc: EcptWalkCaches, n: &NestedConfig, cwc_latency: u32, seed: u64) -> Result<NestedEcptCaches> {
+    pub fn new(gcwc: EcptWalkCaches, n: &NestedConfig, cwc_latency: u32) -> Result<NestedEcptCaches> {
         let keys = ["page_table.nested.host_pte_cwc", "page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"];
-        let hcwc = EcptWalkCaches::with_keys([n.host_pte_cwc, n.host_pmd_cwc, n.host_pud_cwc], cwc_latency, seed.wrapping_add(9), keys)?;
+        let hcwc = EcptWalkCaches::with_keys([n.host_pte_cwc, n.host_pmd_cwc, n.host_pud_cwc], cwc_latency, keys)?;
         let step1 = if n.step1_host_pte_cwc == 0 {
             None
         } else {
             let keys = ["page_table.nested.step1_host_pte_cwc", "-", "-"];
-            Some(EcptWalkCaches::with_keys([n.step1_host_pte_cwc, 0, 0], cwc_latency, seed.wrapping_add(12), keys)?)
+            Some(EcptWalkCaches::with_keys([n.step1_host_pte_cwc, 0, 0], cwc_latency, keys)?)
         };
-        Ok(NestedEcptCaches { gcwc, hcwc, step1, stc: ShortcutTranslationCache::new(n.stc_entries, seed.wrapping_add(79))? })
+        Ok(NestedEcptCaches { gcwc, hcwc, step1, stc: ShortcutTranslationCache::new(n.stc_entries)? })
     }
 }
 
@@ -424,11 +424,11 @@ mod tests {
     fn build(n: &NestedConfig, gcwc: [usize; 3]) -> (NestedEcptPageTable, NestedEcptCaches, BuddyAllocator) {
         let pte_cwt = n.host_pte_cwc > 0 || n.step1_host_pte_cwc > 0;
         let pt = NestedEcptPageTable::new(small_ecpt(), host_ecpt(pte_cwt), n).unwrap();
-        let gcwc = EcptWalkCaches::new(gcwc[0], gcwc[1], gcwc[2], 4, 0).unwrap();
+        let gcwc = EcptWalkCaches::new(gcwc[0], gcwc[1], gcwc[2], 4).unwrap();
         let mut mem = BuddyAllocator::new(4 << 30).unwrap();
         let mut pt = pt;
         pt.create_space(&mut mem, 0).unwrap();
-        (pt, NestedEcptCaches::new(gcwc, n, 4, 0).unwrap(), mem)
+        (pt, NestedEcptCaches::new(gcwc, n, 4).unwrap(), mem)
     }
 
     fn per_step(path: &WalkPath) -> Vec<usize> {

@@ -7,14 +7,14 @@
 use super::{CacheCounters, Translation};
 use crate::addr::{Asid, PageSize};
 use crate::error::Result;
-use crate::mmu::assoc::{AssocCache, Replacement};
+use crate::mmu::fully_assoc::FullyAssocLru;
 
 /// The host address space the entries belong to (one virtual machine).
 const VM: Asid = 0;
 
 pub struct ShortcutTranslationCache {
     /// Key: host page number << 1 | (1 for a 2M host page); value: host-physical base.
-    store: Option<AssocCache<u64>>,
+    store: Option<FullyAssocLru<u64>>,
     pub counters: CacheCounters,
 }
 
@@ -25,9 +25,8 @@ fn key(gpa: u64, size: PageSize) -> u64 {
 
 impl ShortcutTranslationCache {
     /// `entries` = 0: no STC.
-    pub fn new(entries: usize, seed: u64) -> Result<ShortcutTranslationCache> {
-        let store =
-            if entries == 0 { None } else { Some(AssocCache::new(entries, 0, Replacement::Lru, seed, "page_table.nested.stc_entries")?.with_mru_first()) };
+    pub fn new(entries: usize) -> Result<ShortcutTranslationCache> {
+        let store = if entries == 0 { None } else { Some(FullyAssocLru::new(entries, "page_table.nested.stc_entries")?) };
         Ok(ShortcutTranslationCache { store, counters: CacheCounters::default() })
     }
 
@@ -35,21 +34,21 @@ impl ShortcutTranslationCache {
         self.store.is_some()
     }
 
-    /// The host-physical address of `gpa`, if a cached host PTE covers it.
+    /// The host-physical address of `gpa`, if a cached host PTE covers it. A host page
+    /// is 4K or 2M at any one time (a split flushes the STC), so at most one of the two
+    /// keys is present.
     pub fn lookup(&mut self, gpa: u64) -> Option<u64> {
         let s = self.store.as_mut()?;
-        let (k4, k2) = (key(gpa, PageSize::K4), key(gpa, PageSize::M2));
-        let hit = s.lookup_where(0, VM, |k| k == k4 || k == k2);
+        let hit = s.lookup(key(gpa, PageSize::K4), VM).map(|base| base | (gpa & PageSize::K4.offset_mask()));
+        let hit = hit.or_else(|| s.lookup(key(gpa, PageSize::M2), VM).map(|base| base | (gpa & PageSize::M2.offset_mask())));
         self.counters.record(hit.is_some());
-        let base = hit?;
-        let size = if s.peek(0, k4, VM).is_some() { PageSize::K4 } else { PageSize::M2 };
-        Some(base | (gpa & size.offset_mask()))
+        hit
     }
 
     /// Cache the host translation `h` of `gpa`.
     pub fn fill(&mut self, gpa: u64, h: Translation) {
         if let Some(s) = &mut self.store {
-            s.insert(0, key(gpa, h.size), VM, h.pa);
+            s.insert(key(gpa, h.size), VM, h.pa);
         }
     }
 
@@ -71,7 +70,7 @@ mod tests {
 
     #[test]
     fn lru_eviction_at_ten_entries() {
-        let mut stc = ShortcutTranslationCache::new(10, 0).unwrap();
+        let mut stc = ShortcutTranslationCache::new(10).unwrap();
         for p in 0..10u64 {
             stc.fill(p << 12, t((100 + p) << 12, PageSize::K4));
         }
@@ -85,11 +84,11 @@ mod tests {
 
     #[test]
     fn a_2m_host_entry_covers_its_whole_page() {
-        let mut stc = ShortcutTranslationCache::new(10, 0).unwrap();
+        let mut stc = ShortcutTranslationCache::new(10).unwrap();
         stc.fill(0x40_0000 + 0x3000, t(0x8000_0000, PageSize::M2));
         assert_eq!(stc.lookup(0x40_0000 + 0x1f_f008), Some(0x8000_0000 + 0x1f_f008));
         assert_eq!(stc.lookup(0x60_0000), None);
-        let mut off = ShortcutTranslationCache::new(0, 0).unwrap();
+        let mut off = ShortcutTranslationCache::new(0).unwrap();
         off.fill(0, t(0, PageSize::K4));
         assert_eq!((off.lookup(0), off.counters.lookups), (None, 0));
     }

@@ -87,7 +87,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
         "mpt" => with_stlb(cfg, MultilevelPageTable::new(), NoWalkCaches, plan, info),
         "ecpt" => {
             let e = &cfg.page_table.ecpt;
-            let cwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency, cfg.mmu.seed)?;
+            let cwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency)?;
             with_stlb(cfg, ElasticCuckooPageTable::new(e)?, cwc, plan, info)
         }
         "inverted" => {
@@ -105,7 +105,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
             };
             let host_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
                 let keys = ["page_table.nested.host_pte_cwc", "page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"];
-                let caches = EcptWalkCaches::with_keys([0, n.host_pmd_cwc, n.host_pud_cwc], e.cwc_latency, cfg.mmu.seed.wrapping_add(9), keys)?;
+                let caches = EcptWalkCaches::with_keys([0, n.host_pmd_cwc, n.host_pud_cwc], e.cwc_latency, keys)?;
                 Ok((ElasticCuckooPageTable::new(e)?, caches))
             };
             let host_radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
@@ -120,8 +120,8 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
                     with_stlb(cfg, NestedPageTable::new("nested-radix", g, h, n)?, caches, plan, info)
                 }
                 "nested-ecpt" => {
-                    let gcwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency, seed)?;
-                    let caches = NestedEcptCaches::new(gcwc, n, e.cwc_latency, seed)?;
+                    let gcwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency)?;
+                    let caches = NestedEcptCaches::new(gcwc, n, e.cwc_latency)?;
                     // The host keeps a PTE-CWT when an hCWC caches it (§4.2).
                     let pte_cwt = n.host_pte_cwc > 0 || n.step1_host_pte_cwc > 0;
                     let host = ElasticCuckooPageTable::new(&EcptConfig { pte_cwc: 0, pte_cwt, ..e.clone() })?;
