@@ -64,6 +64,18 @@ impl<V: Copy + Default> FullyAssocLru<V> {
     fn find(&self, key: u64, asid: Asid) -> Option<usize> {
         let fp = fingerprint(key);
         let n = self.keys.len();
+        if n <= 16 {
+            // One group (every walk cache of the papers' machines).
+            let mut m = crate::host::byte_match_mask(&self.fps[..16], fp) & ((1 << n) - 1);
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                if self.keys[i] == key && self.asids[i] == asid {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+            return None;
+        }
         for (g, group) in self.fps.chunks_exact(16).enumerate() {
             let from = 16 * g;
             let mut m = crate::host::byte_match_mask(group, fp) & low_bits(n - from);

@@ -161,7 +161,29 @@ pub struct ElasticCuckooPageTable {
     /// its 1 GiB region), each a hint, a tag and a line in the host's cache; one slot
     /// here holds them all. Nothing is counted or changed through it.
     region_memo: Vec<RegionFacts>,
+    /// Bumped by every `map`, `unmap`, `protect` and space made or dropped: anything
+    /// that may place, move or change an entry or a CWT entry.
+    layout_gen: u64,
+    /// Simulator-only: where `probe_direct_4k` found recently probed 4K pages (the
+    /// guest page-table pages a nested walk's step 1 translates, over and over),
+    /// direct-mapped by page, valid for the `layout_gen` they were read in.
+    page_memo: Vec<PageFacts>,
 }
+
+/// One `page_memo` slot: a 4K page whose region has a PTE-CWT entry and whose cluster
+/// the 4K table holds, as read in generation `gen`.
+#[derive(Clone, Copy, Default)]
+struct PageFacts {
+    /// (ASID << 52 | page) + 1; 0 = empty.
+    tag: u64,
+    gen: u64,
+    /// The cluster's entry, and the page's PTE there (0: not mapped).
+    entry_pa: u64,
+    pte: u64,
+}
+
+/// Slots of `page_memo` (a power of two).
+const PAGE_MEMO: usize = 4096;
 
 /// One `region_memo` slot: the CWT entries of one 2 MiB region of one space, as read in
 /// generation `gen`.
@@ -244,6 +266,8 @@ impl ElasticCuckooPageTable {
             scratch: EcptProbe::default(),
             gen: 0,
             region_memo: vec![RegionFacts::default(); REGION_MEMO],
+            layout_gen: 0,
+            page_memo: vec![PageFacts::default(); PAGE_MEMO],
         })
     }
 
@@ -445,15 +469,25 @@ impl ElasticCuckooPageTable {
     /// `found` its mapping). False (nothing written): the general decision applies.
     #[inline(always)]
     fn probe_direct_4k(&mut self, asid: Asid, va: u64, out: &mut EcptProbe) -> bool {
-        if self.cwt_entry_memo(asid, va, PTE).is_none() {
-            return false;
-        }
-        let (key, slot) = key_of(va, SIZES[0]);
-        let Some((entry, line)) = self.space(asid).and_then(|s| s.tables[0].find(key)) else {
-            return false;
+        let tag = ((asid as u64) << 52 | va >> 12).wrapping_add(1);
+        let m = (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PAGE_MEMO.trailing_zeros())) as usize;
+        let f = self.page_memo[m];
+        let (entry_pa, pte) = if f.tag == tag && f.gen == self.layout_gen {
+            (f.entry_pa, f.pte)
+        } else {
+            if self.cwt_entry_memo(asid, va, PTE).is_none() {
+                return false;
+            }
+            let (key, slot) = key_of(va, SIZES[0]);
+            let Some((entry, line)) = self.space(asid).and_then(|s| s.tables[0].find(key)) else {
+                return false;
+            };
+            let facts = PageFacts { tag, gen: self.layout_gen, entry_pa: entry.pa, pte: line[slot] };
+            self.page_memo[m] = facts;
+            (facts.entry_pa, facts.pte)
         };
-        out.refs.push((entry.pa, 1));
-        out.found = (line[slot] != 0).then(|| Self::translation(0, line[slot]));
+        out.refs.push((entry_pa, 1));
+        out.found = (pte != 0).then(|| Self::translation(0, pte));
         true
     }
 
@@ -492,6 +526,7 @@ impl PageTable for ElasticCuckooPageTable {
 
     fn create_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) -> Result<()> {
         self.gen += 1;
+        self.layout_gen += 1;
         let a = asid as usize;
         if self.spaces.len() <= a {
             self.spaces.resize_with(a + 1, || None);
@@ -514,6 +549,7 @@ impl PageTable for ElasticCuckooPageTable {
 
     fn destroy_space(&mut self, mem: &mut BuddyAllocator, asid: Asid) {
         self.gen += 1;
+        self.layout_gen += 1;
         let Some(s) = self.spaces.get_mut(asid as usize).and_then(|s| s.take()) else {
             return;
         };
@@ -529,6 +565,7 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn map(&mut self, mem: &mut BuddyAllocator, asid: Asid, va: u64, pa: u64, size: PageSize, perms: Perms) -> Result<()> {
+        self.layout_gen += 1;
         let i = SIZES
             .iter()
             .position(|&s| s == size)
@@ -545,6 +582,7 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn unmap(&mut self, _mem: &mut BuddyAllocator, asid: Asid, va: u64) -> Option<Translation> {
+        self.layout_gen += 1;
         let (i, e) = self.lookup(asid, va)?;
         let (key, slot) = key_of(va, SIZES[i]);
         let t = &mut self.space_mut(asid)?.tables[i];
@@ -559,6 +597,7 @@ impl PageTable for ElasticCuckooPageTable {
     }
 
     fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool {
+        self.layout_gen += 1;
         let Some((i, e)) = self.lookup(asid, va) else {
             return false;
         };
@@ -737,7 +776,7 @@ mod tests {
         let mut caches = [EcptWalkCaches::none(), EcptWalkCaches::new(4, 16, 2, 1).unwrap()];
         let mut out = EcptProbe::default();
         let mut hints: Vec<(u64, Option<u64>)> = Vec::new();
-        let (mut found, mut located) = (0, 0);
+        let (mut found, mut located, mut direct) = (0, 0, 0);
         for n in 0..6000u64 {
             // 64 MiB of address space: 2M pages in the upper half, 4K in the lower.
             let va = rng.gen_range(0..1u64 << 26) & !0xfff;
@@ -753,6 +792,12 @@ mod tests {
             for (k, c) in caches.iter_mut().enumerate() {
                 for sizes in [ALL_SIZES, ONLY_4K] {
                     assert!(pt.probe(0, probe_va, c, sizes, true, &mut out));
+                    if out.pte_hit == Some(true) && out.refs.len() == 1 {
+                        // Direct through the PTE-CWC (`page_memo`): the 4K entry where it is now.
+                        let entry = pt.space(0).unwrap().tables[0].find(key_of(probe_va, PageSize::K4).0).map(|(p, _)| p.pa);
+                        assert_eq!(Some(out.refs[0].0), entry, "step {n}: {probe_va:#x}");
+                        direct += 1;
+                    }
                     if let Some(t) = out.found {
                         assert_eq!(Some(t), want, "step {n}: {probe_va:#x}");
                         found += 1;
@@ -772,7 +817,7 @@ mod tests {
             }
         }
         assert!(pt.details()["tables"][0]["resizes"].as_u64().unwrap() >= 3);
-        assert!(found > 3000 && located > 3000, "{found} lookups found the mapping, {located} locations checked");
+        assert!(found > 3000 && located > 3000 && direct > 1000, "{found} lookups found the mapping, {located} locations checked, {direct} direct");
     }
 
     /// Walk classes: cold = complete (+ CWT fetches); a PMD-CWC hit on a 4K region is a
