@@ -369,6 +369,7 @@ impl ElasticCuckooPageTable {
     /// no CWC knows the region (Stojkovic §4.3: only 4K for page-table pages); a mapping
     /// of another size is still found, flagged `outside_sizes`. `use_pte_cwc`: consult
     /// and fill the PTE-CWC (§4.2's adaptive caching turns it off). False: no such space.
+    #[inline(always)]
     pub fn probe(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> bool {
         out.refs.clear();
         out.cwt_fetches.clear();
@@ -382,13 +383,23 @@ impl ElasticCuckooPageTable {
         let pmd_hit = c.pmd.lookup(asid, va);
         let pud_hit = c.pud.lookup(asid, va);
         // The PTE-CWC names the way and no CWC needs a fill (nearly every step-1 host
-        // lookup of a nested walk): the decision below, without its other cases.
+        // lookup of a nested walk): the decision below, without its other cases, and
+        // inline (the general one is out of line).
         if pte_hit && (pmd_hit || !c.pmd.enabled()) && (pud_hit || !c.pud.enabled()) && self.probe_direct_4k(asid, va, out) {
             out.pte_hit = Some(true);
             out.pmd_hit = pmd_hit;
             self.classes[0] += 1;
             return true;
         }
+        self.probe_deciding(asid, va, c, sizes, [pte_on, pte_hit, pmd_hit, pud_hit], out);
+        true
+    }
+
+    /// `probe` past the CWC lookups (`cwcs`: PTE-CWC in play, and the PTE, PMD and PUD
+    /// CWCs' answers) and its direct case.
+    #[inline(never)]
+    fn probe_deciding(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, cwcs: [bool; 4], out: &mut EcptProbe) {
+        let [pte_on, pte_hit, pmd_hit, pud_hit] = cwcs;
         // A CWT entry is read only if the decision below or a CWC fill needs it (the
         // model is the same; this saves the simulator lookups when the CWCs hit). The
         // PTE-CWT entry only when that CWC is in play (`pte_on` gates every use).
@@ -461,7 +472,6 @@ impl ElasticCuckooPageTable {
         }
         let class = if direct { 0 } else { (mask.count_ones() as usize).clamp(1, 3) };
         self.classes[class] += 1;
-        true
     }
 
     /// `probe`'s direct 4K lookup after a PTE-CWC hit: if `va`'s region has a PTE-CWT
