@@ -174,8 +174,9 @@ pub struct ElasticCuckooPageTable {
 /// the 4K table holds, as read in generation `gen`.
 #[derive(Clone, Copy, Default)]
 struct PageFacts {
-    /// (ASID << 52 | page) + 1; 0 = empty.
-    tag: u64,
+    /// Page number + 1 (0 = empty), and its space.
+    page: u64,
+    asid: Asid,
     gen: u64,
     /// The cluster's entry, and the page's PTE there (0: not mapped).
     entry_pa: u64,
@@ -479,10 +480,10 @@ impl ElasticCuckooPageTable {
     /// `found` its mapping). False (nothing written): the general decision applies.
     #[inline(always)]
     fn probe_direct_4k(&mut self, asid: Asid, va: u64, out: &mut EcptProbe) -> bool {
-        let tag = ((asid as u64) << 52 | va >> 12).wrapping_add(1);
-        let m = (tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PAGE_MEMO.trailing_zeros())) as usize;
+        let page = (va >> 12) + 1;
+        let m = ((page ^ (asid as u64) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PAGE_MEMO.trailing_zeros())) as usize;
         let f = self.page_memo[m];
-        let (entry_pa, pte) = if f.tag == tag && f.gen == self.layout_gen {
+        let (entry_pa, pte) = if f.page == page && f.asid == asid && f.gen == self.layout_gen {
             (f.entry_pa, f.pte)
         } else {
             if self.cwt_entry_memo(asid, va, PTE).is_none() {
@@ -492,7 +493,7 @@ impl ElasticCuckooPageTable {
             let Some((entry, line)) = self.space(asid).and_then(|s| s.tables[0].find(key)) else {
                 return false;
             };
-            let facts = PageFacts { tag, gen: self.layout_gen, entry_pa: entry.pa, pte: line[slot] };
+            let facts = PageFacts { page, asid, gen: self.layout_gen, entry_pa: entry.pa, pte: line[slot] };
             self.page_memo[m] = facts;
             (facts.entry_pa, facts.pte)
         };
@@ -870,6 +871,31 @@ mod tests {
         c.invalidate(0, 0x4000_0000);
         path.clear();
         assert!(pt.walk(0, 0x4000_0000, &mut c, &mut path).is_none());
+    }
+
+    /// Direct lookups through the page memo keep address spaces apart.
+    #[test]
+    fn the_page_memo_keeps_address_spaces_apart() {
+        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
+        let cfg = EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], pte_cwc: 4, ..Default::default() };
+        let mut pt = ElasticCuckooPageTable::new(&cfg).unwrap();
+        // A PTE-CWC alone, as a nested walk's step 1 has (no PMD- or PUD-CWC to fill).
+        let mut c = EcptWalkCaches::new(4, 0, 0, 1).unwrap();
+        let mut out = EcptProbe::default();
+        // ASIDs that agree in their low 12 bits, the same page in each.
+        for (asid, pa) in [(0u16, 0x10_0000u64), (4096, 0x20_0000), (u16::MAX, 0x30_0000)] {
+            pt.create_space(&mut mem, asid).unwrap();
+            pt.map(&mut mem, asid, 0x4000_0000, pa, PageSize::K4, Perms::RW_USER).unwrap();
+        }
+        for round in 0..3 {
+            for (asid, pa) in [(0u16, 0x10_0000u64), (4096, 0x20_0000), (u16::MAX, 0x30_0000)] {
+                assert!(pt.probe(asid, 0x4000_0123, &mut c, ALL_SIZES, true, &mut out));
+                assert_eq!(out.found.map(|t| t.pa), Some(pa), "round {round}, ASID {asid}");
+                if round > 0 {
+                    assert_eq!((out.refs.len(), out.pte_hit), (1, Some(true)), "round {round}: direct through the PTE-CWC");
+                }
+            }
+        }
     }
 
     /// A PTE-CWC hit names the way of a 4K entry: direct. Its entry is fetched on a miss.
