@@ -256,7 +256,7 @@ proptest! {
             ways, initial_slots: [8, 8, 8], cwt_slots: [8, 8], migrate_per_insert: migrate, max_kicks: kicks,
             cwt: cwc, pte_cwc, pmd_cwc: if cwc { 4 } else { 0 }, pud_cwc: if cwc { 2 } else { 0 }, ..Default::default()
         };
-        let caches = if cwc { EcptWalkCaches::new(pte_cwc, 4, 2, 1, 0).unwrap() } else { EcptWalkCaches::none() };
+        let caches = if cwc { EcptWalkCaches::new(pte_cwc, 4, 2, 1).unwrap() } else { EcptWalkCaches::none() };
         check_kind(ElasticCuckooPageTable::new(&cfg).unwrap(), caches, &ops, true)?;
     }
 
