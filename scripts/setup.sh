@@ -42,10 +42,10 @@ if [ ! -f "$stamp" ]; then
 fi
 
 # Always ask: cargo rebuilds only what changed (a no-op build takes a few seconds).
-echo "setup: building the vmlab extension (profile dist; a few minutes the first time)"
+echo "setup: building the vmlab extension (release; a few minutes the first time)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --profile dist >"$log" 2>&1; then
+if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release >"$log" 2>&1; then
   cat "$log" >&2
   echo "setup: error: building the extension failed (output above)" >&2
   exit 1
