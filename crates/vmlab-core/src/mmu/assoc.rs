@@ -100,7 +100,7 @@ pub(crate) fn fingerprint(key: u64) -> u8 {
 
 /// The low `n` bits set (n <= 64).
 #[inline(always)]
-fn low_bits(n: usize) -> u64 {
+pub(crate) fn low_bits(n: usize) -> u64 {
     if n >= 64 {
         u64::MAX
     } else {

@@ -10,7 +10,7 @@
 //! hits and misses do not depend on where entries sit, so the answers are exactly
 //! `AssocCache`'s.
 
-use super::assoc::{check_geometry, fingerprint, lru_initial_order, lru_to_back, lru_to_front, lru_victim, lru_victim_to_front, Replacement};
+use super::assoc::{check_geometry, fingerprint, low_bits, lru_initial_order, lru_to_back, lru_to_front, lru_victim, lru_victim_to_front, Replacement};
 use crate::addr::Asid;
 use crate::error::Result;
 
@@ -55,10 +55,6 @@ impl<V: Copy + Default> FullyAssocLru<V> {
         })
     }
 
-    pub fn entries(&self) -> usize {
-        self.keys.len()
-    }
-
     /// The entry holding `key` under `asid`.
     #[inline(always)]
     fn find(&self, key: u64, asid: Asid) -> Option<usize> {
@@ -66,7 +62,7 @@ impl<V: Copy + Default> FullyAssocLru<V> {
         let n = self.keys.len();
         if n <= 16 {
             // One group (every walk cache of the papers' machines).
-            let mut m = crate::host::byte_match_mask(&self.fps[..16], fp) & ((1 << n) - 1);
+            let mut m = crate::host::byte_match_mask(&self.fps[..16], fp) & low_bits(n);
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 if self.keys[i] == key && self.asids[i] == asid {
@@ -78,7 +74,7 @@ impl<V: Copy + Default> FullyAssocLru<V> {
         }
         for (g, group) in self.fps.chunks_exact(16).enumerate() {
             let from = 16 * g;
-            let mut m = crate::host::byte_match_mask(group, fp) & low_bits(n - from);
+            let mut m = crate::host::byte_match_mask(group, fp) & low_bits((n - from).min(16));
             while m != 0 {
                 let i = from + m.trailing_zeros() as usize;
                 if self.keys[i] == key && self.asids[i] == asid {
@@ -197,16 +193,6 @@ impl<V: Copy + Default> FullyAssocLru<V> {
     /// Valid entries.
     pub fn occupancy(&self) -> usize {
         self.keys.iter().filter(|&&k| k != EMPTY).count()
-    }
-}
-
-/// The low `n` bits set (all for n >= 16: a group holds 16 entries).
-#[inline(always)]
-fn low_bits(n: usize) -> u64 {
-    if n >= 16 {
-        0xffff
-    } else {
-        (1u64 << n) - 1
     }
 }
 

@@ -873,12 +873,16 @@ mod tests {
         assert!(pt.walk(0, 0x4000_0000, &mut c, &mut path).is_none());
     }
 
+    /// A small table with a PTE-CWT (for a 4-entry PTE-CWC), and its memory.
+    fn table_with_pte_cwt() -> (BuddyAllocator, ElasticCuckooPageTable) {
+        let cfg = EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], pte_cwc: 4, ..Default::default() };
+        (BuddyAllocator::new(1 << 30).unwrap(), ElasticCuckooPageTable::new(&cfg).unwrap())
+    }
+
     /// Direct lookups through the page memo keep address spaces apart.
     #[test]
     fn the_page_memo_keeps_address_spaces_apart() {
-        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
-        let cfg = EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], pte_cwc: 4, ..Default::default() };
-        let mut pt = ElasticCuckooPageTable::new(&cfg).unwrap();
+        let (mut mem, mut pt) = table_with_pte_cwt();
         // A PTE-CWC alone, as a nested walk's step 1 has (no PMD- or PUD-CWC to fill).
         let mut c = EcptWalkCaches::new(4, 0, 0, 1).unwrap();
         let mut out = EcptProbe::default();
@@ -901,9 +905,7 @@ mod tests {
     /// A PTE-CWC hit names the way of a 4K entry: direct. Its entry is fetched on a miss.
     #[test]
     fn pte_cwc_hit_makes_a_4k_walk_direct() {
-        let mut mem = BuddyAllocator::new(1 << 30).unwrap();
-        let cfg = EcptConfig { initial_slots: [64, 64, 64], cwt_slots: [64, 64], pte_cwc: 4, ..Default::default() };
-        let mut pt = ElasticCuckooPageTable::new(&cfg).unwrap();
+        let (mut mem, mut pt) = table_with_pte_cwt();
         let mut c = EcptWalkCaches::new(4, 16, 2, 1).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         for p in 0..40u64 {
