@@ -245,6 +245,40 @@ impl LineStore {
         }
     }
 
+    /// `access(line, line, false, true)` of an LRU store of `W` ways with fingerprints
+    /// (`fps` non-empty: W is 8, 12 or 16), with the geometry a compile-time constant: a
+    /// page walk's read (a third of its instructions went to the general case's checks,
+    /// docs/performance.md). (hit, the tag evicted or INVALID).
+    #[inline(always)]
+    fn read_lru_fp<const W: usize>(&mut self, line: u64) -> (bool, u64) {
+        debug_assert!(self.ways == W && !self.fps.is_empty());
+        let set = self.set_of(line);
+        let Order::Lru { recency } = &mut self.order else { unreachable!("fingerprints only with LRU") };
+        let order = &mut recency[set];
+        let base = set * W;
+        let fp = fingerprint(line);
+        let want = line << 1;
+        let fps: &mut [u8; 16] = (&mut self.fps[base..base + 16]).try_into().expect("16 fingerprint bytes");
+        let tags: &mut [u64; W] = (&mut self.tags[base..base + W]).try_into().expect("W ways");
+        let mut candidates = crate::host::byte_match_mask(fps, fp) & ((1u64 << W) - 1);
+        while candidates != 0 {
+            let w = candidates.trailing_zeros() as usize;
+            if tags[w] | DIRTY == want | DIRTY {
+                if *order & 0xf != w as u64 {
+                    *order = lru_to_front(*order, w as u64, W);
+                }
+                return (true, INVALID);
+            }
+            candidates &= candidates - 1;
+        }
+        let w = lru_victim(*order, W);
+        let victim = tags[w];
+        tags[w] = want;
+        fps[w] = fp;
+        *order = lru_victim_to_front(*order, w, W);
+        (false, victim)
+    }
+
     /// For the position-keeping policies: on a miss, put `tag` in way `w`.
     #[inline]
     fn fill_at(&mut self, set: usize, w: usize, hit_way: usize, tag: u64) -> Probe {
@@ -375,15 +409,23 @@ impl Cache {
     pub(crate) fn walk_read(&mut self, pa: u64) -> Option<u32> {
         let line = pa >> self.line_shift;
         let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("walk_read on a column-associative level") };
-        let p = s.access(line, line, false, true);
+        let (hit, evicted) = match (s.ways, s.fps.is_empty()) {
+            (8, false) => s.read_lru_fp::<8>(line),
+            (16, false) => s.read_lru_fp::<16>(line),
+            (12, false) => s.read_lru_fp::<12>(line),
+            _ => {
+                let p = s.access(line, line, false, true);
+                (p.hit, p.evicted)
+            }
+        };
         let c = &mut self.counters;
         c.accesses += 1;
         c.walk_accesses += 1;
-        c.writebacks += (p.evicted != INVALID && p.evicted & DIRTY != 0) as u64;
-        if p.hit {
+        if hit {
             c.hits += 1;
             return Some(self.latency);
         }
+        c.writebacks += (evicted != INVALID && evicted & DIRTY != 0) as u64;
         c.misses += 1;
         c.walk_misses += 1;
         None
