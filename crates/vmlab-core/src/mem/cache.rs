@@ -118,12 +118,12 @@ enum Order {
 #[derive(Clone, Debug)]
 struct LineStore {
     tags: Vec<u64>,
-    /// Packed LRU of 8, 12 or 16 ways: a one-byte fingerprint of each way's line
-    /// (`mmu::assoc::fingerprint`; of an empty way, anything), padded so a set's bytes
-    /// load 16 at a time. A lookup compares them in one SSE2 instruction and reads only
+    /// Packed LRU of 8, 12 or 16 ways: per set, a one-byte fingerprint of each way's
+    /// line (`mmu::assoc::fingerprint`; of an empty way, anything), 16 bytes a set so
+    /// they load at once. A lookup compares them in one SSE2 instruction and reads only
     /// the tags whose fingerprint matches, where comparing 16 tags takes eight.
     /// Empty otherwise.
-    fps: Vec<u8>,
+    fps: Vec<[u8; 16]>,
     ways: usize,
     set_mask: Option<usize>,
     sets: usize,
@@ -141,7 +141,7 @@ impl LineStore {
             Replacement::Plru => Order::Plru { bits: vec![0; sets] },
             Replacement::Random => Order::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
         };
-        let fps = if repl == Replacement::Lru && matches!(ways, 8 | 12 | 16) { vec![fingerprint(INVALID); lines + 16] } else { Vec::new() };
+        let fps = if repl == Replacement::Lru && matches!(ways, 8 | 12 | 16) { vec![[fingerprint(INVALID); 16]; sets] } else { Vec::new() };
         Ok(LineStore { tags: vec![INVALID; lines], fps, ways, set_mask: sets.is_power_of_two().then(|| sets - 1), sets, order })
     }
 
@@ -163,7 +163,7 @@ impl LineStore {
                 let want = line << 1;
                 if !self.fps.is_empty() {
                     let fp = fingerprint(line);
-                    let mut candidates = crate::host::byte_match_mask(&self.fps[base..base + 16], fp) & ((1u64 << self.ways) - 1);
+                    let mut candidates = crate::host::byte_match_mask(&self.fps[set], fp) & ((1u64 << self.ways) - 1);
                     let tags = &mut self.tags[base..base + self.ways];
                     // Tags are unique in a set: the first candidate that matches is the one.
                     let mut hits = 0;
@@ -177,7 +177,7 @@ impl LineStore {
                     }
                     let (probe, filled) = lru_packed_access(tags, &mut recency[set], hits, want, write, allocate);
                     if filled != usize::MAX {
-                        self.fps[base + filled] = fp;
+                        self.fps[set][filled] = fp;
                     }
                     return probe;
                 }
@@ -255,11 +255,10 @@ impl LineStore {
         let set = self.set_of(line);
         let Order::Lru { recency } = &mut self.order else { unreachable!("fingerprints only with LRU") };
         let order = &mut recency[set];
-        let base = set * W;
         let fp = fingerprint(line);
         let want = line << 1;
-        let fps: &mut [u8; 16] = (&mut self.fps[base..base + 16]).try_into().expect("16 fingerprint bytes");
-        let tags: &mut [u64; W] = (&mut self.tags[base..base + W]).try_into().expect("W ways");
+        let fps = &mut self.fps[set];
+        let tags = &mut self.tags.as_chunks_mut::<W>().0[set];
         let mut candidates = crate::host::byte_match_mask(fps, fp) & ((1u64 << W) - 1);
         while candidates != 0 {
             let w = candidates.trailing_zeros() as usize;

@@ -31,6 +31,8 @@ pub struct MemoryHierarchy {
     /// `Cache::walk_read` (set-associative LRU, no victim cache): a walk reference then
     /// skips `access_path`'s general cases (a third of a G2 run's memory thread).
     walk_reads_plain: bool,
+    /// Those levels' cache ids, closest first (`data_path` from `walker_entry`).
+    walk_levels: Vec<usize>,
     pub memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
@@ -76,13 +78,15 @@ impl MemoryHierarchy {
             None if caches.is_empty() => 0,
             None => return Err(Error::config("memory.walker_level", format!("no data-side cache at level {wl} or below memory"))),
         };
-        let walk_reads_plain = data_path[walker_entry.min(data_path.len())..].iter().all(|&i| caches[i].serves_walk_reads_plainly());
+        let walk_levels = data_path[walker_entry.min(data_path.len())..].to_vec();
+        let walk_reads_plain = walk_levels.iter().all(|&i| caches[i].serves_walk_reads_plainly());
         Ok(MemoryHierarchy {
             caches,
             data_path,
             instr_path,
             walker_entry,
             walk_reads_plain,
+            walk_levels,
             memory_latency: cfg.memory.latency,
             memory_accesses: 0,
             cml: None,
@@ -156,8 +160,9 @@ impl MemoryHierarchy {
     #[inline(always)]
     pub fn walk_ref(&mut self, pa: u64) -> u32 {
         if self.walk_reads_plain {
-            for pos in self.walker_entry..self.data_path.len() {
-                if let Some(latency) = self.caches[self.data_path[pos]].walk_read(pa) {
+            let caches = &mut self.caches;
+            for &id in &self.walk_levels {
+                if let Some(latency) = caches[id].walk_read(pa) {
                     return latency;
                 }
             }
