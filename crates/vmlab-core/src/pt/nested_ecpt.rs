@@ -179,8 +179,20 @@ impl NestedEcptPageTable {
     }
 
     /// Make sure the guest page-table page at `gpa` is backed (its first use); with
-    /// 4K page-table backing, split a 2M host page that covers it.
+    /// 4K page-table backing, split a 2M host page that covers it. Inline: nearly every
+    /// call is a memo hit (about five a walk).
+    #[inline(always)]
     fn back_pt(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
+        let (page, slot) = (gpa >> 12, (gpa >> 12) as usize % PT_MEMO);
+        if self.pt_memo_gen == self.inner.host_gen() && self.pt_memo[slot].0 == page + 1 {
+            return Some(self.pt_memo[slot].1);
+        }
+        self.back_pt_memo_missed(gpa, stc)
+    }
+
+    /// `back_pt` past a memo hit.
+    #[inline(never)]
+    fn back_pt_memo_missed(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
         let (page, slot) = (gpa >> 12, (gpa >> 12) as usize % PT_MEMO);
         if self.pt_memo_gen != self.inner.host_gen() {
             self.pt_memo.iter_mut().for_each(|m| m.0 = 0);
@@ -280,11 +292,8 @@ impl PageTable for NestedEcptPageTable {
     }
 
     fn walk(&mut self, asid: Asid, va: u64, c: &mut NestedEcptCaches, path: &mut WalkPath) -> Option<Translation> {
-        let mut gp = std::mem::take(&mut self.guest_probe);
-        let found = self.inner.guest.probe(asid, va, &mut c.gcwc, ALL_SIZES, true, &mut gp);
-        let g = if found { self.walk_guest(asid, va, &gp, c, path) } else { None };
-        self.guest_probe = gp;
-        let g = g?;
+        let found = self.inner.guest.probe(asid, va, &mut c.gcwc, ALL_SIZES, true, &mut self.guest_probe);
+        let g = if found { self.walk_guest(asid, va, c, path) } else { None }?;
         // Step 3: the data page's gPA in the hECPTs, PTE-hCWC entries adaptively.
         let gpa = g.phys(va);
         let use_pte = self.adaptive.as_ref().is_none_or(|a| a.enabled());
@@ -335,9 +344,10 @@ impl PageTable for NestedEcptPageTable {
 }
 
 impl NestedEcptPageTable {
-    /// Steps 1 and 2, and the background gCWC fill: the guest translation of `va`, or
-    /// None (after the two steps) if the guest does not map it.
-    fn walk_guest(&mut self, asid: Asid, va: u64, gp: &EcptProbe, c: &mut NestedEcptCaches, path: &mut WalkPath) -> Option<Translation> {
+    /// Steps 1 and 2 after the guest probe (`guest_probe`), and the background gCWC
+    /// fill: the guest translation of `va`, or None (after the two steps) if the guest
+    /// does not map it.
+    fn walk_guest(&mut self, asid: Asid, va: u64, c: &mut NestedEcptCaches, path: &mut WalkPath) -> Option<Translation> {
         // Step 1: host-translate every guest entry the guest probe reads.
         path.begin_step();
         let mut hpas = std::mem::take(&mut self.hpas);
@@ -345,7 +355,9 @@ impl NestedEcptPageTable {
         let mut ok = true;
         // The k host lookups are issued in parallel: none sees another's CWC fill.
         self.host_probe.defer_fills = true;
-        for &(gpa, what) in &gp.refs {
+        // (By index: the probe stays in `self`, which the host lookups borrow.)
+        for k in 0..self.guest_probe.refs.len() {
+            let (gpa, what) = self.guest_probe.refs[k];
             let hit = self.back_pt(gpa, &mut c.stc).map(|h| self.host_lookup_pt(gpa, h, c, path, true));
             match hit {
                 Some((n, h)) => {
@@ -366,7 +378,8 @@ impl NestedEcptPageTable {
         self.hpas = hpas;
         // Background: fetch the gCWT entries the gCWC missed. Their gPAs need the host
         // translation: the STC's, or a host lookup (which then fills the STC).
-        for &gpa in &gp.cwt_fetches {
+        for k in 0..self.guest_probe.cwt_fetches.len() {
+            let gpa = self.guest_probe.cwt_fetches[k];
             let Some(h) = self.back_pt(gpa, &mut c.stc) else {
                 ok = false;
                 continue;
@@ -386,7 +399,7 @@ impl NestedEcptPageTable {
         if !ok {
             return None;
         }
-        gp.found.or_else(|| self.inner.guest.translate(asid, va))
+        self.guest_probe.found.or_else(|| self.inner.guest.translate(asid, va))
     }
 }
 
