@@ -389,7 +389,7 @@ impl NestedEcptPageTable {
                 None => {
                     let (n, h) = self.host_lookup_pt(gpa, h, c, path, false);
                     self.counters.gcwt_host_refs += n;
-                    c.stc.fill(gpa, h);
+                    c.stc.fill_missed(gpa, h);
                     h.phys(gpa)
                 }
             };

@@ -52,6 +52,15 @@ impl ShortcutTranslationCache {
         }
     }
 
+    /// `fill`, right after `lookup(gpa)` missed with nothing filled since: the lookup
+    /// tried both the 4K and the 2M key, so a 4K or 2M entry needs no second search.
+    pub fn fill_missed(&mut self, gpa: u64, h: Translation) {
+        match &mut self.store {
+            Some(s) if h.size != PageSize::G1 => _ = s.fill_absent(key(gpa, h.size), VM, h.pa),
+            _ => self.fill(gpa, h),
+        }
+    }
+
     pub fn flush(&mut self) {
         if let Some(s) = &mut self.store {
             s.flush_all();
@@ -80,6 +89,27 @@ mod tests {
         assert_eq!(stc.lookup(1 << 12), None);
         assert_eq!(stc.lookup((2 << 12) | 8), Some((102 << 12) | 8));
         assert_eq!((stc.counters.hits, stc.counters.misses), (2, 1));
+    }
+
+    /// A fill after a missed lookup leaves the cache as the searching fill does.
+    #[test]
+    fn fill_missed_is_fill_after_a_miss() {
+        use rand::{Rng, SeedableRng};
+        let (mut a, mut b) = (ShortcutTranslationCache::new(10).unwrap(), ShortcutTranslationCache::new(10).unwrap());
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(3);
+        for i in 0..20_000 {
+            let size = [PageSize::K4, PageSize::M2, PageSize::G1][rng.gen_range(0..3)];
+            let gpa = rng.gen_range(0..64u64) << size.shift() | rng.gen_range(0..4096);
+            let hit = a.lookup(gpa);
+            assert_eq!(b.lookup(gpa), hit, "lookup {i}");
+            if hit.is_none() {
+                let h = t(rng.gen_range(0..1024u64) << size.shift(), size);
+                a.fill(gpa, h);
+                b.fill_missed(gpa, h);
+            }
+        }
+        assert_eq!(a.counters, b.counters);
+        assert!(a.counters.hits > 1000 && a.counters.misses > 1000, "{:?}", a.counters);
     }
 
     #[test]
