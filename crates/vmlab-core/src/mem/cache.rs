@@ -156,31 +156,18 @@ impl LineStore {
     /// Look up `line` in the set of `idx_line`; on a miss allocate it if `allocate`.
     #[inline(always)]
     fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
+        if !self.fps.is_empty() {
+            return match self.ways {
+                8 => self.access_lru_fp::<8>(idx_line, line, write, allocate),
+                12 => self.access_lru_fp::<12>(idx_line, line, write, allocate),
+                _ => self.access_lru_fp::<16>(idx_line, line, write, allocate),
+            };
+        }
         let set = self.set_of(idx_line);
         if let Order::Lru { recency } = &mut self.order {
             if self.ways <= 16 {
                 let base = set * self.ways;
                 let want = line << 1;
-                if !self.fps.is_empty() {
-                    let fp = fingerprint(line);
-                    let mut candidates = crate::host::byte_match_mask(&self.fps[set], fp) & ((1u64 << self.ways) - 1);
-                    let tags = &mut self.tags[base..base + self.ways];
-                    // Tags are unique in a set: the first candidate that matches is the one.
-                    let mut hits = 0;
-                    while candidates != 0 {
-                        let w = candidates.trailing_zeros() as usize;
-                        if tags[w] | DIRTY == want | DIRTY {
-                            hits = 1 << w;
-                            break;
-                        }
-                        candidates &= candidates - 1;
-                    }
-                    let (probe, filled) = lru_packed_access(tags, &mut recency[set], hits, want, write, allocate);
-                    if filled != usize::MAX {
-                        self.fps[set][filled] = fp;
-                    }
-                    return probe;
-                }
                 let tags = &mut self.tags[base..base + self.ways];
                 // The common narrow geometries' tag match unrolled (docs/performance.md).
                 let hits = match self.ways {
@@ -245,37 +232,35 @@ impl LineStore {
         }
     }
 
-    /// `access(line, line, false, true)` of an LRU store of `W` ways with fingerprints
-    /// (`fps` non-empty: W is 8, 12 or 16), with the geometry a compile-time constant: a
-    /// page walk's read (a third of its instructions went to the general case's checks,
-    /// docs/performance.md). (hit, the tag evicted or INVALID).
+    /// `access` of an LRU store of `W` ways with fingerprints (`fps` non-empty: W is 8,
+    /// 12 or 16), with the geometry a compile-time constant: no per-lookup geometry
+    /// checks, masks or shifts by a variable (a third of a page walk's read went to
+    /// them, docs/performance.md).
     #[inline(always)]
-    fn read_lru_fp<const W: usize>(&mut self, line: u64) -> (bool, u64) {
+    fn access_lru_fp<const W: usize>(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
         debug_assert!(self.ways == W && !self.fps.is_empty());
-        let set = self.set_of(line);
+        let set = self.set_of(idx_line);
         let Order::Lru { recency } = &mut self.order else { unreachable!("fingerprints only with LRU") };
-        let order = &mut recency[set];
         let fp = fingerprint(line);
         let want = line << 1;
         let fps = &mut self.fps[set];
         let tags = &mut self.tags.as_chunks_mut::<W>().0[set];
         let mut candidates = crate::host::byte_match_mask(fps, fp) & ((1u64 << W) - 1);
+        // Tags are unique in a set: the first candidate that matches is the one.
+        let mut hits = 0;
         while candidates != 0 {
             let w = candidates.trailing_zeros() as usize;
             if tags[w] | DIRTY == want | DIRTY {
-                if *order & 0xf != w as u64 {
-                    *order = lru_to_front(*order, w as u64, W);
-                }
-                return (true, INVALID);
+                hits = 1 << w;
+                break;
             }
             candidates &= candidates - 1;
         }
-        let w = lru_victim(*order, W);
-        let victim = tags[w];
-        tags[w] = want;
-        fps[w] = fp;
-        *order = lru_victim_to_front(*order, w, W);
-        (false, victim)
+        let (probe, filled) = lru_packed_access(tags, &mut recency[set], hits, want, write, allocate);
+        if filled != usize::MAX {
+            fps[filled] = fp;
+        }
+        probe
     }
 
     /// For the position-keeping policies: on a miss, put `tag` in way `w`.
@@ -408,15 +393,8 @@ impl Cache {
     pub(crate) fn walk_read(&mut self, pa: u64) -> Option<u32> {
         let line = pa >> self.line_shift;
         let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("walk_read on a column-associative level") };
-        let (hit, evicted) = match (s.ways, s.fps.is_empty()) {
-            (8, false) => s.read_lru_fp::<8>(line),
-            (16, false) => s.read_lru_fp::<16>(line),
-            (12, false) => s.read_lru_fp::<12>(line),
-            _ => {
-                let p = s.access(line, line, false, true);
-                (p.hit, p.evicted)
-            }
-        };
+        let p = s.access(line, line, false, true);
+        let (hit, evicted) = (p.hit, p.evicted);
         let c = &mut self.counters;
         c.accesses += 1;
         c.walk_accesses += 1;
