@@ -385,6 +385,35 @@ impl Cache {
         matches!(&self.store, TagStore::SetAssociative(s) if matches!(s.order, Order::Lru { .. })) && self.victim.is_none()
     }
 
+    /// Whether `program_access` serves this level: a set-associative write-back tag
+    /// store with no victim cache (a program reference then needs none of `access`'s
+    /// other cases: no write goes through to the level below, nothing comes back from a
+    /// victim cache).
+    pub(crate) fn serves_program_refs_plainly(&self) -> bool {
+        matches!(&self.store, TagStore::SetAssociative(_)) && self.victim.is_none() && !self.write_through
+    }
+
+    /// `access` for a program's reference at a level that `serves_program_refs_plainly`:
+    /// the same tag-store change and counters. `Some(latency)` on a hit.
+    #[inline(always)]
+    pub(crate) fn program_access(&mut self, va: u64, pa: u64, write: bool) -> Option<u32> {
+        let line = pa >> self.line_shift;
+        let idx = if self.virtually_indexed { va >> self.line_shift } else { line };
+        let allocate = !write || self.write_allocate;
+        let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("program_access on a column-associative level") };
+        // Write-back: a write dirties the line.
+        let p = s.access(idx, line, write, allocate);
+        let c = &mut self.counters;
+        c.accesses += 1;
+        c.writebacks += (p.evicted != INVALID && p.evicted & DIRTY != 0) as u64;
+        if p.hit {
+            c.hits += 1;
+            return Some(self.latency);
+        }
+        c.misses += 1;
+        None
+    }
+
     /// `access` for a page walk's read of physical address `pa` at a level that
     /// `serves_walk_reads_plainly`: the same tag-store change and counters, without the
     /// cases a walk read never meets (writes, victim caches, virtual indexing of a
@@ -573,6 +602,47 @@ mod tests {
             }
             assert_eq!(fast.counters, general.counters, "{ways} ways");
             assert!(fast.counters.writebacks > 0 && fast.counters.walk_misses > 0, "{ways} ways: the traffic exercises evictions");
+        }
+    }
+
+    /// `program_access`, the program references' shortcut, changes the tag store and
+    /// the counters exactly as `access` does, and reports the same hits, on random reads
+    /// and writes mixed with walk reads, for every replacement policy, virtual and
+    /// physical indexing, and write-allocate or not.
+    #[test]
+    fn program_access_is_access_for_a_program_reference() {
+        for repl in ["lru", "plru", "random"] {
+            for ways in [1usize, 2, 4, 8, 12, 16, 32] {
+                if repl == "plru" && !ways.is_power_of_two() {
+                    continue;
+                }
+                for (indexing, allocate) in [("physical", true), ("virtual", false)] {
+                    // 256 sets: bits 12 and 13 of an address pick its set too, so virtual
+                    // indexing (of `va`, which differs from `pa` there) matters.
+                    let text = format!("level = 1\nsize = \"{}K\"\nways = {ways}\nlatency = 4\nreplacement = \"{repl}\"\nindexing = \"{indexing}\"\nwrite_allocate = {allocate}", ways * 16);
+                    let cfg: CacheConfig = toml::from_str(&text).unwrap();
+                    let mut fast = Cache::new("l1d", &cfg, 1).unwrap();
+                    assert!(fast.serves_program_refs_plainly());
+                    let mut general = Cache::new("l1d", &cfg, 1).unwrap();
+                    let mut rng = Xoshiro256PlusPlus::seed_from_u64(ways as u64);
+                    for i in 0..20_000 {
+                        let pa = rng.gen_range(0..(ways as u64 * 256 * 3)) * 64 + rng.gen_range(0..64);
+                        let va = pa ^ (rng.gen_range(0..4u64) << 12);
+                        if rng.gen_range(0..5) == 0 {
+                            assert_eq!(fast.access(pa, pa, false, RefSource::Walk), general.access(pa, pa, false, RefSource::Walk));
+                            continue;
+                        }
+                        let write = rng.gen_range(0..3) == 0;
+                        let expect = match general.access(va, pa, write, RefSource::Program) {
+                            Served::Hit(l) => Some(l),
+                            Served::Miss => None,
+                        };
+                        assert_eq!(fast.program_access(va, pa, write), expect, "{repl} {ways} ways {indexing}, reference {i}");
+                    }
+                    assert_eq!(fast.counters, general.counters, "{repl} {ways} ways {indexing}");
+                    assert!(fast.counters.writebacks > 0 && fast.counters.misses > 0, "{repl} {ways} ways: the traffic exercises evictions");
+                }
+            }
         }
     }
 

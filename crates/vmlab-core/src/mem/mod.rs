@@ -33,6 +33,10 @@ pub struct MemoryHierarchy {
     walk_reads_plain: bool,
     /// Those levels' cache ids, closest first (`data_path` from `walker_entry`).
     walk_levels: Vec<usize>,
+    /// Every level of the data path (`.0`) or instruction path (`.1`) serves program
+    /// references through `Cache::program_access` (set-associative, write-back, no
+    /// victim cache): a program reference then skips `access_path`'s general cases.
+    program_refs_plain: (bool, bool),
     pub memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
@@ -80,6 +84,8 @@ impl MemoryHierarchy {
         };
         let walk_levels = data_path[walker_entry.min(data_path.len())..].to_vec();
         let walk_reads_plain = walk_levels.iter().all(|&i| caches[i].serves_walk_reads_plainly());
+        let plain = |path: &[usize]| path.iter().all(|&i| caches[i].serves_program_refs_plainly());
+        let program_refs_plain = (plain(&data_path), plain(&instr_path));
         Ok(MemoryHierarchy {
             caches,
             data_path,
@@ -87,6 +93,7 @@ impl MemoryHierarchy {
             walker_entry,
             walk_reads_plain,
             walk_levels,
+            program_refs_plain,
             memory_latency: cfg.memory.latency,
             memory_accesses: 0,
             cml: None,
@@ -177,7 +184,35 @@ impl MemoryHierarchy {
         if let Some((n, refs)) = &mut self.colour_refs {
             refs[((pa >> 12) % *n) as usize] += 1;
         }
+        if if instr { self.program_refs_plain.1 } else { self.program_refs_plain.0 } {
+            return self.program_ref_plain(instr, va, pa, write);
+        }
         self.access_path(instr, 0, va, pa, write, RefSource::Program, now)
+    }
+
+    /// `access_path` of a program reference down a path whose every level serves it
+    /// plainly (`program_refs_plain`): the same changes, counters and latency.
+    #[inline(always)]
+    fn program_ref_plain(&mut self, instr: bool, va: u64, pa: u64, write: bool) -> u32 {
+        let path = if instr { &self.instr_path } else { &self.data_path };
+        let caches = &mut self.caches;
+        let mut missed: Option<usize> = None;
+        for &id in path {
+            if let Some(k) = missed {
+                // The level above missed: its share is the climb to this level.
+                let up = caches[k].latency;
+                caches[k].counters.miss_cycles += caches[id].latency.saturating_sub(up) as u64;
+            }
+            if let Some(latency) = caches[id].program_access(va, pa, write) {
+                return latency;
+            }
+            missed = Some(id);
+        }
+        if let Some(k) = missed {
+            let up = caches[k].latency;
+            caches[k].counters.miss_cycles += self.memory_latency.saturating_sub(up) as u64;
+        }
+        self.reach_memory(pa)
     }
 
     /// The OS copies `bytes` from frame `from` to frame `to` at cycle `now`: a read of
