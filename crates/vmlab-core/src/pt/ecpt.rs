@@ -141,6 +141,18 @@ impl EcptProbe {
     }
 }
 
+/// What [`ElasticCuckooPageTable::probe_or_direct`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probed {
+    /// The address space has none of these tables.
+    NoSpace,
+    /// A PTE-CWC hit named the one entry to read: its address, and the page's PTE there
+    /// (0: not mapped).
+    Direct { entry_pa: u64, pte: u64 },
+    /// The lookup's plan is in the `EcptProbe`.
+    Planned,
+}
+
 pub struct ElasticCuckooPageTable {
     cfg: EcptConfig,
     params: CuckooParams,
@@ -372,12 +384,32 @@ impl ElasticCuckooPageTable {
     /// and fill the PTE-CWC (§4.2's adaptive caching turns it off). False: no such space.
     #[inline(always)]
     pub fn probe(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> bool {
-        out.refs.clear();
-        out.cwt_fetches.clear();
-        out.outside_sizes = false;
-        out.found = None;
+        match self.probe_or_direct(asid, va, c, sizes, use_pte_cwc, out) {
+            Probed::NoSpace => false,
+            Probed::Direct { entry_pa, pte } => {
+                out.refs.clear();
+                out.cwt_fetches.clear();
+                out.outside_sizes = false;
+                out.refs.push((entry_pa, 1));
+                out.found = (pte != 0).then(|| Self::translation(0, pte));
+                true
+            }
+            Probed::Planned => true,
+        }
+    }
+
+    /// `probe`, except that a direct lookup (its one entry's address and PTE) is
+    /// returned rather than written to `out` (which keeps only its `pte_hit` and
+    /// `pmd_hit`): for a caller that needs only the entries read, such as a nested
+    /// walk's host lookups of guest page-table pages, nearly all direct.
+    #[inline(always)]
+    pub fn probe_or_direct(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> Probed {
         let Some(s) = self.space(asid) else {
-            return false;
+            out.refs.clear();
+            out.cwt_fetches.clear();
+            out.outside_sizes = false;
+            out.found = None;
+            return Probed::NoSpace;
         };
         let pte_on = use_pte_cwc && c.pte.enabled() && s.cwt[PTE].is_some();
         let pte_hit = pte_on && c.pte.lookup(asid, va);
@@ -386,14 +418,20 @@ impl ElasticCuckooPageTable {
         // The PTE-CWC names the way and no CWC needs a fill (nearly every step-1 host
         // lookup of a nested walk): the decision below, without its other cases, and
         // inline (the general one is out of line).
-        if pte_hit && (pmd_hit || !c.pmd.enabled()) && (pud_hit || !c.pud.enabled()) && self.probe_direct_4k(asid, va, out) {
-            out.pte_hit = Some(true);
-            out.pmd_hit = pmd_hit;
-            self.classes[0] += 1;
-            return true;
+        if pte_hit && (pmd_hit || !c.pmd.enabled()) && (pud_hit || !c.pud.enabled()) {
+            if let Some((entry_pa, pte)) = self.probe_direct_4k(asid, va) {
+                out.pte_hit = Some(true);
+                out.pmd_hit = pmd_hit;
+                self.classes[0] += 1;
+                return Probed::Direct { entry_pa, pte };
+            }
         }
+        out.refs.clear();
+        out.cwt_fetches.clear();
+        out.outside_sizes = false;
+        out.found = None;
         self.probe_deciding(asid, va, c, sizes, [pte_on, pte_hit, pmd_hit, pud_hit], out);
-        true
+        Probed::Planned
     }
 
     /// `probe` past the CWC lookups (`cwcs`: PTE-CWC in play, and the PTE, PMD and PUD
@@ -476,30 +514,25 @@ impl ElasticCuckooPageTable {
     }
 
     /// `probe`'s direct 4K lookup after a PTE-CWC hit: if `va`'s region has a PTE-CWT
-    /// entry and the 4K table holds `va`'s cluster, that entry is the one reference (and
-    /// `found` its mapping). False (nothing written): the general decision applies.
+    /// entry and the 4K table holds `va`'s cluster, that entry is the one reference:
+    /// its address, and `va`'s PTE there (0: not mapped). None: the general decision
+    /// applies.
     #[inline(always)]
-    fn probe_direct_4k(&mut self, asid: Asid, va: u64, out: &mut EcptProbe) -> bool {
+    fn probe_direct_4k(&mut self, asid: Asid, va: u64) -> Option<(u64, u64)> {
         let page = (va >> 12) + 1;
         let m = ((page ^ (asid as u64) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PAGE_MEMO.trailing_zeros())) as usize;
         let f = self.page_memo[m];
         let (entry_pa, pte) = if f.page == page && f.asid == asid && f.gen == self.layout_gen {
             (f.entry_pa, f.pte)
         } else {
-            if self.cwt_entry_memo(asid, va, PTE).is_none() {
-                return false;
-            }
+            self.cwt_entry_memo(asid, va, PTE)?;
             let (key, slot) = key_of(va, SIZES[0]);
-            let Some((entry, line)) = self.space(asid).and_then(|s| s.tables[0].find(key)) else {
-                return false;
-            };
+            let (entry, line) = self.space(asid).and_then(|s| s.tables[0].find(key))?;
             let facts = PageFacts { page, asid, gen: self.layout_gen, entry_pa: entry.pa, pte: line[slot] };
             self.page_memo[m] = facts;
             (facts.entry_pa, facts.pte)
         };
-        out.refs.push((entry_pa, 1));
-        out.found = (pte != 0).then(|| Self::translation(0, pte));
-        true
+        Some((entry_pa, pte))
     }
 
     /// The d candidate entries of `va` in each size of `mask`, smallest size first, into

@@ -23,7 +23,7 @@
 
 use super::adaptive::{AdaptivePteCaching, Transition};
 use super::cwc::EcptWalkCaches;
-use super::ecpt::{EcptProbe, ALL_SIZES, ONLY_4K};
+use super::ecpt::{EcptProbe, Probed, ALL_SIZES, ONLY_4K};
 use super::nested::{NestedConfig, NestedPageTable, PtBacking};
 use super::stc::ShortcutTranslationCache;
 use super::{CacheCounters, ElasticCuckooPageTable, PageTable, PtFootprint, Translation, WalkCaches, WalkPath};
@@ -241,7 +241,18 @@ impl NestedEcptPageTable {
         let hc = c.step1.as_mut().unwrap_or(&mut c.hcwc);
         let sizes = if self.pt_pages_4k_only { ONLY_4K } else { ALL_SIZES };
         let p = &mut self.host_probe;
-        self.inner.host.probe(VM, gpa, hc, sizes, use_pte, p);
+        match self.inner.host.probe_or_direct(VM, gpa, hc, sizes, use_pte, p) {
+            Probed::Direct { entry_pa, .. } => {
+                if in_step {
+                    path.push_parallel(entry_pa, 1);
+                } else {
+                    path.push_background(entry_pa);
+                }
+                return (1, h);
+            }
+            Probed::NoSpace => return (0, h),
+            Probed::Planned => {}
+        }
         self.counters.pt4k_violations += p.outside_sizes as u64;
         for &(pa, what) in &p.refs {
             if in_step {
