@@ -233,7 +233,9 @@ impl NestedEcptPageTable {
     /// Host lookup of a guest page-table address through the step-1 hCWC: its hECPT
     /// entries go to the open step (`in_step`) or to the background, its hCWT fetches
     /// to the background. Returns the number of hECPT entries read and the translation.
-    /// `h` is the host translation of `gpa` (from `back_pt`).
+    /// `h` is the host translation of `gpa` (from `back_pt`). Inline: nearly every
+    /// lookup is direct; a planned one is handed on out of line.
+    #[inline(always)]
     fn host_lookup_pt(&mut self, gpa: u64, h: Translation, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> (u64, Translation) {
         // Without a step-1 hCWC, step 1 shares the step-3 one, PTE entries included
         // only while adaptive caching has them on.
@@ -248,11 +250,18 @@ impl NestedEcptPageTable {
                 } else {
                     path.push_background(entry_pa);
                 }
-                return (1, h);
+                (1, h)
             }
-            Probed::NoSpace => return (0, h),
-            Probed::Planned => {}
+            Probed::NoSpace => (0, h),
+            Probed::Planned => (self.host_lookup_planned(path, in_step), h),
         }
+    }
+
+    /// `host_lookup_pt` of a planned lookup: its entries and fetches from `host_probe`.
+    /// Returns the number of hECPT entries read.
+    #[inline(never)]
+    fn host_lookup_planned(&mut self, path: &mut WalkPath, in_step: bool) -> u64 {
+        let p = &self.host_probe;
         self.counters.pt4k_violations += p.outside_sizes as u64;
         for &(pa, what) in &p.refs {
             if in_step {
@@ -265,7 +274,7 @@ impl NestedEcptPageTable {
             path.push_background(pa);
         }
         self.counters.hcwt_fetches += p.cwt_fetches.len() as u64;
-        (p.refs.len() as u64, h)
+        p.refs.len() as u64
     }
 
     pub fn counters(&self) -> &NestedEcptCounters {
