@@ -33,10 +33,10 @@ pub struct MemoryHierarchy {
     walk_reads_plain: bool,
     /// Those levels' cache ids, closest first (`data_path` from `walker_entry`).
     walk_levels: Vec<usize>,
-    /// Every level of the data path (`.0`) or instruction path (`.1`) serves program
+    /// Every level of the data path (`[0]`) or instruction path (`[1]`) serves program
     /// references through `Cache::program_access` (set-associative, write-back, no
     /// victim cache): a program reference then skips `access_path`'s general cases.
-    program_refs_plain: (bool, bool),
+    program_refs_plain: [bool; 2],
     pub memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
@@ -85,7 +85,7 @@ impl MemoryHierarchy {
         let walk_levels = data_path[walker_entry.min(data_path.len())..].to_vec();
         let walk_reads_plain = walk_levels.iter().all(|&i| caches[i].serves_walk_reads_plainly());
         let plain = |path: &[usize]| path.iter().all(|&i| caches[i].serves_program_refs_plainly());
-        let program_refs_plain = (plain(&data_path), plain(&instr_path));
+        let program_refs_plain = [plain(&data_path), plain(&instr_path)];
         Ok(MemoryHierarchy {
             caches,
             data_path,
@@ -184,7 +184,7 @@ impl MemoryHierarchy {
         if let Some((n, refs)) = &mut self.colour_refs {
             refs[((pa >> 12) % *n) as usize] += 1;
         }
-        if if instr { self.program_refs_plain.1 } else { self.program_refs_plain.0 } {
+        if self.program_refs_plain[instr as usize] {
             return self.program_ref_plain(instr, va, pa, write);
         }
         self.access_path(instr, 0, va, pa, write, RefSource::Program, now)
