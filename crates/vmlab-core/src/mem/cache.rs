@@ -508,6 +508,14 @@ mod tests {
     use super::*;
     use crate::mmu::assoc::AssocCache;
 
+    /// A served reference's latency if it hit (the shortcuts' answer).
+    fn hit_latency(s: Served) -> Option<u32> {
+        match s {
+            Served::Hit(l) => Some(l),
+            Served::Miss => None,
+        }
+    }
+
     /// The general set-associative store as a cache level: (hit, a dirty line evicted),
     /// with the value the line's dirty bit.
     fn reference_access(reference: &mut AssocCache<bool>, set: usize, line: u64, write: bool) -> (bool, bool) {
@@ -594,10 +602,7 @@ mod tests {
                     assert_eq!(fast.access(pa, pa, true, RefSource::Program), general.access(pa, pa, true, RefSource::Program));
                     continue;
                 }
-                let expect = match general.access(pa, pa, false, RefSource::Walk) {
-                    Served::Hit(l) => Some(l),
-                    Served::Miss => None,
-                };
+                let expect = hit_latency(general.access(pa, pa, false, RefSource::Walk));
                 assert_eq!(fast.walk_read(pa), expect, "{ways} ways, read {i}");
             }
             assert_eq!(fast.counters, general.counters, "{ways} ways");
@@ -633,10 +638,7 @@ mod tests {
                             continue;
                         }
                         let write = rng.gen_range(0..3) == 0;
-                        let expect = match general.access(va, pa, write, RefSource::Program) {
-                            Served::Hit(l) => Some(l),
-                            Served::Miss => None,
-                        };
+                        let expect = hit_latency(general.access(va, pa, write, RefSource::Program));
                         assert_eq!(fast.program_access(va, pa, write), expect, "{repl} {ways} ways {indexing}, reference {i}");
                     }
                     assert_eq!(fast.counters, general.counters, "{repl} {ways} ways {indexing}");

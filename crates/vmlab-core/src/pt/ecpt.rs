@@ -132,6 +132,15 @@ pub struct EcptProbe {
 }
 
 impl EcptProbe {
+    /// Forget the last lookup's plan (its entries, fetches and findings).
+    #[inline(always)]
+    fn clear_plan(&mut self) {
+        self.refs.clear();
+        self.cwt_fetches.clear();
+        self.outside_sizes = false;
+        self.found = None;
+    }
+
     /// Apply the deferred CWC fills to `c`.
     pub fn apply_fills(&mut self, c: &mut EcptWalkCaches) {
         for &(asid, va, which) in &self.pending_fills {
@@ -387,9 +396,7 @@ impl ElasticCuckooPageTable {
         match self.probe_or_direct(asid, va, c, sizes, use_pte_cwc, out) {
             Probed::NoSpace => false,
             Probed::Direct { entry_pa, pte } => {
-                out.refs.clear();
-                out.cwt_fetches.clear();
-                out.outside_sizes = false;
+                out.clear_plan();
                 out.refs.push((entry_pa, 1));
                 out.found = (pte != 0).then(|| Self::translation(0, pte));
                 true
@@ -405,10 +412,7 @@ impl ElasticCuckooPageTable {
     #[inline(always)]
     pub fn probe_or_direct(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> Probed {
         let Some(s) = self.space(asid) else {
-            out.refs.clear();
-            out.cwt_fetches.clear();
-            out.outside_sizes = false;
-            out.found = None;
+            out.clear_plan();
             return Probed::NoSpace;
         };
         let pte_on = use_pte_cwc && c.pte.enabled() && s.cwt[PTE].is_some();
@@ -426,10 +430,7 @@ impl ElasticCuckooPageTable {
                 return Probed::Direct { entry_pa, pte };
             }
         }
-        out.refs.clear();
-        out.cwt_fetches.clear();
-        out.outside_sizes = false;
-        out.found = None;
+        out.clear_plan();
         self.probe_deciding(asid, va, c, sizes, [pte_on, pte_hit, pmd_hit, pud_hit], out);
         Probed::Planned
     }

@@ -35,6 +35,17 @@ use serde::Serialize;
 /// The host table's address space (one virtual machine).
 const VM: Asid = 0;
 
+/// An hECPT entry a host lookup reads: into the open step (`in_step`), or in the
+/// background.
+#[inline(always)]
+fn push_entry(path: &mut WalkPath, in_step: bool, pa: u64, what: u8) {
+    if in_step {
+        path.push_parallel(pa, what);
+    } else {
+        path.push_background(pa);
+    }
+}
+
 /// The walk caches of nested ECPT.
 pub struct NestedEcptCaches {
     /// Guest CWCs (PMD + PUD gCWT entries; no PTE gCWT, §4.2).
@@ -194,12 +205,11 @@ impl NestedEcptPageTable {
     #[inline(never)]
     fn back_pt_memo_missed(&mut self, gpa: u64, stc: &mut ShortcutTranslationCache) -> Option<Translation> {
         let (page, slot) = (gpa >> 12, (gpa >> 12) as usize % PT_MEMO);
+        // (The memo cannot hold the page here: the generation moved on, or its slot
+        // holds another.)
         if self.pt_memo_gen != self.inner.host_gen() {
             self.pt_memo.iter_mut().for_each(|m| m.0 = 0);
             self.pt_memo_gen = self.inner.host_gen();
-        }
-        if self.pt_memo[slot].0 == page + 1 {
-            return Some(self.pt_memo[slot].1);
         }
         let h = self.back_pt_searching(gpa, stc)?;
         // Backing may have split a host page: the generation moves on.
@@ -245,11 +255,7 @@ impl NestedEcptPageTable {
         let p = &mut self.host_probe;
         match self.inner.host.probe_or_direct(VM, gpa, hc, sizes, use_pte, p) {
             Probed::Direct { entry_pa, .. } => {
-                if in_step {
-                    path.push_parallel(entry_pa, 1);
-                } else {
-                    path.push_background(entry_pa);
-                }
+                push_entry(path, in_step, entry_pa, 1);
                 (1, h)
             }
             Probed::NoSpace => (0, h),
@@ -264,11 +270,7 @@ impl NestedEcptPageTable {
         let p = &self.host_probe;
         self.counters.pt4k_violations += p.outside_sizes as u64;
         for &(pa, what) in &p.refs {
-            if in_step {
-                path.push_parallel(pa, what);
-            } else {
-                path.push_background(pa);
-            }
+            push_entry(path, in_step, pa, what);
         }
         for &pa in &p.cwt_fetches {
             path.push_background(pa);
