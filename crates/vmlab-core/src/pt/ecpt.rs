@@ -326,11 +326,9 @@ impl ElasticCuckooPageTable {
             };
             let key = va >> CWT_SHIFTS[t];
             if add {
-                if cwt.find(key).is_none() {
-                    *gen += 1;
-                }
                 let c = cwt.entry(mem, key)?;
-                *gen += (c[i] == 0) as u64;
+                // An entry lives only while a count is non-zero: an empty one is new.
+                *gen += c.is_empty_line() as u64 + (c[i] == 0) as u64;
                 c[i] += 1;
             } else if let Some(c) = cwt.find_mut(key) {
                 c[i] -= 1;

@@ -708,9 +708,8 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         // Back the data page (every 4K of it; 2M host pages cover many at once).
         let mut off = 0;
         while off < size.bytes() {
-            self.back(pa + off)?;
-            let step = self.host.translate(VM, pa + off).map_or(4096, |h| h.size.bytes() - ((pa + off) & h.size.offset_mask()));
-            off += step;
+            let h = self.back_with(pa + off, self.host_size)?;
+            off += h.size.bytes() - ((pa + off) & h.size.offset_mask());
         }
         Ok(())
     }
