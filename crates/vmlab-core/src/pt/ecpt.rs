@@ -558,6 +558,8 @@ impl ElasticCuckooPageTable {
 impl PageTable for ElasticCuckooPageTable {
     type Caches = EcptWalkCaches;
     type Path = ();
+    // A PTE holds the frame and rights mapped, its table the size.
+    const TRANSLATES_AS_MAPPED: bool = true;
 
     fn kind(&self) -> &'static str {
         "ecpt"

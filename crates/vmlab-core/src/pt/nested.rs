@@ -510,11 +510,16 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         if let Some(h) = self.host.translate(VM, gpa) {
             return Ok(h);
         }
-        self.map_host(gpa, size)?;
+        let mapped = self.map_host(gpa, size)?;
+        if H::TRANSLATES_AS_MAPPED {
+            return Ok(mapped);
+        }
         Ok(self.host.translate(VM, gpa).expect("the host page was just mapped"))
     }
 
-    fn map_host(&mut self, gpa: u64, size: PageSize) -> Result<()> {
+    /// Map a host page for `gpa`: a 2M one if `size` is 2M and the region allows it,
+    /// else a 4K one. Returns the host page as mapped.
+    fn map_host(&mut self, gpa: u64, size: PageSize) -> Result<Translation> {
         self.host_faults += 1;
         if size == PageSize::M2 {
             let base = PageSize::M2.align_down(gpa);
@@ -524,7 +529,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
                 if let Some(hpa) = self.host_mem.try_alloc(PageSize::M2, FrameUse::Data) {
                     self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::M2, Perms::RWX_USER).map_err(in_host)?;
                     self.mark_backed(base, PageSize::M2);
-                    return Ok(());
+                    return Ok(Translation { pa: hpa, size: PageSize::M2, perms: Perms::RWX_USER });
                 }
             }
             self.host_fallbacks += 1;
@@ -533,7 +538,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         let base = PageSize::K4.align_down(gpa);
         self.host.map(&mut self.host_mem, VM, base, hpa, PageSize::K4, Perms::RWX_USER).map_err(in_host)?;
         self.mark_backed(base, PageSize::K4);
-        Ok(())
+        Ok(Translation { pa: hpa, size: PageSize::K4, perms: Perms::RWX_USER })
     }
 
     /// Record that the `size` page at `base` (aligned) is backed.
