@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Instructions per steady-state walk, per thread and per function (callgrind).
+
+Runs one vmlab command twice under callgrind, with N and 2N accesses, and subtracts:
+what the second run adds, divided by the walks it adds, is the cost of one walk in
+steady state, free of start-up and of the warm-up's faults. The intercept (the N run
+less N's walks at that rate) is the fixed part: start-up and the faults of warm-up.
+Instruction counts do not depend on what else the host is doing, unlike wall time
+(docs/performance.md).
+
+    scripts/per_walk_profile.py [--accesses N] [--top K] target/release/vmlab \\
+        --config ecpt-asplos22 --set 'page_table.kind="nested-ecpt"' \\
+        --workload gups footprint=1G
+
+The script's own options come before the binary; everything after it goes to `vmlab
+run`, with accesses=N and then accesses=2N appended (N is 2,000,000 by default). With the
+memory thread on (the default when the host has two cores), thread 1 is the engine and
+thread 2 the memory or walker thread. VMLAB_MEMORY_THREAD=off profiles one thread.
+Valgrind runs the threads one at a time, so the second thread's polling of an empty
+queue (`try_recv`, `start_recv`) is an artefact: leave it out of its cost. Pick N so
+that warm-up ends before N accesses (gups 1G: 2,000,000).
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+
+def run(binary, args, accesses, out_dir):
+    """Run under callgrind; return (stats document, {thread: callgrind file})."""
+    prefix = os.path.join(out_dir, f"cg_{accesses}")
+    cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={prefix}.out",
+           binary, "run", *args, f"accesses={accesses}", "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"per_walk_profile: {' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
+    files = {}
+    for name in os.listdir(out_dir):
+        m = re.fullmatch(rf"cg_{accesses}\.out-(\d+)", name)
+        if m:
+            files[int(m.group(1))] = os.path.join(out_dir, name)
+    if not files:
+        files[1] = prefix + ".out"
+    return json.loads(p.stdout), files
+
+
+def functions(path):
+    """Self instructions per function of one callgrind file, and the total."""
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", path], capture_output=True, text=True).stdout
+    counts, total = collections.Counter(), 0
+    for line in out.split("-- Auto-annotated source")[0].splitlines():
+        m = re.match(r"\s*([\d,]+) \([\s\d.]+%\)\s+(.*)", line)
+        if not m:
+            continue
+        n = int(m.group(1).replace(",", ""))
+        if "PROGRAM TOTALS" in m.group(2):
+            total = n
+            continue
+        name = re.sub(r" \[/.*\]$", "", m.group(2))
+        counts[name.split(":", 1)[1] if ":" in name else name] += n
+    return counts, total
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("--accesses", type=int, default=2_000_000)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="vmlab run arguments (without accesses=)")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        (doc1, f1), (doc2, f2) = run(a.binary, a.args, a.accesses, d), run(a.binary, a.args, 2 * a.accesses, d)
+        w1, w2 = doc1["walks"]["count"], doc2["walks"]["count"]
+        if w2 <= w1:
+            sys.exit("per_walk_profile: the longer run made no more walks; nothing to divide by")
+        print(f"walks: {w1} and {w2}")
+        for thread in sorted(set(f1) & set(f2)):
+            (c1, t1), (c2, t2) = functions(f1[thread]), functions(f2[thread])
+            per_walk = (t2 - t1) / (w2 - w1)
+            print(f"\nthread {thread}: {per_walk:,.1f} instructions per walk; fixed part {(t1 - per_walk * w1) / 1e6:,.1f} M")
+            rows = sorted(((c2[k] - c1[k]) / (w2 - w1), k) for k in set(c1) | set(c2))
+            for v, k in reversed(rows[-a.top:]):
+                print(f"{v:10.1f}  {k[:140]}")
+
+
+if __name__ == "__main__":
+    main()
