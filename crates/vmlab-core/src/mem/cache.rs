@@ -584,6 +584,13 @@ mod tests {
         }
     }
 
+    /// Two identical caches from `text` (a shortcut's, and the general path's to hold it
+    /// to).
+    fn twin_caches(name: &str, text: &str) -> (Cache, Cache) {
+        let cfg: CacheConfig = toml::from_str(text).unwrap();
+        (Cache::new(name, &cfg, 1).unwrap(), Cache::new(name, &cfg, 1).unwrap())
+    }
+
     /// `walk_read`, the walk references' shortcut, changes the tag store and the
     /// counters exactly as `access` does for a walk read, and reports the same hits,
     /// on random walk reads mixed with program writes (which leave dirty lines for
@@ -591,10 +598,8 @@ mod tests {
     #[test]
     fn walk_read_is_access_for_a_walk_read() {
         for ways in [1usize, 4, 8, 12, 16, 6, 32] {
-            let cfg: CacheConfig = toml::from_str(&format!("level = 2\nsize = \"{}K\"\nways = {ways}\nlatency = 9", ways * 4)).unwrap();
-            let mut fast = Cache::new("l2", &cfg, 1).unwrap();
+            let (mut fast, mut general) = twin_caches("l2", &format!("level = 2\nsize = \"{}K\"\nways = {ways}\nlatency = 9", ways * 4));
             assert!(fast.serves_walk_reads_plainly());
-            let mut general = Cache::new("l2", &cfg, 1).unwrap();
             let mut rng = Xoshiro256PlusPlus::seed_from_u64(ways as u64);
             for i in 0..20_000 {
                 let pa = rng.gen_range(0..(ways as u64 * 64 * 3)) * 64 + rng.gen_range(0..64);
@@ -625,10 +630,8 @@ mod tests {
                     // 256 sets: bits 12 and 13 of an address pick its set too, so virtual
                     // indexing (of `va`, which differs from `pa` there) matters.
                     let text = format!("level = 1\nsize = \"{}K\"\nways = {ways}\nlatency = 4\nreplacement = \"{repl}\"\nindexing = \"{indexing}\"\nwrite_allocate = {allocate}", ways * 16);
-                    let cfg: CacheConfig = toml::from_str(&text).unwrap();
-                    let mut fast = Cache::new("l1d", &cfg, 1).unwrap();
+                    let (mut fast, mut general) = twin_caches("l1d", &text);
                     assert!(fast.serves_program_refs_plainly());
-                    let mut general = Cache::new("l1d", &cfg, 1).unwrap();
                     let mut rng = Xoshiro256PlusPlus::seed_from_u64(ways as u64);
                     for i in 0..20_000 {
                         let pa = rng.gen_range(0..(ways as u64 * 256 * 3)) * 64 + rng.gen_range(0..64);

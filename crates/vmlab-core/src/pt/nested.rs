@@ -498,11 +498,6 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         })
     }
 
-    /// Back the guest-physical page of `gpa` with host memory, if it is not yet.
-    fn back(&mut self, gpa: u64) -> Result<()> {
-        self.back_with(gpa, self.host_size).map(|_| ())
-    }
-
     /// Back `gpa` with a host page of at most `size` (4K, or 2M where the aligned
     /// region is not yet partly backed), if it is not yet. Returns the host translation
     /// (so a caller that needs it does not look it up again).
@@ -666,7 +661,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
     /// `walk_error` for the engine).
     fn back_table_page(&mut self, gpa: u64) -> Option<()> {
         if !self.known_backed(gpa) && self.host.translate(VM, gpa).is_none() {
-            if let Err(e) = self.back(gpa) {
+            if let Err(e) = self.back_with(gpa, self.host_size) {
                 self.walk_error = Some(e);
                 return None;
             }

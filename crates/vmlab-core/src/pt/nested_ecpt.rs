@@ -242,11 +242,11 @@ impl NestedEcptPageTable {
 
     /// Host lookup of a guest page-table address through the step-1 hCWC: its hECPT
     /// entries go to the open step (`in_step`) or to the background, its hCWT fetches
-    /// to the background. Returns the number of hECPT entries read and the translation.
-    /// `h` is the host translation of `gpa` (from `back_pt`). Inline: nearly every
-    /// lookup is direct; a planned one is handed on out of line.
+    /// to the background. Returns the number of hECPT entries read (the translation is
+    /// `back_pt`'s). Inline: nearly every lookup is direct; a planned one is handed on
+    /// out of line.
     #[inline(always)]
-    fn host_lookup_pt(&mut self, gpa: u64, h: Translation, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> (u64, Translation) {
+    fn host_lookup_pt(&mut self, gpa: u64, c: &mut NestedEcptCaches, path: &mut WalkPath, in_step: bool) -> u64 {
         // Without a step-1 hCWC, step 1 shares the step-3 one, PTE entries included
         // only while adaptive caching has them on.
         let use_pte = c.step1.is_some() || self.adaptive.as_ref().is_none_or(|a| a.enabled());
@@ -256,10 +256,10 @@ impl NestedEcptPageTable {
         match self.inner.host.probe_or_direct(VM, gpa, hc, sizes, use_pte, p) {
             Probed::Direct { entry_pa, .. } => {
                 push_entry(path, in_step, entry_pa, 1);
-                (1, h)
+                1
             }
-            Probed::NoSpace => (0, h),
-            Probed::Planned => (self.host_lookup_planned(path, in_step), h),
+            Probed::NoSpace => 0,
+            Probed::Planned => self.host_lookup_planned(path, in_step),
         }
     }
 
@@ -380,7 +380,7 @@ impl NestedEcptPageTable {
         // (By index: the probe stays in `self`, which the host lookups borrow.)
         for k in 0..self.guest_probe.refs.len() {
             let (gpa, what) = self.guest_probe.refs[k];
-            let hit = self.back_pt(gpa, &mut c.stc).map(|h| self.host_lookup_pt(gpa, h, c, path, true));
+            let hit = self.back_pt(gpa, &mut c.stc).map(|h| (self.host_lookup_pt(gpa, c, path, true), h));
             match hit {
                 Some((n, h)) => {
                     self.counters.step1_hecpt_refs += n;
@@ -409,8 +409,7 @@ impl NestedEcptPageTable {
             let hpa = match c.stc.lookup(gpa) {
                 Some(hpa) => hpa,
                 None => {
-                    let (n, h) = self.host_lookup_pt(gpa, h, c, path, false);
-                    self.counters.gcwt_host_refs += n;
+                    self.counters.gcwt_host_refs += self.host_lookup_pt(gpa, c, path, false);
                     c.stc.fill_missed(gpa, h);
                     h.phys(gpa)
                 }
