@@ -133,7 +133,11 @@ pub struct ElasticCuckooTable {
     /// Current arrays (the new ones while migrating).
     cur: Vec<WayArray>,
     /// Old arrays and per-way migration pointers while a resize is under way.
-    old: Option<(Vec<WayArray>, Vec<usize>)>,
+    old: Option<(Vec<WayArray>, [usize; MAX_WAYS])>,
+    /// Slots per way less one, of the current arrays and of the old ones (every way has
+    /// as many): a lookup's slot without reading an array's length.
+    cur_mask: usize,
+    old_mask: usize,
     entries: usize,
     pub resizes: u64,
     pub migrated: u64,
@@ -175,7 +179,7 @@ impl ElasticCuckooTable {
         let cur = (0..p.ways).map(|_| WayArray::new(mem, slots)).collect::<Result<Vec<_>>>()?;
         // Hints: one per slot of a way, 64 to 1024 (a few host cache lines' worth).
         let hints = (0..slots.next_power_of_two().clamp(64, 1024)).map(|_| Cell::new(Hint::default())).collect();
-        Ok(ElasticCuckooTable { p, cur, old: None, entries: 0, resizes: 0, migrated: 0, max_displacement: 0, hints })
+        Ok(ElasticCuckooTable { p, cur, old: None, cur_mask: slots - 1, old_mask: 0, entries: 0, resizes: 0, migrated: 0, max_displacement: 0, hints })
     }
 
     pub fn free(self, mem: &mut BuddyAllocator) {
@@ -226,13 +230,13 @@ impl ElasticCuckooTable {
     #[inline(always)]
     fn way_slot(&self, key: u64, w: usize) -> (&WayArray, bool, usize) {
         let h = way_hash(key, w) as usize;
-        if let Some((old, ptr)) = &self.old {
-            let p_old = h & (old[w].slots() - 1);
-            if p_old >= ptr[w] {
+        if let Some((old, moved)) = &self.old {
+            let p_old = h & self.old_mask;
+            if p_old >= moved[w] {
                 return (&old[w], true, p_old);
             }
         }
-        (&self.cur[w], false, h & (self.cur[w].slots() - 1))
+        (&self.cur[w], false, h & self.cur_mask)
     }
 
     /// Way `w`'s old (mid-resize) or current array.
@@ -316,7 +320,7 @@ impl ElasticCuckooTable {
         let ways = &self.cur[..self.p.ways];
         let mut at = [0usize; MAX_WAYS];
         for (w, a) in ways.iter().enumerate() {
-            let i = (way_hash(key, w) as usize) & (a.slots() - 1);
+            let i = (way_hash(key, w) as usize) & self.cur_mask;
             at[w] = i;
             crate::host::prefetch(&a.tags[i]);
         }
@@ -341,20 +345,35 @@ impl ElasticCuckooTable {
     }
 
     /// Hint the host to bring every tag a `find` of `key` may read, and the PTE lines
-    /// beside them, into its cache (no state changes). Returns where the ways' slots
-    /// are, for a later [`Self::line_at`]: way w's old-array flag and slot in bits
-    /// 21w..21w+21; None if they do not fit (more than three ways, or a slot beyond 2^20).
-    #[inline]
-    pub fn prefetch_located(&self, key: u64) -> Option<u64> {
-        let mut loc = 0u64;
-        let mut fits = self.p.ways <= 3;
+    /// beside them, into its cache (no state changes); `at(way, in old array, slot)`
+    /// learns where each way's slot is.
+    #[inline(always)]
+    fn prefetch_ways(&self, key: u64, mut at: impl FnMut(usize, bool, usize)) {
         for w in 0..self.p.ways {
             let (a, old, i) = self.way_slot(key, w);
             crate::host::prefetch(a.tags.as_ptr().wrapping_add(i));
             crate::host::prefetch(a.lines.as_ptr().wrapping_add(i));
+            at(w, old, i);
+        }
+    }
+
+    /// `prefetch_ways`, for a caller that does not need the slots.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        self.prefetch_ways(key, |_, _, _| {});
+    }
+
+    /// `prefetch_ways`, returning where the ways' slots are, for a later
+    /// [`Self::line_at`]: way w's old-array flag and slot in bits 21w..21w+21; None if
+    /// they do not fit (more than three ways, or a slot beyond 2^20).
+    #[inline]
+    pub fn prefetch_located(&self, key: u64) -> Option<u64> {
+        let mut loc = 0u64;
+        let mut fits = self.p.ways <= 3;
+        self.prefetch_ways(key, |w, old, i| {
             fits &= i < 1 << 20;
             loc |= ((old as u64) << 20 | (i as u64 & ((1 << 20) - 1))) << (21 * w.min(2));
-        }
+        });
         fits.then_some(loc)
     }
 
@@ -456,7 +475,8 @@ impl ElasticCuckooTable {
         let slots = self.slots() * self.p.growth;
         let new = (0..self.p.ways).map(|_| WayArray::new(mem, slots)).collect::<Result<Vec<_>>>()?;
         let old = std::mem::replace(&mut self.cur, new);
-        self.old = Some((old, vec![0; self.p.ways]));
+        (self.old_mask, self.cur_mask) = (self.cur_mask, slots - 1);
+        self.old = Some((old, [0; MAX_WAYS]));
         self.resizes += 1;
         Ok(())
     }
@@ -467,7 +487,7 @@ impl ElasticCuckooTable {
             let Some((old, ptr)) = &mut self.old else { return Ok(()) };
             let old_slots = old[0].slots();
             // The way with the least progress moves next (round robin).
-            let w = (0..ptr.len()).min_by_key(|&w| ptr[w]).unwrap();
+            let w = (0..self.p.ways).min_by_key(|&w| ptr[w]).unwrap();
             if ptr[w] == old_slots {
                 let (old, _) = self.old.take().unwrap();
                 for a in old {
@@ -480,7 +500,7 @@ impl ElasticCuckooTable {
             n -= 1;
             if e.tag != 0 {
                 // Same way, bigger modulus: the slot is ≡ the old one, so it is free.
-                let i = (way_hash(e.key(), w) as usize) & (self.cur[w].slots() - 1);
+                let i = (way_hash(e.key(), w) as usize) & self.cur_mask;
                 debug_assert_eq!(self.cur[w].tags[i], 0);
                 self.cur[w].put(i, e);
                 self.migrated += 1;

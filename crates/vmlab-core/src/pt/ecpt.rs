@@ -687,7 +687,10 @@ impl PageTable for ElasticCuckooPageTable {
     /// The 4K table's candidate slots of `va` (the ways' reads overlap in a lookup, but
     /// each is a host-cache miss on a large table).
     fn prefetch(&self, asid: Asid, va: u64) {
-        self.prefetch_at(asid, va);
+        if let Some(s) = self.space(asid) {
+            crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
+            s.tables[0].prefetch(key_of(va, PageSize::K4).0);
+        }
     }
 
     /// The location is where the 4K table's ways keep `va`'s slots
