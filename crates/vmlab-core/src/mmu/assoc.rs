@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use strength_reduce::StrengthReducedU64;
 
 /// An ASID value that matches every address space (global entries).
 pub const ANY_ASID: Asid = Asid::MAX;
@@ -53,6 +54,9 @@ pub struct AssocCache<V: Copy + Default> {
     sets: usize,
     ways: usize,
     set_mask: Option<usize>,
+    /// `x mod sets` by multiplication, for a set count that is not a power of two (a
+    /// 64-bit division on every probe of, say, an 86-set TLB sat on the walk's path).
+    set_div: StrengthReducedU64,
     keys: Vec<u64>,
     asids: Vec<Asid>,
     vals: Vec<V>,
@@ -207,6 +211,7 @@ impl<V: Copy + Default> AssocCache<V> {
             sets,
             ways,
             set_mask: sets.is_power_of_two().then(|| sets - 1),
+            set_div: StrengthReducedU64::new(sets as u64),
             keys: vec![INVALID; entries],
             asids: vec![0; entries],
             vals: vec![V::default(); entries],
@@ -246,7 +251,7 @@ impl<V: Copy + Default> AssocCache<V> {
     pub fn set_of(&self, x: u64) -> usize {
         match self.set_mask {
             Some(m) => (x as usize) & m,
-            None => (x % self.sets as u64) as usize,
+            None => (x % self.set_div) as usize,
         }
     }
 
@@ -776,6 +781,25 @@ pub(crate) fn plru_victim(bits: u64, ways: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The set of an index is `x mod sets` for every geometry, powers of two or not
+    /// (the 86 sets of a 1032-entry 12-way TLB), over the whole range of `u64`.
+    #[test]
+    fn set_of_is_x_mod_sets() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        for (entries, ways) in [(1032, 12), (1536, 12), (64, 4), (48, 16), (3 * 7 * 11, 7), (1 << 20, 1), ((1 << 20) - 3, 1)] {
+            let c = AssocCache::<u64>::new(entries, ways, Replacement::Lru, 0, "t").unwrap();
+            let sets = c.sets() as u64;
+            for x in [0, 1, sets - 1, sets, sets + 1, u64::MAX, u64::MAX - 1, u64::MAX / sets * sets] {
+                assert_eq!(c.set_of(x) as u64, x % sets, "{x} mod {sets}");
+            }
+            for _ in 0..20_000 {
+                let x: u64 = rng.gen::<u64>() >> rng.gen_range(0..64);
+                assert_eq!(c.set_of(x) as u64, x % sets, "{x} mod {sets}");
+            }
+        }
+    }
 
     #[test]
     fn lru_evicts_least_recent() {
