@@ -16,6 +16,7 @@ use crate::config::{CacheConfig, Indexing, Organisation, Serves, WritePolicy};
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{
     check_geometry, fingerprint, lru_initial_order, lru_to_front, lru_victim, lru_victim_to_front, match_mask_ignoring, plru_touch, plru_victim, Replacement,
+    SetIndex,
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -125,8 +126,7 @@ struct LineStore {
     /// Empty otherwise.
     fps: Vec<[u8; 16]>,
     ways: usize,
-    set_mask: Option<usize>,
-    sets: usize,
+    set_index: SetIndex,
     order: Order,
 }
 
@@ -142,15 +142,12 @@ impl LineStore {
             Replacement::Random => Order::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
         };
         let fps = if repl == Replacement::Lru && matches!(ways, 8 | 12 | 16) { vec![[fingerprint(INVALID); 16]; sets] } else { Vec::new() };
-        Ok(LineStore { tags: vec![INVALID; lines], fps, ways, set_mask: sets.is_power_of_two().then(|| sets - 1), sets, order })
+        Ok(LineStore { tags: vec![INVALID; lines], fps, ways, set_index: SetIndex::new(sets), order })
     }
 
     #[inline]
     fn set_of(&self, idx_line: u64) -> usize {
-        match self.set_mask {
-            Some(m) => (idx_line as usize) & m,
-            None => (idx_line % self.sets as u64) as usize,
-        }
+        self.set_index.of(idx_line)
     }
 
     /// Look up `line` in the set of `idx_line`; on a miss allocate it if `allocate`.

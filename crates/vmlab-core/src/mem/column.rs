@@ -12,13 +12,15 @@
 //!    f(b)'s old line is evicted.
 
 use super::cache::{Probe, DIRTY, INVALID};
+use crate::mmu::assoc::SetIndex;
 
 #[derive(Clone, Debug)]
 pub struct ColumnStore {
     /// `line << 1 | dirty`, or INVALID.
     tags: Vec<u64>,
     rehashed: Vec<bool>,
-    mask: usize,
+    /// A line's home slot.
+    index: SetIndex,
     /// The top index bit: f(b) = b ^ flip.
     flip: usize,
     sets: usize,
@@ -30,16 +32,12 @@ impl ColumnStore {
         let pow2 = lines.is_power_of_two();
         // Non-power-of-two arrays flip the top bit of the largest power of two inside.
         let flip = if pow2 { lines / 2 } else { (lines.next_power_of_two() / 4).max(1) };
-        ColumnStore { tags: vec![INVALID; lines], rehashed: vec![false; lines], mask: if pow2 { lines - 1 } else { 0 }, flip, sets: lines }
+        ColumnStore { tags: vec![INVALID; lines], rehashed: vec![false; lines], index: SetIndex::new(lines), flip, sets: lines }
     }
 
     #[inline]
     fn home(&self, idx_line: u64) -> usize {
-        if self.mask != 0 {
-            (idx_line as usize) & self.mask
-        } else {
-            (idx_line % self.sets as u64) as usize
-        }
+        self.index.of(idx_line)
     }
 
     #[inline]

@@ -49,14 +49,35 @@ enum ReplState {
     },
 }
 
+/// The set of an index (a VPN, a line number): `x mod sets`, by a mask for a power of
+/// two and by multiplication otherwise (a 64-bit division on every probe of, say, an
+/// 86-set TLB sat on the walk's path). Every set-indexed structure takes its sets here.
+#[derive(Clone, Copy, Debug)]
+pub struct SetIndex {
+    mask: Option<usize>,
+    div: StrengthReducedU64,
+}
+
+impl SetIndex {
+    /// `sets` > 0.
+    pub fn new(sets: usize) -> SetIndex {
+        SetIndex { mask: sets.is_power_of_two().then(|| sets - 1), div: StrengthReducedU64::new(sets as u64) }
+    }
+
+    #[inline(always)]
+    pub fn of(&self, x: u64) -> usize {
+        match self.mask {
+            Some(m) => (x as usize) & m,
+            None => (x % self.div) as usize,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct AssocCache<V: Copy + Default> {
     sets: usize,
     ways: usize,
-    set_mask: Option<usize>,
-    /// `x mod sets` by multiplication, for a set count that is not a power of two (a
-    /// 64-bit division on every probe of, say, an 86-set TLB sat on the walk's path).
-    set_div: StrengthReducedU64,
+    set_index: SetIndex,
     keys: Vec<u64>,
     asids: Vec<Asid>,
     vals: Vec<V>,
@@ -210,8 +231,7 @@ impl<V: Copy + Default> AssocCache<V> {
         Ok(AssocCache {
             sets,
             ways,
-            set_mask: sets.is_power_of_two().then(|| sets - 1),
-            set_div: StrengthReducedU64::new(sets as u64),
+            set_index: SetIndex::new(sets),
             keys: vec![INVALID; entries],
             asids: vec![0; entries],
             vals: vec![V::default(); entries],
@@ -249,10 +269,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// Set index for an index value (e.g. a VPN): `x mod sets`.
     #[inline(always)]
     pub fn set_of(&self, x: u64) -> usize {
-        match self.set_mask {
-            Some(m) => (x as usize) & m,
-            None => (x % self.set_div) as usize,
-        }
+        self.set_index.of(x)
     }
 
     #[inline(always)]

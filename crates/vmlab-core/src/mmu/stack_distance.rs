@@ -10,6 +10,7 @@
 //! Exact for the reference stream alone: invalidations (munmap, mprotect, shootdowns)
 //! break the inclusion property, and the curves do not model them.
 
+use super::assoc::SetIndex;
 use rustc_hash::FxHashMap;
 
 /// A page as a TLB tags it: (address-space id, virtual page number).
@@ -123,6 +124,7 @@ impl FullyAssociativeStack {
 /// `max_ways` (index `vpn mod sets`, as the simulated TLBs use).
 pub struct SetAssociativeStacks {
     pub sets: usize,
+    index: SetIndex,
     pub max_ways: usize,
     /// `sets * max_ways` keys, most recent first within each set.
     stacks: Vec<PageKey>,
@@ -140,6 +142,7 @@ impl SetAssociativeStacks {
         assert!(sets > 0 && (1..=u16::MAX as usize).contains(&max_ways));
         SetAssociativeStacks {
             sets,
+            index: SetIndex::new(sets),
             max_ways,
             stacks: vec![(0, 0); sets * max_ways],
             lens: vec![0; sets],
@@ -151,7 +154,7 @@ impl SetAssociativeStacks {
 
     pub fn reference(&mut self, key: PageKey) {
         self.references += 1;
-        let set = (key.1 % self.sets as u64) as usize;
+        let set = self.index.of(key.1);
         let len = self.lens[set] as usize;
         let stack = &mut self.stacks[set * self.max_ways..(set + 1) * self.max_ways];
         let depth = stack[..len].iter().position(|&k| k == key);
