@@ -261,15 +261,19 @@ impl ElasticCuckooTable {
     /// not the key is there).
     #[inline]
     pub fn probe_pa(&self, key: u64, w: usize) -> u64 {
-        self.probe_way(key, w).0
+        let (a, _, i) = self.way_slot(key, w);
+        a.pa + i as u64 * ENTRY_BYTES
     }
 
-    /// `probe_pa`, and the PTEs there if that slot holds `key` (a walk that reads the
-    /// slot learns the mapping without a second search).
+    /// `probe_pa`, and PTE `pte` of the entry there if that slot holds `key` (else 0):
+    /// a walk that reads the slot learns the mapping without a second search. The PTE is
+    /// read either way and picked by a select: which of the ways holds a key is a coin
+    /// toss, and a branch on it mispredicts.
     #[inline(always)]
-    pub fn probe_way(&self, key: u64, w: usize) -> (u64, Option<&PteLine>) {
+    pub fn probe_way(&self, key: u64, w: usize, pte: usize) -> (u64, u64) {
         let (a, _, i) = self.way_slot(key, w);
-        (a.pa + i as u64 * ENTRY_BYTES, a.holds(i, key).then(|| &a.lines[i]))
+        let e = a.lines[i][pte];
+        (a.pa + i as u64 * ENTRY_BYTES, if a.holds(i, key) { e } else { 0 })
     }
 
     /// The entry of `key`: where it is, and its PTEs. Inline: most finds take the hint
@@ -324,7 +328,12 @@ impl ElasticCuckooTable {
             at[w] = i;
             crate::host::prefetch(&a.tags[i]);
         }
-        ways.iter().enumerate().find_map(|(w, a)| a.holds(at[w], key).then_some((w, false, at[w])))
+        // Which way holds the key is a coin toss: gather the matches, then pick.
+        let held = ways.iter().enumerate().fold(0u32, |m, (w, a)| m | (a.holds(at[w], key) as u32) << w);
+        (held != 0).then(|| {
+            let w = held.trailing_zeros() as usize;
+            (w, false, at[w])
+        })
     }
 
     /// Where `key` is mid-resize (a table can stay so for long: migration advances only

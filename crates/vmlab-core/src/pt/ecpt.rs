@@ -538,15 +538,18 @@ impl ElasticCuckooPageTable {
     /// `refs`; `found` gets the mapping if one of them holds it.
     #[inline(always)]
     fn probe_sizes(s: &SpaceTables, va: u64, mask: u8, refs: &mut Vec<(u64, u8)>, found: &mut Option<(usize, u64)>) {
+        // The last candidate holding a present PTE, picked by selects (see `probe_way`).
+        let mut hit = (0, 0);
         for (i, &size) in SIZES.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0) {
             let (key, slot) = key_of(va, size);
             for w in 0..s.tables[i].ways() {
-                let (pa, line) = s.tables[i].probe_way(key, w);
+                let (pa, e) = s.tables[i].probe_way(key, w, slot);
                 refs.push((pa, i as u8 + 1));
-                if let Some(&e) = line.map(|l| &l[slot]).filter(|&&e| e != 0) {
-                    *found = Some((i, e));
-                }
+                hit = if e != 0 { (i, e) } else { hit };
             }
+        }
+        if hit.1 != 0 {
+            *found = Some(hit);
         }
     }
 
