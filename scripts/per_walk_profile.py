@@ -12,6 +12,10 @@ Instruction counts do not depend on what else the host is doing, unlike wall tim
         --config ecpt-asplos22 --set 'page_table.kind="nested-ecpt"' \\
         --workload gups footprint=1G
 
+`--lines PATH_PART` reports source lines instead of functions (call lines left out),
+for the files whose path contains PATH_PART: where inside an inlined walk the
+instructions go. Run it on a binary built from the sources in the tree.
+
 The script's own options come before the binary; everything after it goes to `vmlab
 run`, with accesses=N and then accesses=2N appended (N is 2,000,000 by default). With the
 memory thread on (the default when the host has two cores), thread 1 is the engine and
@@ -65,11 +69,42 @@ def functions(path):
     return counts, total
 
 
+def source_lines(path, pattern):
+    """Self instructions per source line (file, line number) of one callgrind file, for
+    files whose path contains `pattern`, with each line's text. Call lines (`=>`, keyed
+    by their call counts) are left out: their cost is the callee's."""
+    out = subprocess.run(["callgrind_annotate", "--auto=yes", "--show-percs=no", "--context=0", path],
+                         capture_output=True, text=True).stdout
+    counts, text = collections.Counter(), {}
+    for part in out.split("-- Auto-annotated source: ")[1:]:
+        name, body = part.split("\n", 1)
+        name = name.strip()
+        if pattern not in name:
+            continue
+        line = None
+        for row in body.splitlines():
+            m = re.match(r"-- line (\d+) -+", row)
+            if m:
+                line = int(m.group(1))
+                continue
+            m = re.match(r"\s*([\d,]+)\s+(.*)", row)
+            if line is None or not m:
+                continue
+            if not m.group(2).lstrip().startswith("=>"):
+                key = (name.rsplit("/", 1)[-1], line)
+                counts[key] += int(m.group(1).replace(",", ""))
+                text[key] = m.group(2).strip()
+            line += 1
+    return counts, text
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("binary")
     ap.add_argument("--accesses", type=int, default=2_000_000)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--lines", metavar="PATH_PART", help="per source line instead of per function, for source files "
+                    "whose path contains PATH_PART ('' for all; the sources must be the binary's)")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="vmlab run arguments (without accesses=)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -82,6 +117,12 @@ def main():
             (c1, t1), (c2, t2) = functions(f1[thread]), functions(f2[thread])
             per_walk = (t2 - t1) / (w2 - w1)
             print(f"\nthread {thread}: {per_walk:,.1f} instructions per walk; fixed part {(t1 - per_walk * w1) / 1e6:,.1f} M")
+            if a.lines is not None:
+                (l1, _), (l2, text) = source_lines(f1[thread], a.lines), source_lines(f2[thread], a.lines)
+                rows = sorted(((l2[k] - l1[k]) / (w2 - w1), k) for k in set(l1) | set(l2))
+                for v, k in reversed(rows[-a.top:]):
+                    print(f"{v:10.1f}  {k[0]}:{k[1]}  {text.get(k, '')[:110]}")
+                continue
             rows = sorted(((c2[k] - c1[k]) / (w2 - w1), k) for k in set(c1) | set(c2))
             for v, k in reversed(rows[-a.top:]):
                 print(f"{v:10.1f}  {k[:140]}")
