@@ -50,26 +50,21 @@ enum ReplState {
 }
 
 /// The set of an index (a VPN, a line number): `x mod sets`, by a mask for a power of
-/// two and by multiplication otherwise (a 64-bit division on every probe of, say, an
-/// 86-set TLB sat on the walk's path). Every set-indexed structure takes its sets here.
+/// two and by multiplication otherwise (`StrengthReducedU64` does both; a 64-bit
+/// division on every probe of, say, an 86-set TLB sat on the walk's path). Every
+/// set-indexed structure takes its sets here.
 #[derive(Clone, Copy, Debug)]
-pub struct SetIndex {
-    mask: Option<usize>,
-    div: StrengthReducedU64,
-}
+pub struct SetIndex(StrengthReducedU64);
 
 impl SetIndex {
-    /// `sets` > 0.
+    /// `sets` > 0 (the geometry checks come first).
     pub fn new(sets: usize) -> SetIndex {
-        SetIndex { mask: sets.is_power_of_two().then(|| sets - 1), div: StrengthReducedU64::new(sets as u64) }
+        SetIndex(StrengthReducedU64::new(sets as u64))
     }
 
     #[inline(always)]
     pub fn of(&self, x: u64) -> usize {
-        match self.mask {
-            Some(m) => (x as usize) & m,
-            None => (x % self.div) as usize,
-        }
+        (x % self.0) as usize
     }
 }
 

@@ -206,7 +206,7 @@ impl ElasticCuckooTable {
     }
     /// Slots per way of the current arrays.
     pub fn slots(&self) -> usize {
-        self.cur[0].slots()
+        self.cur_mask + 1
     }
     pub fn ways(&self) -> usize {
         self.p.ways
@@ -494,7 +494,7 @@ impl ElasticCuckooTable {
     fn migrate(&mut self, mem: &mut BuddyAllocator, mut n: usize) -> Result<()> {
         while n > 0 {
             let Some((old, ptr)) = &mut self.old else { return Ok(()) };
-            let old_slots = old[0].slots();
+            let old_slots = self.old_mask + 1;
             // The way with the least progress moves next (round robin).
             let w = (0..self.p.ways).min_by_key(|&w| ptr[w]).unwrap();
             if ptr[w] == old_slots {

@@ -512,6 +512,15 @@ impl ElasticCuckooPageTable {
         self.classes[class] += 1;
     }
 
+    /// Hint the host to bring `va`'s `region_memo` slot into its cache; the space's
+    /// tables, for the caller's own hints.
+    #[inline(always)]
+    fn prefetch_region(&self, asid: Asid, va: u64) -> Option<&SpaceTables> {
+        let s = self.space(asid)?;
+        crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
+        Some(s)
+    }
+
     /// `probe`'s direct 4K lookup after a PTE-CWC hit: if `va`'s region has a PTE-CWT
     /// entry and the 4K table holds `va`'s cluster, that entry is the one reference:
     /// its address, and `va`'s PTE there (0: not mapped). None: the general decision
@@ -690,8 +699,7 @@ impl PageTable for ElasticCuckooPageTable {
     /// The 4K table's candidate slots of `va` (the ways' reads overlap in a lookup, but
     /// each is a host-cache miss on a large table).
     fn prefetch(&self, asid: Asid, va: u64) {
-        if let Some(s) = self.space(asid) {
-            crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
+        if let Some(s) = self.prefetch_region(asid, va) {
             s.tables[0].prefetch(key_of(va, PageSize::K4).0);
         }
     }
@@ -700,9 +708,7 @@ impl PageTable for ElasticCuckooPageTable {
     /// (`ElasticCuckooTable::prefetch_located`).
     #[inline]
     fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
-        let s = self.space(asid)?;
-        crate::host::prefetch(&self.region_memo[Self::region_slot(asid, va).0]);
-        s.tables[0].prefetch_located(key_of(va, PageSize::K4).0)
+        self.prefetch_region(asid, va)?.tables[0].prefetch_located(key_of(va, PageSize::K4).0)
     }
 
     /// The 4K entry at `loc`, or (a larger page, or a key that moved) a lookup.
