@@ -105,6 +105,9 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--lines", metavar="PATH_PART", help="per source line instead of per function, for source files "
                     "whose path contains PATH_PART ('' for all; the sources must be the binary's)")
+    ap.add_argument("--fixed", action="store_true", help="report each function's (or line's) fixed part "
+                    "(start-up and warm-up: the shorter run less its walks at the per-walk rate, in instructions) "
+                    "instead of its cost per walk")
     ap.add_argument("args", nargs=argparse.REMAINDER, help="vmlab run arguments (without accesses=)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
@@ -116,14 +119,19 @@ def main():
         for thread in sorted(set(f1) & set(f2)):
             (c1, t1), (c2, t2) = functions(f1[thread]), functions(f2[thread])
             per_walk = (t2 - t1) / (w2 - w1)
+
+            def value(x1, x2):
+                """Per walk, or with --fixed the fixed part (in instructions)."""
+                return x1 - (x2 - x1) / (w2 - w1) * w1 if a.fixed else (x2 - x1) / (w2 - w1)
+
             print(f"\nthread {thread}: {per_walk:,.1f} instructions per walk; fixed part {(t1 - per_walk * w1) / 1e6:,.1f} M")
             if a.lines is not None:
                 (l1, _), (l2, text) = source_lines(f1[thread], a.lines), source_lines(f2[thread], a.lines)
-                rows = sorted(((l2[k] - l1[k]) / (w2 - w1), k) for k in set(l1) | set(l2))
+                rows = sorted((value(l1[k], l2[k]), k) for k in set(l1) | set(l2))
                 for v, k in reversed(rows[-a.top:]):
                     print(f"{v:10.1f}  {k[0]}:{k[1]}  {text.get(k, '')[:110]}")
                 continue
-            rows = sorted(((c2[k] - c1[k]) / (w2 - w1), k) for k in set(c1) | set(c2))
+            rows = sorted((value(c1[k], c2[k]), k) for k in set(c1) | set(c2))
             for v, k in reversed(rows[-a.top:]):
                 print(f"{v:10.1f}  {k[:140]}")
 

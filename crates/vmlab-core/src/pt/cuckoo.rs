@@ -84,9 +84,13 @@ struct WayArray {
 
 impl WayArray {
     fn new(mem: &mut BuddyAllocator, slots: usize) -> Result<WayArray> {
-        let size = PageSize::from_bytes((slots as u64 * ENTRY_BYTES).max(4096)).map_err(|m| Error::config("page_table.ecpt", m))?;
+        let size = PageSize::from_bytes(Self::bytes(slots)).map_err(|m| Error::config("page_table.ecpt", m))?;
         let pa = mem.alloc(size, FrameUse::PageTable)?;
         Ok(WayArray { tags: HugeArray::zeroed(slots), lines: HugeArray::zeroed(slots), pa, size })
+    }
+    /// Simulated bytes of an array of `slots` entries (at least a 4K page).
+    fn bytes(slots: usize) -> u64 {
+        (slots as u64 * ENTRY_BYTES).max(4096)
     }
     fn slots(&self) -> usize {
         self.tags.len()
@@ -215,8 +219,10 @@ impl ElasticCuckooTable {
         self.old.is_some()
     }
     pub fn bytes(&self) -> u64 {
-        let arrays = |v: &Vec<WayArray>| v.iter().map(|w| w.size.bytes()).sum::<u64>();
-        arrays(&self.cur) + self.old.as_ref().map_or(0, |(o, _)| arrays(o))
+        // From the slot counts (every way's array has as many): called on every new
+        // peak of mapped pages (`Mm::map_page`), so no walk over the arrays.
+        let old = self.old.as_ref().map_or(0, |_| WayArray::bytes(self.old_mask + 1));
+        self.p.ways as u64 * (WayArray::bytes(self.slots()) + old)
     }
 
     /// The array and slot way `w` uses for `key` now.
@@ -280,6 +286,14 @@ impl ElasticCuckooTable {
     /// (the search, with its register pressure, is out of line).
     #[inline(always)]
     pub fn find(&self, key: u64) -> Option<(Probe, &PteLine)> {
+        let (w, old, i) = self.find_slot(key)?;
+        let arr = self.array(old, w);
+        Some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
+    }
+
+    /// Where the entry of `key` is: (way, in the old array, slot).
+    #[inline(always)]
+    fn find_slot(&self, key: u64) -> Option<(usize, bool, usize)> {
         let hint = &self.hints[Self::hint_slot(key, self.hints.len())];
         let h = hint.get();
         if h.tag == key.wrapping_add(1) {
@@ -290,15 +304,14 @@ impl ElasticCuckooTable {
         self.search(key, hint)
     }
 
-    /// `find` without a usable hint: search the ways, and leave a hint.
+    /// `find_slot` without a usable hint: search the ways, and leave a hint.
     #[inline(never)]
-    fn search<'a>(&'a self, key: u64, hint: &Cell<Hint>) -> Option<(Probe, &'a PteLine)> {
+    fn search(&self, key: u64, hint: &Cell<Hint>) -> Option<(usize, bool, usize)> {
         let (w, old, i) = if self.old.is_none() { self.locate_settled(key) } else { self.locate_migrating(key) }?;
         if i < 1 << 28 {
             hint.set(Hint { tag: key.wrapping_add(1), at: (w as u32) << 29 | (old as u32) << 28 | i as u32 });
         }
-        let arr = self.array(old, w);
-        Some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
+        Some((w, old, i))
     }
 
     /// The direct-mapped slot of `key`'s hint (a multiplicative hash of the key).
@@ -307,12 +320,12 @@ impl ElasticCuckooTable {
         ((key ^ (key >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - len.trailing_zeros())) as usize
     }
 
-    /// The entry at location `at` (`Hint::at` coding) if it holds `key`.
+    /// Location `at` (`Hint::at` coding) if its slot holds `key`.
     #[inline(always)]
-    fn at(&self, key: u64, at: u32) -> Option<(Probe, &PteLine)> {
+    fn at(&self, key: u64, at: u32) -> Option<(usize, bool, usize)> {
         let (w, old, i) = ((at >> 29) as usize, at & 1 << 28 != 0, (at & ((1 << 28) - 1)) as usize);
         let arr = if old { self.old.as_ref()?.0.get(w)? } else { self.cur.get(w)? };
-        (i < arr.slots() && arr.holds(i, key)).then(|| (Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
+        (i < arr.slots() && arr.holds(i, key)).then_some((w, old, i))
     }
 
     /// Where `key` is when no resize is under way (nearly always): every way reads its
@@ -399,26 +412,28 @@ impl ElasticCuckooTable {
     }
 
     pub fn find_mut(&mut self, key: u64) -> Option<&mut PteLine> {
-        let (p, _) = self.find(key)?;
-        let (old, i) = self.locate(key, p.way);
-        Some(&mut self.array_mut(old, p.way).lines[i])
+        let (w, old, i) = self.find_slot(key)?;
+        Some(&mut self.array_mut(old, w).lines[i])
     }
 
     /// Remove the entry of `key` (its PTEs are all clear).
     pub fn remove(&mut self, key: u64) {
-        if let Some((p, _)) = self.find(key) {
-            let (old, i) = self.locate(key, p.way);
-            self.array_mut(old, p.way).take(i);
+        if let Some((w, old, i)) = self.find_slot(key) {
+            self.array_mut(old, w).take(i);
             self.entries -= 1;
         }
     }
 
     /// The PTEs of `key`, inserted empty if absent (may displace, migrate, resize).
     pub fn entry(&mut self, mem: &mut BuddyAllocator, key: u64) -> Result<&mut PteLine> {
-        if self.find(key).is_none() {
-            self.insert(mem, Entry { tag: key + 1, line: PteLine::default() })?;
-        }
-        Ok(self.find_mut(key).expect("just inserted"))
+        let (w, old, i) = match self.find_slot(key) {
+            Some(at) => at,
+            None => {
+                self.insert(mem, Entry { tag: key + 1, line: PteLine::default() })?;
+                self.find_slot(key).expect("just inserted")
+            }
+        };
+        Ok(&mut self.array_mut(old, w).lines[i])
     }
 
     fn insert(&mut self, mem: &mut BuddyAllocator, e: Entry) -> Result<()> {

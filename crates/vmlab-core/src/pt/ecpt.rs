@@ -304,7 +304,8 @@ impl ElasticCuckooPageTable {
     /// The PTE covering `va`: (size index, PTE).
     fn lookup(&self, asid: Asid, va: u64) -> Option<(usize, u64)> {
         let s = self.space(asid)?;
-        SIZES.iter().enumerate().find_map(|(i, &size)| {
+        // An empty table holds nothing: no search (most runs map no 1G page, many no 2M).
+        SIZES.iter().enumerate().filter(|&(i, _)| s.tables[i].entries() > 0).find_map(|(i, &size)| {
             let (key, slot) = key_of(va, size);
             let (_, c) = s.tables[i].find(key)?;
             (c[slot] != 0).then_some((i, c[slot]))
@@ -687,11 +688,9 @@ impl PageTable for ElasticCuckooPageTable {
         }
         let t = p.found;
         self.scratch = p;
-        if found {
-            t.or_else(|| self.translate(asid, va))
-        } else {
-            None
-        }
+        // The probe read every entry that can hold va's mapping, so what it found is it.
+        debug_assert_eq!(t, if found { self.translate(asid, va) } else { None });
+        t
     }
 
     const PREFETCHES: bool = true;

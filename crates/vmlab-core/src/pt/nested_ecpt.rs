@@ -420,7 +420,10 @@ impl NestedEcptPageTable {
         if !ok {
             return None;
         }
-        self.guest_probe.found.or_else(|| self.inner.guest.translate(asid, va))
+        // The probe read every entry that can hold va's mapping (the CWCs prune only
+        // sizes and ways the CWTs rule out), so what it found is the mapping.
+        debug_assert_eq!(self.guest_probe.found, self.inner.guest.translate(asid, va));
+        self.guest_probe.found
     }
 }
 
