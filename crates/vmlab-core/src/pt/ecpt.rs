@@ -303,9 +303,14 @@ impl ElasticCuckooPageTable {
 
     /// The PTE covering `va`: (size index, PTE).
     fn lookup(&self, asid: Asid, va: u64) -> Option<(usize, u64)> {
+        self.lookup_from(asid, va, 0)
+    }
+
+    /// `lookup` in the tables of size index `first` and up.
+    fn lookup_from(&self, asid: Asid, va: u64, first: usize) -> Option<(usize, u64)> {
         let s = self.space(asid)?;
         // An empty table holds nothing: no search (most runs map no 1G page, many no 2M).
-        SIZES.iter().enumerate().filter(|&(i, _)| s.tables[i].entries() > 0).find_map(|(i, &size)| {
+        SIZES.iter().enumerate().skip(first).filter(|&(i, _)| s.tables[i].entries() > 0).find_map(|(i, &size)| {
             let (key, slot) = key_of(va, size);
             let (_, c) = s.tables[i].find(key)?;
             (c[slot] != 0).then_some((i, c[slot]))
@@ -710,7 +715,9 @@ impl PageTable for ElasticCuckooPageTable {
         self.prefetch_region(asid, va)?.tables[0].prefetch_located(key_of(va, PageSize::K4).0)
     }
 
-    /// The 4K entry at `loc`, or (a larger page, or a key that moved) a lookup.
+    /// The 4K entry at `loc`, or a larger page's. A 4K cluster that moved since (rare)
+    /// is not searched for: the answer is a hint, and during a warm-up most misses are
+    /// clusters not yet there, whose search would find nothing.
     #[inline]
     fn phys_at(&self, asid: Asid, loc: u64, va: u64) -> Option<u64> {
         let (key, slot) = key_of(va, PageSize::K4);
@@ -718,7 +725,7 @@ impl PageTable for ElasticCuckooPageTable {
         if e != 0 {
             return Some(Self::translation(0, e).phys(va));
         }
-        self.translate(asid, va).map(|t| t.phys(va))
+        self.lookup_from(asid, va, 1).map(|(i, e)| Self::translation(i, e).phys(va))
     }
 
     fn footprint(&self) -> PtFootprint {
