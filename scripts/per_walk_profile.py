@@ -12,6 +12,9 @@ Instruction counts do not depend on what else the host is doing, unlike wall tim
         --config ecpt-asplos22 --set 'page_table.kind="nested-ecpt"' \\
         --workload gups footprint=1G
 
+`--fixed` reports each function's (or line's) fixed part instead of its cost per walk:
+where start-up and the warm-up's faults go.
+
 `--lines PATH_PART` reports source lines instead of functions (call lines left out),
 for the files whose path contains PATH_PART: where inside an inlined walk the
 instructions go. Run it on a binary built from the sources in the tree.
@@ -83,6 +86,9 @@ def source_lines(path, pattern):
             continue
         line = None
         for row in body.splitlines():
+            # The summary after the last file ("... events annotated") is no source line.
+            if line is not None and re.fullmatch(r"-{20,}", row.strip()):
+                break
             m = re.match(r"-- line (\d+) -+", row)
             if m:
                 line = int(m.group(1))
