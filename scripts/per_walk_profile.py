@@ -124,13 +124,16 @@ def main():
         print(f"walks: {w1} and {w2}")
         for thread in sorted(set(f1) & set(f2)):
             (c1, t1), (c2, t2) = functions(f1[thread]), functions(f2[thread])
-            per_walk = (t2 - t1) / (w2 - w1)
 
-            def value(x1, x2):
-                """Per walk, or with --fixed the fixed part (in instructions)."""
-                return x1 - (x2 - x1) / (w2 - w1) * w1 if a.fixed else (x2 - x1) / (w2 - w1)
+            def per_walk(x1, x2):
+                return (x2 - x1) / (w2 - w1)
 
-            print(f"\nthread {thread}: {per_walk:,.1f} instructions per walk; fixed part {(t1 - per_walk * w1) / 1e6:,.1f} M")
+            def fixed(x1, x2):
+                """The shorter run less its walks at the per-walk rate."""
+                return x1 - per_walk(x1, x2) * w1
+
+            value = fixed if a.fixed else per_walk
+            print(f"\nthread {thread}: {per_walk(t1, t2):,.1f} instructions per walk; fixed part {fixed(t1, t2) / 1e6:,.1f} M")
             if a.lines is not None:
                 (l1, _), (l2, text) = source_lines(f1[thread], a.lines), source_lines(f2[thread], a.lines)
                 rows = sorted((value(l1[k], l2[k]), k) for k in set(l1) | set(l2))
