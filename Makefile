@@ -2,7 +2,11 @@
 #   make demo   set up, then run the main job on built-in defaults
 #   make test   set up, then run every test
 # Targets that need the venv depend on `setup`, so `make -j` keeps the order.
-.PHONY: setup demo test test-rust test-python bench clean
+.PHONY: setup demo test test-rust test-python bench pgo clean
+
+# Every cargo build here is profile-guided (scripts/rustflags.sh; docs/performance.md,
+# "Profile-guided builds"): the same flags as the extension's, so nothing builds twice.
+export CARGO_ENCODED_RUSTFLAGS := $(shell scripts/rustflags.sh)
 
 setup:
 	./scripts/setup.sh
@@ -24,6 +28,10 @@ test-python: setup
 bench: setup
 	.venv/bin/vmlab bench
 	cargo bench -p vmlab-core
+
+# Refresh pgo/vmlab.profdata.xz after changing a hot path.
+pgo:
+	./scripts/pgo.sh
 
 clean:
 	rm -rf .venv target

@@ -42,6 +42,8 @@ if [ ! -f "$stamp" ]; then
 fi
 
 # Always ask: cargo rebuilds only what changed (a no-op build takes a few seconds).
+# Profile-guided, with the flags `make test` builds with (scripts/rustflags.sh).
+export CARGO_ENCODED_RUSTFLAGS="${CARGO_ENCODED_RUSTFLAGS-$(scripts/rustflags.sh)}"
 echo "setup: building the vmlab extension (release; a few minutes the first time)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -209,3 +209,11 @@ def test_bench_repeats_each_benchmark_and_reports_its_best_run():
         assert abs(r["millions_per_second"] * r["seconds"] * 1e6 - r["items"]) <= 1e-6 * r["items"], r
     bad = run_cli("bench", "--repeat", "0")
     assert bad.returncode != 0 and "--repeat" in bad.stderr
+
+
+def test_bench_only_runs_the_benchmarks_it_names():
+    p = run_cli("bench", "--quick", "--only", "nested-radix", "--json")
+    assert p.returncode == 0, p.stderr
+    assert [r["name"] for r in json.loads(p.stdout)["rows"]] == ["gups 1G, nested-radix"]
+    bad = run_cli("bench", "--quick", "--only", "no such bench")
+    assert bad.returncode == 2 and "no such bench" in bad.stderr, bad.stderr

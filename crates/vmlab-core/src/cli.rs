@@ -114,6 +114,9 @@ enum Cmd {
         /// Run each benchmark this many times and report the best (and the median).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
         repeat: u32,
+        /// Only the benchmarks whose name contains this text (e.g. "nested").
+        #[arg(long)]
+        only: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -372,7 +375,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Bench { quick, repeat, json } => crate::sim::bench::run_cli(quick, repeat, json),
+        Cmd::Bench { quick, repeat, only, json } => crate::sim::bench::run_cli(quick, repeat, only.as_deref(), json),
         Cmd::Pt { cmd } => {
             let (input, view) = match cmd {
                 PtCmd::Compare(i) => (i, 'c'),

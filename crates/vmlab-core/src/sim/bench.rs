@@ -21,7 +21,7 @@ pub struct BenchRow {
 }
 
 /// Run `bench` (which returns the items it processed and its seconds) `repeat` times.
-fn row(name: &str, unit: &str, repeat: u32, mut bench: impl FnMut() -> Result<(u64, f64)>) -> Result<BenchRow> {
+fn measure(name: &str, unit: &str, repeat: u32, mut bench: impl FnMut() -> Result<(u64, f64)>) -> Result<BenchRow> {
     let mut items = 0;
     let mut runs = Vec::new();
     for _ in 0..repeat.max(1) {
@@ -55,53 +55,64 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Every benchmark, each run `repeat` times (on a noisy host, the best of several runs
-/// is the machine's speed; the median shows the noise).
-pub fn run_benchmarks(quick: bool, repeat: u32) -> Result<Vec<BenchRow>> {
+/// Every benchmark whose name contains `only` (all if None), each run `repeat` times (on
+/// a noisy host, the best of several runs is the machine's speed; the median shows the
+/// noise).
+pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Vec<BenchRow>> {
     let scale: u64 = if quick { 1 } else { 10 };
+    let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
     let mut rows = Vec::new();
+    let mut row = |name: &str, unit: &str, bench: &mut dyn FnMut() -> Result<(u64, f64)>| -> Result<()> {
+        if wanted(name) {
+            rows.push(measure(name, unit, repeat, bench)?);
+        }
+        Ok(())
+    };
 
     // 1. Decode a .vmt trace alone.
-    let dir = std::env::temp_dir().join(format!("vmlab-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let path = dir.join("stream.vmt");
-    let n = 5_000_000 * scale;
-    let (mut src, _) = open_source(&workload("stream", &[("accesses", n.to_string()), ("instrs_per_access", "0".into())]))?;
-    crate::cli::write_vmt(src.as_mut(), &path)?;
-    let decode = row("decode .vmt (stream)", "records", repeat, || {
-        let t = Instant::now();
-        let mut r = trace::vmt::VmtReader::open(&path)?;
-        let mut buf = Vec::with_capacity(trace::BATCH);
-        let mut records = 0u64;
-        while r.next_batch(&mut buf)? {
-            records += buf.len() as u64;
-        }
-        Ok((records, t.elapsed().as_secs_f64()))
-    });
-    let _ = std::fs::remove_dir_all(&dir);
-    rows.push(decode?);
+    const DECODE: &str = "decode .vmt (stream)";
+    if wanted(DECODE) {
+        let dir = std::env::temp_dir().join(format!("vmlab-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let path = dir.join("stream.vmt");
+        let n = 5_000_000 * scale;
+        let (mut src, _) = open_source(&workload("stream", &[("accesses", n.to_string()), ("instrs_per_access", "0".into())]))?;
+        crate::cli::write_vmt(src.as_mut(), &path)?;
+        let decode = row(DECODE, "records", &mut || {
+            let t = Instant::now();
+            let mut r = trace::vmt::VmtReader::open(&path)?;
+            let mut buf = Vec::with_capacity(trace::BATCH);
+            let mut records = 0u64;
+            while r.next_batch(&mut buf)? {
+                records += buf.len() as u64;
+            }
+            Ok((records, t.elapsed().as_secs_f64()))
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        decode?;
+    }
 
     // 2. Stream through the Skylake-like preset.
     let sky = Config::load("skylake", &[])?;
     let stream = workload("stream", &[("accesses", (10_000_000 * scale).to_string())]);
-    rows.push(row("stream, skylake", "accesses", repeat, || simulate(&sky, &stream))?);
+    row("stream, skylake", "accesses", &mut || simulate(&sky, &stream))?;
     let sky_data = Config::load("skylake", &["memory.data_refs=true".into()])?;
-    rows.push(row("stream, skylake + data refs through caches", "accesses", repeat, || simulate(&sky_data, &stream))?);
+    row("stream, skylake + data refs through caches", "accesses", &mut || simulate(&sky_data, &stream))?;
 
     // 3. GUPS over 4 GiB, walks through the cache hierarchy.
     let gups = workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]);
-    rows.push(row("gups 4G, skylake", "accesses", repeat, || simulate(&sky, &gups))?);
-    rows.push(row("gups 4G, skylake + data refs through caches", "accesses", repeat, || simulate(&sky_data, &gups))?);
+    row("gups 4G, skylake", "accesses", &mut || simulate(&sky, &gups))?;
+    row("gups 4G, skylake + data refs through caches", "accesses", &mut || simulate(&sky_data, &gups))?;
 
     // 4. Romer's cache study: conflict misses, recolouring, COMBINED (data refs on).
     let strawman = workload("strawman", &[("accesses", (5_000_000 * scale).to_string())]);
     let romer_cache = Config::load("romer-cache", &[])?;
-    rows.push(row("strawman, romer-cache", "accesses", repeat, || simulate(&romer_cache, &strawman))?);
+    row("strawman, romer-cache", "accesses", &mut || simulate(&romer_cache, &strawman))?;
     let cml = Config::load("romer-cache", &["os.recolor.kind=\"cml\"".into()])?;
-    rows.push(row("strawman, romer-cache + CML", "accesses", repeat, || simulate(&cml, &strawman))?);
+    row("strawman, romer-cache + CML", "accesses", &mut || simulate(&cml, &strawman))?;
     let combined = Config::load("combined", &[])?;
     let gups = workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]);
-    rows.push(row("gups 64M, combined", "accesses", repeat, || simulate(&combined, &gups))?);
+    row("gups 64M, combined", "accesses", &mut || simulate(&combined, &gups))?;
 
     // 5. Page-size policy bookkeeping (issue 4's "within 2x of the 4K run"): Romer's
     //    32-entry TLBs on a dense TLB-bound GUPS, fixed 4K pages vs the charge-driven
@@ -109,20 +120,24 @@ pub fn run_benchmarks(quick: bool, repeat: u32) -> Result<Vec<BenchRow>> {
     let gups = workload("gups", &[("footprint", "256M".into()), ("accesses", (1_000_000 * scale).to_string())]);
     for kind in ["fixed", "approx-online", "online"] {
         let cfg = Config::load("romer", &[format!("os.policy.kind=\"{kind}\"")])?;
-        rows.push(row(&format!("gups 256M, romer {kind}"), "accesses", repeat, || simulate(&cfg, &gups))?);
+        row(&format!("gups 256M, romer {kind}"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
     // 6. Nested translation (issue 3's "≥ 5 M accesses/s on GUPS"): the ASPLOS'22
     //    preset, a guest GUPS over 1 GiB, under nested radix and nested ECPT.
     let gups = workload("gups", &[("footprint", "1G".into()), ("accesses", (1_000_000 * scale).to_string())]);
     for kind in ["nested-radix", "nested-ecpt"] {
         let cfg = Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\"")])?;
-        rows.push(row(&format!("gups 1G, {kind}"), "accesses", repeat, || simulate(&cfg, &gups))?);
+        row(&format!("gups 1G, {kind}"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
     Ok(rows)
 }
 
-pub fn run_cli(quick: bool, repeat: u32, json: bool) -> Result<i32> {
-    let rows = run_benchmarks(quick, repeat)?;
+pub fn run_cli(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32> {
+    let rows = run_benchmarks(quick, repeat, only)?;
+    if rows.is_empty() {
+        eprintln!("vmlab: error: bench --only {:?}: no benchmark's name contains it", only.unwrap_or_default());
+        return Ok(2);
+    }
     let rss = peak_rss_bytes();
     if json {
         println!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
