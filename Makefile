@@ -18,9 +18,10 @@ test: test-rust test-python
 
 # After setup: it installs valgrind and cc, which the live-tracing tests need.
 # vmlab-core only: vmlab-py is an extension module (no libpython to link a test binary
-# against); the Python tests below exercise it.
+# against); the Python tests below exercise it. Built with the quick-to-build profile
+# `test-release` (Cargo.toml): the same code, less optimised.
 test-rust: setup
-	cargo test -p vmlab-core --release
+	cargo test -p vmlab-core --profile test-release
 
 test-python: setup
 	.venv/bin/python -m pytest -q tests/python
