@@ -19,7 +19,10 @@ pub struct WalkRef {
 #[derive(Clone, Debug, Default)]
 pub struct WalkPath {
     refs: Vec<WalkRef>,
-    steps: u16,
+    /// 32 bits, not 16: `begin_step` writes it and a flag, and `push_parallel` reads it
+    /// back at once; a 16-bit field beside the flags was read as one 32-bit load that
+    /// the host cannot forward from the two narrower stores (docs/performance.md).
+    steps: u32,
     /// Some reference in `refs` is to a virtual address.
     virtual_refs: bool,
     /// A step was opened with `begin_step` (otherwise every step is one `push_step`,
@@ -62,7 +65,7 @@ impl WalkPath {
     /// Add a reference as a new sequential step.
     #[inline(always)]
     pub fn push_step(&mut self, pa: u64, what: u8) {
-        self.refs.push(WalkRef { pa, step: self.steps, what });
+        self.refs.push(WalkRef { pa, step: self.steps as u16, what });
         self.steps += 1;
     }
     /// Add a reference to a *virtual* address as a new step (the MMU translates it,
@@ -93,7 +96,7 @@ impl WalkPath {
     #[inline(always)]
     pub fn push_parallel(&mut self, pa: u64, what: u8) {
         debug_assert!(self.steps > 0, "push_parallel before begin_step");
-        self.refs.push(WalkRef { pa, step: self.steps - 1, what });
+        self.refs.push(WalkRef { pa, step: (self.steps - 1) as u16, what });
     }
     /// Add a physical reference made in the background (see `background`).
     #[inline(always)]
@@ -110,6 +113,6 @@ impl WalkPath {
     }
     /// Number of sequential steps (steps with no references are not counted).
     pub fn steps(&self) -> u16 {
-        self.steps
+        self.steps as u16
     }
 }
