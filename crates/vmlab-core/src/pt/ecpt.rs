@@ -204,8 +204,10 @@ struct PageFacts {
     pte: u64,
 }
 
-/// Slots of `page_memo` (a power of two).
-const PAGE_MEMO: usize = 4096;
+/// Slots of `page_memo` (a power of two). A nested gups over 1 GiB has about 2,300
+/// guest page-table pages in use; a slot is a page number modulo this (XOR a mix of
+/// the space), so the pages of one table array, consecutive, never share a slot.
+const PAGE_MEMO: usize = 16384;
 
 /// One `region_memo` slot: the CWT entries of one 2 MiB region of one space, as read in
 /// generation `gen`.
@@ -534,7 +536,7 @@ impl ElasticCuckooPageTable {
     #[inline(always)]
     fn probe_direct_4k(&mut self, asid: Asid, va: u64) -> Option<(u64, u64)> {
         let page = (va >> 12) + 1;
-        let m = ((page ^ (asid as u64) << 40).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - PAGE_MEMO.trailing_zeros())) as usize;
+        let m = (page ^ (asid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)) as usize & (PAGE_MEMO - 1);
         let f = self.page_memo[m];
         let (entry_pa, pte) = if f.page == page && f.asid == asid && f.gen == self.layout_gen {
             (f.entry_pa, f.pte)
