@@ -14,6 +14,44 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// Write the words `v` to `dst` with non-temporal stores (x86-64 `movntdq`, two words
+/// at a time): the lines go towards memory without first being read for ownership. For
+/// a buffer one core fills and another reads (`mem::thread`): a plain store to a line
+/// the reader last held must first take it back from the reader's cache, which is slow
+/// when the host places the two vCPUs far apart (docs/performance.md, "The hand-over").
+/// Other targets store plainly. Call [`stream_fence`] before another thread may read
+/// what was written.
+///
+/// # Safety
+/// `dst` is valid for a write of `N` words and aligned to 16 bytes; `N` is even.
+#[inline(always)]
+pub unsafe fn stream_store<const N: usize>(dst: *mut [u64; N], v: [u64; N]) {
+    debug_assert!(N % 2 == 0 && (dst as usize).is_multiple_of(16));
+    #[cfg(target_arch = "x86_64")]
+    for k in 0..N / 2 {
+        use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_stream_si128};
+        // SAFETY: chunk k is within `dst` and 16-byte aligned (the caller's contract).
+        unsafe { _mm_stream_si128((dst as *mut __m128i).add(k), _mm_set_epi64x(v[2 * k + 1] as i64, v[2 * k] as i64)) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: the caller's contract.
+    unsafe {
+        dst.write(v)
+    }
+}
+
+/// Order every [`stream_store`] before the stores that follow (x86-64 `sfence`; the
+/// non-temporal stores are otherwise weakly ordered), so a thread that sees a later
+/// store (a buffer handed over) sees them too.
+#[inline(always)]
+pub fn stream_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a fence has no operands.
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
+}
+
 /// Bit w set where `keys[w]` equals `key` in every bit outside `ignore` (at most 64
 /// keys). The tag match of every TLB, walk cache and cache set: on x86-64, SSE2 (part of
 /// the baseline) compares four 64-bit keys in about a dozen instructions, where the

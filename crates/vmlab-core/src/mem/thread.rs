@@ -42,6 +42,46 @@ impl MemOp {
     pub const MAX_COPY: u64 = 1 << 30;
 }
 
+/// A [`MemOp`] as the memory thread's buffers hold it: four words with no padding, so
+/// the engine can write it with streaming stores ([`crate::host::stream_store`]) and
+/// the buffer need not travel between the cores' caches line by line
+/// (docs/performance.md, "The hand-over"). Word 0 holds the kind in its low byte and
+/// the flags above it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(16))]
+pub struct PackedOp([u64; 4]);
+
+impl From<MemOp> for PackedOp {
+    #[inline(always)]
+    fn from(op: MemOp) -> PackedOp {
+        let flag = |b: bool, bit: u32| (b as u64) << bit;
+        PackedOp(match op {
+            MemOp::WalkRef { pa, new_step, nested } => [flag(new_step, 8) | flag(nested, 9), pa, 0, 0],
+            MemOp::Background { pa } => [1, pa, 0, 0],
+            MemOp::NestedEnd { cycles } => [2, cycles, 0, 0],
+            MemOp::WalkEnd { cycles, fixed } => [3 | flag(fixed.is_some(), 8), cycles, fixed.unwrap_or(0), 0],
+            MemOp::Data { va, pa, now, write, instr } => [4 | flag(write, 8) | flag(instr, 9), va, pa, now],
+            MemOp::Copy { from, to, now, bytes } => [5 | (bytes as u64) << 32, from, to, now],
+        })
+    }
+}
+
+impl PackedOp {
+    #[inline(always)]
+    pub fn unpack(self) -> MemOp {
+        let [w, a, b, c] = self.0;
+        let bit = |i: u32| w >> i & 1 != 0;
+        match w & 0xff {
+            0 => MemOp::WalkRef { pa: a, new_step: bit(8), nested: bit(9) },
+            1 => MemOp::Background { pa: a },
+            2 => MemOp::NestedEnd { cycles: a },
+            3 => MemOp::WalkEnd { cycles: a, fixed: bit(8).then_some(b) },
+            4 => MemOp::Data { va: a, pa: b, now: c, write: bit(8), instr: bit(9) },
+            _ => MemOp::Copy { from: a, to: b, now: c, bytes: (w >> 32) as u32 },
+        }
+    }
+}
+
 /// What an op cost, for the engine's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Timing {
@@ -133,8 +173,7 @@ impl WalkTimer {
     }
 }
 
-/// Ops per buffer handed to the thread: large enough that the hand-over is rare, small
-/// enough that a buffer stays in the host's L2 cache between the cores.
+/// Ops per buffer handed to the thread: large enough that the hand-over is rare.
 const OPS_PER_BUFFER: usize = 2048;
 /// Buffers in flight; the engine waits when the thread is this far behind.
 const BUFFERS: usize = 4;
@@ -143,6 +182,18 @@ const BUFFERS: usize = 4;
 pub trait OpSink: Send + 'static {
     type Op: Copy + Send + 'static;
     fn apply(&mut self, op: Self::Op);
+
+    /// Write `op` into the buffer slot `dst`, which the thread reads once the buffer
+    /// is handed over (after a `host::stream_fence`). A plain store; a sink whose ops
+    /// have no padding may stream them instead (`host::stream_store`).
+    ///
+    /// # Safety
+    /// `dst` is valid for a write of one op and aligned for it.
+    #[inline(always)]
+    unsafe fn store(dst: *mut Self::Op, op: Self::Op) {
+        // SAFETY: the caller's contract.
+        unsafe { dst.write(op) }
+    }
 }
 
 /// What the memory thread hands back when it stops: the hierarchy, and the cycles and
@@ -155,10 +206,15 @@ pub struct Detached {
 }
 
 impl OpSink for Detached {
-    type Op = MemOp;
+    type Op = PackedOp;
     #[inline(always)]
-    fn apply(&mut self, op: MemOp) {
-        self.timer.apply(&mut self.mem, op).account(&mut self.cycles, &mut self.walk_latency);
+    fn apply(&mut self, op: PackedOp) {
+        self.timer.apply(&mut self.mem, op.unpack()).account(&mut self.cycles, &mut self.walk_latency);
+    }
+    #[inline(always)]
+    unsafe fn store(dst: *mut PackedOp, op: PackedOp) {
+        // SAFETY: the caller's contract; a PackedOp is 16-byte aligned words.
+        unsafe { crate::host::stream_store(dst as *mut [u64; 4], op.0) }
     }
 }
 
@@ -244,7 +300,7 @@ impl<S: OpSink> OpThread<S> {
     /// Queue one op.
     #[inline(always)]
     pub fn push(&mut self, op: S::Op) {
-        self.buf.push(op);
+        self.put(op);
         if self.buf.len() == OPS_PER_BUFFER {
             self.hand_over();
         }
@@ -275,14 +331,34 @@ impl<S: OpSink> OpThread<S> {
         if self.buf.len() + n > OPS_PER_BUFFER {
             self.hand_over();
         }
-        self.buf.extend(ops);
+        for op in ops {
+            self.put(op);
+        }
         if self.buf.len() == OPS_PER_BUFFER {
             self.hand_over();
         }
     }
 
+    /// Append `op` with the sink's store. The buffer has room: every push hands a full
+    /// one over.
+    #[inline(always)]
+    fn put(&mut self, op: S::Op) {
+        let n = self.buf.len();
+        if n == self.buf.capacity() {
+            self.buf.push(op);
+            return;
+        }
+        // SAFETY: slot n is within the capacity, and a Vec's slots are aligned.
+        unsafe {
+            S::store(self.buf.as_mut_ptr().add(n), op);
+            self.buf.set_len(n + 1);
+        }
+    }
+
     #[inline(never)]
     fn hand_over(&mut self) {
+        // The thread must see streamed ops once it sees their buffer.
+        crate::host::stream_fence();
         let next = match self.empty.try_recv() {
             Ok(b) => b,
             Err(_) if self.made <= BUFFERS => {
@@ -397,7 +473,7 @@ mod tests {
         }
         let mut t = MemoryThread::start_memory(skylake()).ok().unwrap();
         for &op in &stream {
-            t.push(op);
+            t.push(op.into());
         }
         let d = t.stop();
         assert!(cycles.walk > 0 && cycles.data > 0 && cycles.recolor_copy > 0);
@@ -407,6 +483,33 @@ mod tests {
         for (a, b) in d.mem.caches.iter().zip(&inline.caches) {
             assert_eq!(a.counters, b.counters, "cache {}", a.name);
         }
+    }
+
+    /// The memory thread's store writes exactly the op it is given: every variant,
+    /// packed and streamed into a buffer that another thread then reads and unpacks.
+    #[test]
+    fn streamed_ops_read_back_as_written() {
+        let ops: Vec<MemOp> = (0..1000u64)
+            .map(|i| match i % 7 {
+                0 => MemOp::WalkRef { pa: i << 12, new_step: i % 4 == 0, nested: i % 8 == 0 },
+                1 => MemOp::Background { pa: !i },
+                2 => MemOp::NestedEnd { cycles: i * 3 },
+                3 => MemOp::WalkEnd { cycles: i, fixed: (i % 12 == 3).then_some(i + 1) },
+                4 => MemOp::WalkEnd { cycles: u64::MAX - i, fixed: None },
+                5 => MemOp::Data { va: i << 20, pa: i << 13, now: u64::MAX - i, write: i % 5 == 0, instr: i % 3 == 0 },
+                _ => MemOp::Copy { from: i, to: i << 30, now: i, bytes: u32::MAX - i as u32 },
+            })
+            .collect();
+        let mut buf: Vec<PackedOp> = Vec::with_capacity(ops.len());
+        for (i, &op) in ops.iter().enumerate() {
+            // SAFETY: within the capacity, and a Vec's slots are aligned.
+            unsafe { <Detached as OpSink>::store(buf.as_mut_ptr().add(i), op.into()) };
+        }
+        crate::host::stream_fence();
+        // SAFETY: every slot was written.
+        unsafe { buf.set_len(ops.len()) };
+        let read = std::thread::spawn(move || buf.into_iter().map(PackedOp::unpack).collect::<Vec<_>>()).join().unwrap();
+        assert_eq!(read, ops);
     }
 
     #[test]

@@ -373,7 +373,7 @@ impl<P: PageTable> Walker<P> {
                 let ops = self.path.refs().iter().map(|r| {
                     let new_step = r.step != step;
                     step = r.step;
-                    MemOp::WalkRef { pa: r.pa, new_step, nested: false }
+                    MemOp::WalkRef { pa: r.pa, new_step, nested: false }.into()
                 });
                 t.push_batch(ops);
                 true
@@ -473,7 +473,7 @@ impl<P: PageTable> Walker<P> {
     #[inline(always)]
     fn mem_op(&mut self, op: MemOp) {
         match &mut self.mem_thread {
-            Some(t) => t.push(op),
+            Some(t) => t.push(op.into()),
             None => self.timer.apply(&mut self.mem, op).account(&mut self.cycles, &mut self.walks.latency),
         }
     }
