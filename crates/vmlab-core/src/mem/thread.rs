@@ -67,6 +67,7 @@ impl From<MemOp> for PackedOp {
 }
 
 impl PackedOp {
+    /// The op this was packed from.
     #[inline(always)]
     pub fn unpack(self) -> MemOp {
         let [w, a, b, c] = self.0;
