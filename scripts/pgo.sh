@@ -13,7 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-profdata=$(find "$(rustc --print sysroot)" -name llvm-profdata -type f | head -1)
+find_profdata() { find "$(rustc --print sysroot)" -name llvm-profdata -type f | head -1; }
+profdata=$(find_profdata)
+if [ -z "$profdata" ] && command -v rustup >/dev/null; then
+    # A fresh machine has the toolchain without its LLVM tools.
+    echo "pgo: installing llvm-tools (rustup component add llvm-tools)"
+    rustup component add llvm-tools >&2 || true
+    profdata=$(find_profdata)
+fi
 [ -n "$profdata" ] || { echo "pgo: error: llvm-profdata not found (rustup component add llvm-tools)" >&2; exit 1; }
 
 gen="$PWD/target/pgo-gen"
