@@ -486,21 +486,12 @@ mod tests {
         }
     }
 
-    /// The memory thread's store writes exactly the op it is given: every variant,
-    /// packed and streamed into a buffer that another thread then reads and unpacks.
+    /// The memory thread's store writes exactly the op it is given: the mixed stream
+    /// (every variant and flag), packed and streamed into a buffer that another thread
+    /// then reads and unpacks.
     #[test]
     fn streamed_ops_read_back_as_written() {
-        let ops: Vec<MemOp> = (0..1000u64)
-            .map(|i| match i % 7 {
-                0 => MemOp::WalkRef { pa: i << 12, new_step: i % 4 == 0, nested: i % 8 == 0 },
-                1 => MemOp::Background { pa: !i },
-                2 => MemOp::NestedEnd { cycles: i * 3 },
-                3 => MemOp::WalkEnd { cycles: i, fixed: (i % 12 == 3).then_some(i + 1) },
-                4 => MemOp::WalkEnd { cycles: u64::MAX - i, fixed: None },
-                5 => MemOp::Data { va: i << 20, pa: i << 13, now: u64::MAX - i, write: i % 5 == 0, instr: i % 3 == 0 },
-                _ => MemOp::Copy { from: i, to: i << 30, now: i, bytes: u32::MAX - i as u32 },
-            })
-            .collect();
+        let ops = ops(2_000);
         let mut buf: Vec<PackedOp> = Vec::with_capacity(ops.len());
         for (i, &op) in ops.iter().enumerate() {
             // SAFETY: within the capacity, and a Vec's slots are aligned.
