@@ -5,7 +5,7 @@
 
 pub mod record;
 
-pub use record::{Access, MapFlags, Record};
+pub use record::{Access, Dep, MapFlags, Record};
 
 use crate::error::Result;
 use serde::{Deserialize, Serialize};

@@ -32,6 +32,49 @@ pub struct Access {
     /// every page it touches.
     pub size: u16,
     pub kind: AccessKind,
+    /// Which earlier load this access's address depends on, if the trace says.
+    pub dep: Dep,
+}
+
+/// What an access's address depends on (docs/trace-format.md, "Dependences"). The
+/// time model's core lets independent loads overlap inside its window; a dependent
+/// access waits for its producer's data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Dep(pub u8);
+
+impl Dep {
+    /// The trace does not say (lackey logs, version-1 traces): `time.core.unknown_deps`
+    /// decides.
+    pub const UNKNOWN: Dep = Dep(0);
+    /// The address depends on no earlier load.
+    pub const NONE: Dep = Dep(u8::MAX);
+    /// The farthest producer a dependence can name, in loads back.
+    pub const MAX_DISTANCE: u64 = 254;
+
+    /// The address depends on the `k`-th most recent load (read) of the same process
+    /// (`k` = 1: the previous one). A producer farther back than
+    /// [`Dep::MAX_DISTANCE`] has long completed in any window: independent.
+    pub const fn on_load(k: u64) -> Dep {
+        if k == 0 || k > Dep::MAX_DISTANCE {
+            Dep::NONE
+        } else {
+            Dep(k as u8)
+        }
+    }
+
+    /// The producer's distance in loads back, if the address depends on one.
+    #[inline(always)]
+    pub const fn distance(self) -> Option<u8> {
+        if self.0 == 0 || self.0 == u8::MAX {
+            None
+        } else {
+            Some(self.0)
+        }
+    }
+
+    pub const fn is_known(self) -> bool {
+        self.0 != 0
+    }
 }
 
 /// One record of a trace.
@@ -81,7 +124,7 @@ pub enum Record {
 impl Record {
     #[inline]
     pub const fn access(kind: AccessKind, vaddr: u64, size: u16, pid: Pid) -> Record {
-        Record::Access(Access { vaddr, pid, size, kind })
+        Record::Access(Access { vaddr, pid, size, kind, dep: Dep::UNKNOWN })
     }
     pub const fn read(vaddr: u64, size: u16, pid: Pid) -> Record {
         Record::access(AccessKind::Read, vaddr, size, pid)

@@ -4,7 +4,7 @@
 //!
 //! Readers hold one block at a time, so memory is bounded whatever the trace length.
 
-use super::{Access, MapFlags, Record, TraceMeta, TraceSource, BATCH};
+use super::{Access, Dep, MapFlags, Record, TraceMeta, TraceSource, BATCH};
 use crate::addr::AccessKind;
 use crate::error::{Error, Result};
 use std::fs::File;
@@ -560,7 +560,7 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
                     (data_addr, data_delta) = (vaddr, delta);
                 }
                 let size = SIZES[((tag >> 2) & 7) as usize];
-                slots[done].write(Record::Access(Access { vaddr, pid, size, kind: KINDS[(tag & 3) as usize] }));
+                slots[done].write(Record::Access(Access { vaddr, pid, size, kind: KINDS[(tag & 3) as usize], dep: Dep::UNKNOWN }));
                 done += 1;
                 pos = p;
             }
@@ -615,7 +615,7 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
             } else {
                 (data_addr, data_delta) = (vaddr, delta);
             }
-            slot.write(Record::Access(Access { vaddr, pid, size, kind: KINDS[kind as usize] }));
+            slot.write(Record::Access(Access { vaddr, pid, size, kind: KINDS[kind as usize], dep: Dep::UNKNOWN }));
             done += 1;
         }
         Ok(())

@@ -49,7 +49,7 @@ fn record_strategy() -> impl Strategy<Value = Record> {
     prop_oneof![
         6 => (0u8..3, addr.clone(), any::<u16>(), prop_oneof![Just(1u32), any::<u32>()]).prop_map(|(k, vaddr, size, pid)| {
             let kind = [AccessKind::Read, AccessKind::Write, AccessKind::Fetch][k as usize];
-            Record::Access(Access { vaddr, pid, size, kind })
+            Record::Access(Access { vaddr, pid, size, kind, dep: vmlab::trace::Dep::UNKNOWN })
         }),
         1 => any::<u64>().prop_map(Record::Tick),
         1 => (any::<u32>(), addr.clone(), any::<u64>(), any::<u8>(), any::<u8>())
