@@ -1,13 +1,14 @@
 //! vmlab: a laboratory for virtual-memory address translation.
 //!
-//! Data flows `trace -> os -> mmu -> mem -> stats` (see ../../../shared/DESIGN.md and
-//! docs/architecture in the README):
+//! Data flows `trace -> os -> pt / mmu -> mem -> stats` (docs/architecture.md):
 //! - [`trace`]: record stream, the .vmt format, importers, synthetic generators;
 //! - [`os`]: address spaces, VMAs, demand paging, the buddy frame allocator;
-//! - [`pt`]: page tables behind one trait ([`pt::PageTable`]);
-//! - [`mmu`]: TLBs, walk caches and the walker;
-//! - [`mem`]: the physically indexed cache hierarchy;
-//! - [`sim`]: the engine that ties them together and produces the stats document.
+//! - [`pt`]: page tables behind one trait ([`pt::PageTable`]), each with its walk caches;
+//! - [`mmu`]: the TLB structures and hierarchy, and the set-associative stores they and
+//!   the radix walk caches are built from;
+//! - [`mem`]: the physically indexed cache hierarchy, and the thread it can run on;
+//! - [`sim`]: the engine that ties them together and produces the stats document; the
+//!   walker (walk caches, walk timing, the caches behind it) is `sim::mmu`.
 
 pub mod addr;
 pub mod api;
