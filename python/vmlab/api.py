@@ -258,6 +258,44 @@ def read_trace(path: Union[str, os.PathLike, None] = None, workload: str | None 
         yield from batch
 
 
+def compare(
+    designs: Sequence[str],
+    baseline: str | None = None,
+    config: str = "skylake",
+    trace: Union[str, os.PathLike, None] = None,
+    workload: str | None = None,
+    overrides: Overrides = None,
+    threads: int = 1,
+    progress: bool = False,
+    **params: Any,
+):
+    """How much faster each design runs one input, under the time model.
+
+    Every design starts from ``config`` + ``overrides`` with ``time.model = "ooo"`` and
+    ``memory.data_refs = true``; a design is a page-table kind (``"nested-ecpt"``), a
+    named design of :func:`pt_compare`, or ``"label:key=value;key=value"``. The input is
+    decoded once for all of them (``threads`` threads).
+
+    Returns a DataFrame indexed by design: ``cycles``, ``instructions``, ``ipc``,
+    ``speedup`` (the baseline's cycles over the design's; ``baseline`` names a design,
+    the first by default), the CPI stack (``cpi_base``, ``cpi_data``,
+    ``cpi_translation``, ``cpi_os``), ``mlp``, ``walks``, ``walk_latency``,
+    ``walker_occupancy``, ``dram_gbs``, ``refs_per_walk`` and ``pt_bytes``.
+    """
+    import pandas as pd
+
+    text = _core.compare(
+        [str(d) for d in designs],
+        baseline=baseline,
+        config=str(config),
+        overrides=_override_list(overrides),
+        threads=threads,
+        progress=progress,
+        **_source_kwargs(trace, workload, params),
+    )
+    return pd.DataFrame(json.loads(text)).set_index("design")
+
+
 DEFAULT_PT_DESIGNS = ["radix", "mpt", "hashed", "clustered", "guarded2", "guarded16", "guarded256", "inverted", "guarded16+stlb"]
 
 

@@ -224,6 +224,77 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
     })
 }
 
+/// A design for [`compare`]: a page-table kind (`nested-ecpt`), a named design of
+/// [`pt_design`], or `label:key=value;key=value`. Returns (label, overrides).
+pub fn design(name: &str) -> Result<(String, Vec<String>)> {
+    let label = name.split(':').next().unwrap_or(name).to_string();
+    if crate::config::PAGE_TABLE_KINDS.contains(&name) {
+        return Ok((label, vec![format!("page_table.kind={name}")]));
+    }
+    Ok((label, pt_design(name)?))
+}
+
+/// How much faster each design runs `source` than `baseline` (a design's label; the
+/// first design if `None`), under the time model: one pass over the input for every
+/// design (`threads` threads), each on `config` + `overrides` + its own overrides, with
+/// `time.model = "ooo"` and `memory.data_refs = true` set first. One JSON row per
+/// design, in order; a design that fails fails the comparison.
+pub fn compare(config: &str, overrides: &[String], source: &SourceSpec, designs: &[String], baseline: Option<&str>, threads: usize, progress: bool) -> Result<Vec<serde_json::Value>> {
+    if designs.is_empty() {
+        return Err(Error::config("--designs", "name at least one design"));
+    }
+    let mut labels = Vec::new();
+    let mut configs = Vec::new();
+    for d in designs {
+        let (label, own) = design(d)?;
+        if labels.contains(&label) {
+            return Err(Error::config("--designs", format!("two designs are labelled `{label}`")));
+        }
+        let mut o = vec!["memory.data_refs=true".to_string(), "time.model=ooo".to_string()];
+        o.extend(overrides.iter().cloned());
+        o.extend(own);
+        labels.push(label);
+        configs.push((config.to_string(), o));
+    }
+    let base = match baseline {
+        None => 0,
+        Some(b) => labels.iter().position(|l| l == b).ok_or_else(|| Error::config("--baseline", format!("`{b}` is not one of the designs ({})", labels.join(", "))))?,
+    };
+    let mut docs = Vec::new();
+    for (label, doc) in labels.iter().zip(run_many(&configs, source, threads, progress)?) {
+        docs.push(doc.map_err(|e| Error::config(format!("design `{label}`"), e.to_string()))?);
+    }
+    let base_cycles = docs[base]["time"]["cycles"].as_f64().unwrap_or(f64::NAN);
+    Ok(labels
+        .iter()
+        .zip(&docs)
+        .map(|(label, doc)| {
+            let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+            let cycles = g("/time/cycles");
+            serde_json::json!({
+                "design": label,
+                "kind": doc["page_table"]["kind"],
+                "baseline": labels[base],
+                "cycles": cycles,
+                "instructions": g("/time/instructions"),
+                "ipc": g("/time/ipc"),
+                "speedup": base_cycles / cycles,
+                "cpi_base": g("/time/cpi_stack/base"),
+                "cpi_data": g("/time/cpi_stack/data"),
+                "cpi_translation": g("/time/cpi_stack/translation"),
+                "cpi_os": g("/time/cpi_stack/os"),
+                "mlp": g("/time/mlp"),
+                "walks": g("/time/walks/count"),
+                "walk_latency": g("/time/walks/mean_latency"),
+                "walker_occupancy": g("/time/walks/walker_occupancy"),
+                "dram_gbs": g("/time/dram/bandwidth_gbs"),
+                "refs_per_walk": g("/walks/refs_per_walk"),
+                "pt_bytes": g("/page_table/bytes_at_peak"),
+            })
+        })
+        .collect())
+}
+
 /// Elphinstone's refill-cost and size measurements (a walk reference is one cache-line
 /// access, so `refs_per_walk` is his "cache lines per refill"): run `source` under each design
 /// (named in [`pt_design`]) on top of `config` + `overrides`; one JSON row per design.

@@ -17,6 +17,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Run several designs on one input under the time model and tabulate each one's
+    /// execution time, IPC, CPI stack and speed-up over a baseline.
+    Compare(CompareArgs),
     /// Simulate a trace or a synthetic workload under a configuration.
     Run {
         /// Preset name (see `vmlab presets`) or path to a TOML file.
@@ -184,6 +187,46 @@ impl PtInput {
     }
 }
 
+/// `vmlab compare`'s arguments.
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// Preset name or path to a TOML file every design starts from.
+    #[arg(long, short, default_value = "skylake")]
+    config: String,
+    /// Override a config key for every design (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// The designs: page-table kinds (radix, ecpt, nested-radix, nested-ecpt, ...),
+    /// named designs of `vmlab pt compare`, or label:key=value;key=value.
+    #[arg(long, value_delimiter = ',', required = true)]
+    designs: Vec<String>,
+    /// The design the speed-ups are over (default: the first).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Simulate the designs on this many threads (one pass over the input).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    #[command(flatten)]
+    input: SimInput,
+    #[arg(long)]
+    json: bool,
+}
+
+/// The columns of `vmlab compare`: (header, JSON field, decimals).
+const COMPARE_COLUMNS: &[(&str, &str, usize)] = &[
+    ("cycles", "cycles", 0),
+    ("IPC", "ipc", 3),
+    ("speed-up", "speedup", 3),
+    ("CPI base", "cpi_base", 3),
+    ("CPI data", "cpi_data", 3),
+    ("CPI xlate", "cpi_translation", 3),
+    ("CPI OS", "cpi_os", 3),
+    ("MLP", "mlp", 2),
+    ("walks", "walks", 0),
+    ("walk cyc", "walk_latency", 1),
+    ("walkers busy", "walker_occupancy", 2),
+];
+
 #[derive(Subcommand, Debug)]
 enum PtCmd {
     /// Run one input under several page-table organisations and tabulate refill cost
@@ -309,6 +352,28 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 print!("{}", summary_text(&doc));
                 eprintln!("({secs:.2} s)");
             }
+            Ok(0)
+        }
+        Cmd::Compare(a) => {
+            let show = std::io::stderr().is_terminal();
+            let rows = api::compare(&a.config, &a.set, &a.input.source()?, &a.designs, a.baseline.as_deref(), a.threads, show)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+                return Ok(0);
+            }
+            print!("{:<18}", "design");
+            for c in COMPARE_COLUMNS {
+                print!(" {:>12}", c.0);
+            }
+            println!();
+            for r in &rows {
+                print!("{:<18}", r["design"].as_str().unwrap_or(""));
+                for c in COMPARE_COLUMNS {
+                    print!(" {:>12.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN));
+                }
+                println!();
+            }
+            println!("speed-up over {}", rows[0]["baseline"].as_str().unwrap_or(""));
             Ok(0)
         }
         Cmd::Info { trace: path, json } => {
@@ -447,5 +512,17 @@ pub fn summary_text(doc: &serde_json::Value) -> String {
         g("/page_table/mapped_pages")
     );
     let _ = writeln!(s, "translation {:.2} cycles per kilo-instruction", g("/cycles/translation_per_kilo_instruction").as_f64().unwrap_or(0.0));
+    if doc["time"].is_object() {
+        let f = |p: &str| g(p).as_f64().unwrap_or(0.0);
+        let _ = writeln!(s, "time        {} cycles  IPC {:.3}  MLP {:.2}", g("/time/cycles"), f("/time/ipc"), f("/time/mlp"));
+        let _ = writeln!(
+            s,
+            "CPI stack   base {:.3}  data {:.3}  translation {:.3}  OS {:.3}",
+            f("/time/cpi_stack/base"),
+            f("/time/cpi_stack/data"),
+            f("/time/cpi_stack/translation"),
+            f("/time/cpi_stack/os")
+        );
+    }
     s
 }

@@ -69,6 +69,9 @@ pub struct Config {
     pub memory: MemoryConfig,
     #[serde(default)]
     pub sim: SimConfig,
+    /// The time model (time/): count only by default.
+    #[serde(default, skip_serializing_if = "crate::time::TimeConfig::is_default")]
+    pub time: crate::time::TimeConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -294,6 +297,10 @@ pub struct CacheConfig {
     /// 0 = none (the core waits for the level below).
     #[serde(default, skip_serializing_if = "crate::config::is_default")]
     pub write_buffer: usize,
+    /// Miss status holding registers: misses this level can have in flight (the time
+    /// model only; unset: `crate::time::DEFAULT_MSHRS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mshrs: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -517,6 +524,10 @@ impl Config {
         if self.machine.phys_mem.0 < 4096 {
             return Err(Error::config("machine.phys_mem", "must be at least 4K"));
         }
+        if self.cache.len() > 64 {
+            return Err(Error::config("cache", format!("{} cache structures; at most 64", self.cache.len())));
+        }
+        self.time.validate(self)?;
         Ok(())
     }
 

@@ -22,6 +22,7 @@ pub mod os;
 pub mod pt;
 pub mod sim;
 pub mod stats;
+pub mod time;
 pub mod trace;
 
 pub use error::{Error, Result};

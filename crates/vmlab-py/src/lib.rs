@@ -154,6 +154,27 @@ fn pt_compare(
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 
+/// `vmlab compare` as JSON text: one row per design.
+#[pyfunction]
+#[pyo3(signature = (designs, baseline=None, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None, threads=1, progress=false))]
+#[allow(clippy::too_many_arguments)]
+fn compare(
+    py: Python<'_>,
+    designs: Vec<String>,
+    baseline: Option<String>,
+    config: String,
+    overrides: Vec<String>,
+    trace: Option<String>,
+    workload: Option<String>,
+    params: Option<&Bound<'_, PyDict>>,
+    threads: usize,
+    progress: bool,
+) -> PyResult<String> {
+    let source = source_of(trace, workload, params)?;
+    let rows = py.allow_threads(|| api::compare(&config, &overrides, &source, &designs, baseline.as_deref(), threads, progress)).map_err(to_py)?;
+    Ok(serde_json::to_string(&rows).expect("json"))
+}
+
 /// The workload catalogue as JSON text.
 #[pyfunction]
 fn workloads() -> String {
@@ -228,6 +249,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(pt_compare, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_class::<TraceReader>()?;
     Ok(())
 }

@@ -12,7 +12,7 @@ pub mod write_buffer;
 
 pub use cache::{Cache, CacheCounters, RefSource, Served};
 pub use cml_buffer::{CmlBuffer, CmlTuple};
-pub use thread::{MemOp, MemoryThread, WalkTimer};
+pub use thread::{MemOp, MemoryThread, Timing, WalkTimer};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -50,6 +50,20 @@ pub struct MemoryHierarchy {
     /// Program references per cache page (colour), if a recolouring policy's
     /// coldest-ref target selection needs them: (colours, counts).
     pub colour_refs: Option<(u64, Vec<u64>)>,
+    /// Where the last reference was served: a cache id, or [`MEMORY`]. The time model
+    /// reads it to know which levels' miss resources the reference held.
+    pub served: u8,
+}
+
+/// `MemoryHierarchy::served` of a reference that missed every level.
+pub const MEMORY: u8 = u8::MAX;
+
+/// The paths of a hierarchy, as the time model sees them (cache ids, closest first).
+pub struct Paths<'a> {
+    pub data: &'a [usize],
+    pub instr: &'a [usize],
+    /// The data path from where walk references enter.
+    pub walk: &'a [usize],
 }
 
 impl MemoryHierarchy {
@@ -100,6 +114,7 @@ impl MemoryHierarchy {
             miss_alarm: u64::MAX,
             interrupt: false,
             colour_refs: None,
+            served: MEMORY,
         })
     }
 
@@ -132,12 +147,15 @@ impl MemoryHierarchy {
                     let below_src = if src == RefSource::Program { RefSource::BufferedWrite } else { src };
                     let below = self.access_path(instr, pos + 1, va, pa, true, below_src, now) as u64;
                     let stall = self.caches[id].write_buffer.as_mut().expect("write buffer").push(now, below);
+                    // The core's wait ends at this level (the write goes on from its buffer).
+                    self.served = id as u8;
                     return lat + stall as u32;
                 }
                 missed = if matches!(served, Served::Miss) { Some(id) } else { None };
                 continue;
             }
             if let Served::Hit(l) = served {
+                self.served = id as u8;
                 return l;
             }
             missed = Some(id);
@@ -153,6 +171,7 @@ impl MemoryHierarchy {
     #[inline(always)]
     fn reach_memory(&mut self, pa: u64) -> u32 {
         self.memory_accesses += 1;
+        self.served = MEMORY;
         if let Some(cml) = &mut self.cml {
             cml.observe(pa);
             self.interrupt |= cml.interrupt;
@@ -170,6 +189,7 @@ impl MemoryHierarchy {
             let caches = &mut self.caches;
             for &id in &self.walk_levels {
                 if let Some(latency) = caches[id].walk_read(pa) {
+                    self.served = id as u8;
                     return latency;
                 }
             }
@@ -204,6 +224,7 @@ impl MemoryHierarchy {
                 caches[k].counters.miss_cycles += caches[id].latency.saturating_sub(up) as u64;
             }
             if let Some(latency) = caches[id].program_access(va, pa, write) {
+                self.served = id as u8;
                 return latency;
             }
             missed = Some(id);
@@ -238,6 +259,11 @@ impl MemoryHierarchy {
             && self.cml.is_none()
             && self.miss_alarm == u64::MAX
             && self.colour_refs.is_none()
+    }
+
+    /// The data, instruction and walk paths (for the time model).
+    pub fn paths(&self) -> Paths<'_> {
+        Paths { data: &self.data_path, instr: &self.instr_path, walk: &self.walk_levels }
     }
 
     /// The level the page colours are taken from: the largest cache on the data path.

@@ -11,6 +11,8 @@
 
 use super::MemoryHierarchy;
 use crate::stats::{CycleCounters, Histogram};
+use crate::time::{AccessTime, TimeModel};
+use crate::trace::Dep;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 
@@ -34,6 +36,9 @@ pub enum MemOp {
     Data { va: u64, pa: u64, now: u64, write: bool, instr: bool },
     /// The OS copies `bytes` (at most [`MemOp::MAX_COPY`]) from frame `from` to `to`.
     Copy { from: u64, to: u64, now: u64, bytes: u32 },
+    /// For the time model only, before a translation's `Data`: what the caches do not
+    /// see of it (instructions, dependence, TLB and OS cycles).
+    Time(AccessTime),
 }
 
 impl MemOp {
@@ -62,6 +67,7 @@ impl From<MemOp> for PackedOp {
             MemOp::WalkEnd { cycles, fixed } => [3 | flag(fixed.is_some(), 8), cycles, fixed.unwrap_or(0), 0],
             MemOp::Data { va, pa, now, write, instr } => [4 | flag(write, 8) | flag(instr, 9), va, pa, now],
             MemOp::Copy { from, to, now, bytes } => [5 | (bytes as u64) << 32, from, to, now],
+            MemOp::Time(t) => [6 | (t.dep.0 as u64) << 8 | (t.tlb as u64) << 16, t.instrs, t.os, 0],
         })
     }
 }
@@ -78,7 +84,8 @@ impl PackedOp {
             2 => MemOp::NestedEnd { cycles: a },
             3 => MemOp::WalkEnd { cycles: a, fixed: bit(8).then_some(b) },
             4 => MemOp::Data { va: a, pa: b, now: c, write: bit(8), instr: bit(9) },
-            _ => MemOp::Copy { from: a, to: b, now: c, bytes: (w >> 32) as u32 },
+            5 => MemOp::Copy { from: a, to: b, now: c, bytes: (w >> 32) as u32 },
+            _ => MemOp::Time(AccessTime { instrs: a, dep: Dep((w >> 8) as u8), tlb: (w >> 16) as u32, os: b }),
         }
     }
 }
@@ -135,17 +142,28 @@ impl Steps {
 }
 
 /// Times the walk in progress (and the nested walk inside it) as its references go
-/// through the hierarchy.
-#[derive(Clone, Copy, Debug, Default)]
+/// through the hierarchy, and feeds the time model every op if it runs.
+#[derive(Default)]
 pub struct WalkTimer {
     outer: Steps,
     nested: Steps,
+    pub time: Option<Box<TimeModel>>,
 }
 
 impl WalkTimer {
     /// Apply one op to the hierarchy.
     #[inline(always)]
     pub fn apply(&mut self, mem: &mut MemoryHierarchy, op: MemOp) -> Timing {
+        let t = self.count(mem, op);
+        if let Some(tm) = &mut self.time {
+            tm.observe(op, mem, t);
+        }
+        t
+    }
+
+    /// The count-only model's part of `apply`.
+    #[inline(always)]
+    fn count(&mut self, mem: &mut MemoryHierarchy, op: MemOp) -> Timing {
         match op {
             MemOp::WalkRef { pa, new_step, nested } => {
                 let l = mem.walk_ref(pa) as u64;
@@ -170,6 +188,7 @@ impl WalkTimer {
             }
             MemOp::Data { va, pa, now, write, instr } => Timing::Data(mem.data_ref(va, pa, write, instr, now) as u64),
             MemOp::Copy { from, to, now, bytes } => Timing::Copy(mem.copy(from, to, bytes as u64, now)),
+            MemOp::Time(_) => Timing::None,
         }
     }
 }
@@ -203,7 +222,7 @@ pub struct Detached {
     pub mem: MemoryHierarchy,
     pub cycles: CycleCounters,
     pub walk_latency: Histogram,
-    timer: WalkTimer,
+    pub timer: WalkTimer,
 }
 
 impl OpSink for Detached {
@@ -253,9 +272,10 @@ pub type MemoryThread = OpThread<Detached>;
 impl MemoryThread {
     /// Move `mem` to a new thread. Fails only if the host cannot start a thread; then
     /// `mem` comes back (after a warning), so the caller can run it inline.
-    pub fn start_memory(mem: MemoryHierarchy) -> std::result::Result<MemoryThread, MemoryHierarchy> {
-        let d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default(), timer: WalkTimer::default() };
-        OpThread::start_or_inline("vmlab-memory", d, "the caches").map_err(|d| d.mem)
+    /// `timer` (with the time model, if one runs) goes along.
+    pub fn start_memory(mem: MemoryHierarchy, timer: WalkTimer) -> std::result::Result<MemoryThread, (MemoryHierarchy, WalkTimer)> {
+        let d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default(), timer };
+        OpThread::start_or_inline("vmlab-memory", d, "the caches").map_err(|d| (d.mem, d.timer))
     }
 }
 
@@ -472,7 +492,7 @@ mod tests {
         for &op in &stream {
             timer.apply(&mut inline, op).account(&mut cycles, &mut hist);
         }
-        let mut t = MemoryThread::start_memory(skylake()).ok().unwrap();
+        let mut t = MemoryThread::start_memory(skylake(), WalkTimer::default()).ok().unwrap();
         for &op in &stream {
             t.push(op.into());
         }

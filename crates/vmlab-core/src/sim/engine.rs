@@ -12,7 +12,8 @@ use crate::os::{Os, Shootdown};
 use crate::pt::{PageTable, Translation, WalkCaches};
 use crate::sim::mmu::{Lookup, Mmu};
 use crate::stats::{CycleCounters, RunCounters, WalkCounters};
-use crate::trace::{Access, Record, TraceSource};
+use crate::time::AccessTime;
+use crate::trace::{Access, Dep, Record, TraceSource};
 
 /// The translation of the previous access on one side (data / instruction). While the
 /// next access of that side touches the same 4 KiB page, nothing else has touched the
@@ -102,6 +103,13 @@ pub struct Engine<P: PageTable> {
     pub regions: Option<RegionIds>,
     /// Some TLB's entries map page pairs (`tlb.NAME.pairs`).
     pairs: bool,
+    /// The time model runs (`time.model`): every translation sends it a `MemOp::Time`.
+    timed: bool,
+    /// Instructions, TLB cycles and OS cycles at the last `MemOp::Time`.
+    time_mark: [u64; 3],
+    /// The time model's counters at the end of the warm-up, and at the end of the run.
+    pub time_base: Option<crate::time::TimeStats>,
+    pub time_end: Option<crate::time::TimeStats>,
 }
 
 impl<P: PageTable> Engine<P> {
@@ -132,6 +140,11 @@ impl<P: PageTable> Engine<P> {
             ));
         }
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
+        let timed = cfg.time.model == crate::time::TimeModelKind::Ooo;
+        if timed {
+            let tm = crate::time::TimeModel::new(cfg, &mmu.walker().mem);
+            mmu.walker_mut().set_time_model(tm);
+        }
         let recolor_on = if let Some(r) = &os.recolor {
             r.install(&mut mmu.walker_mut().mem, os.mm.placement.colours);
             true
@@ -170,6 +183,10 @@ impl<P: PageTable> Engine<P> {
             prefetch_faults: false,
             regions: (cfg.mmu.regions.share || cfg.mmu.regions.share_text).then(|| RegionIds::new(&cfg.mmu.regions)),
             pairs,
+            timed,
+            time_mark: [0; 3],
+            time_base: None,
+            time_end: None,
         };
         e.refresh_policy_hooks();
         Ok(e)
@@ -419,14 +436,14 @@ impl<P: PageTable> Engine<P> {
         let first = a.vaddr >> 12;
         let last = a.vaddr.wrapping_add(size - 1) >> 12;
         if first == last || last < first {
-            self.translate(a.kind, a.vaddr)
+            self.translate(a.kind, a.vaddr, a.dep)
         } else {
             // Each 4 KiB page the access touches is translated.
             self.run.page_crossings += 1;
             let mut page = first;
             loop {
                 let va = if page == first { a.vaddr } else { page << 12 };
-                self.translate(a.kind, va)?;
+                self.translate(a.kind, va, a.dep)?;
                 if page == last {
                     return Ok(());
                 }
@@ -436,7 +453,7 @@ impl<P: PageTable> Engine<P> {
     }
 
     #[inline(always)]
-    fn translate(&mut self, kind: AccessKind, va: u64) -> Result<()> {
+    fn translate(&mut self, kind: AccessKind, va: u64, dep: Dep) -> Result<()> {
         self.run.translations += 1;
         let side = kind.is_instr() as usize;
         let sp = self.same_page[side];
@@ -448,10 +465,31 @@ impl<P: PageTable> Engine<P> {
             self.translate_slow(kind, va)?
         };
         if self.data_refs {
+            if self.timed {
+                self.time_op(dep);
+            }
             let now = self.mem_clock();
             self.mem_op(MemOp::Data { va, pa, now, write: kind == AccessKind::Write, instr: kind.is_instr() });
         }
         Ok(())
+    }
+
+    /// Tell the time model what the caches do not see of the translation just made.
+    #[inline]
+    fn time_op(&mut self, dep: Dep) {
+        // TLB cycles move from the MMU to the engine's counters at a warm-up's end: the
+        // sum only grows.
+        let now = [self.run.instructions, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
+        let [i, t, o] = [0, 1, 2].map(|k| now[k] - self.time_mark[k]);
+        self.time_mark = now;
+        self.mem_op(MemOp::Time(AccessTime { instrs: i, dep, tlb: t.min(u32::MAX as u64) as u32, os: o }));
+    }
+
+    /// The OS's cycles so far: faults and key misses, recolouring and page-size policy
+    /// work (the time model charges them as traps; page copies reach it as `Copy` ops).
+    fn os_cycles(&self) -> u64 {
+        let pc = &self.os.mm.pc;
+        self.cycles.fault + self.cycles.recolor_policy + pc.bookkeeping_cycles + pc.copy_cycles
     }
 
     /// The core's cycle: one per instruction plus every stall so far (Romer's single-issue
@@ -803,6 +841,7 @@ impl<P: PageTable> Engine<P> {
     fn end_warmup(&mut self) -> Result<()> {
         self.attach()?;
         self.settle_cycles();
+        self.time_base = self.mmu.walker().time_model().map(|tm| tm.snapshot());
         self.warmup_at = u64::MAX;
         self.fold_tlb_counts();
         let m = &mut self.mmu;
@@ -839,6 +878,8 @@ impl<P: PageTable> Engine<P> {
         self.attach()?;
         self.settle_cycles();
         self.fold_tlb_counts();
+        let instructions = self.run.instructions;
+        self.time_end = self.mmu.walker_mut().time_model_mut().map(|tm| tm.finish(instructions));
         let Some(b) = self.warmup_base.take() else { return Ok(()) };
         self.run = self.run.since(&b.run);
         self.cycles = self.cycles.since(&b.cycles);

@@ -478,14 +478,28 @@ impl<P: PageTable> Walker<P> {
         }
     }
 
-    /// Move the hierarchy to its own thread (see [`Mmu::detach`]).
+    /// Move the hierarchy (and the time model) to its own thread (see [`Mmu::detach`]).
     #[cold]
     fn detach_mem(&mut self) -> bool {
-        match MemoryThread::start_memory(std::mem::take(&mut self.mem)) {
+        match MemoryThread::start_memory(std::mem::take(&mut self.mem), std::mem::take(&mut self.timer)) {
             Ok(t) => self.mem_thread = Some(t),
-            Err(mem) => self.mem = mem,
+            Err((mem, timer)) => (self.mem, self.timer) = (mem, timer),
         }
         self.mem_thread.is_some()
+    }
+
+    /// Run the time model on the op stream from now on.
+    pub fn set_time_model(&mut self, tm: crate::time::TimeModel) {
+        self.timer.time = Some(Box::new(tm));
+    }
+
+    /// The time model (attached: after [`Mmu::attach`]).
+    pub fn time_model(&self) -> Option<&crate::time::TimeModel> {
+        self.timer.time.as_deref()
+    }
+
+    pub fn time_model_mut(&mut self) -> Option<&mut crate::time::TimeModel> {
+        self.timer.time.as_deref_mut()
     }
 
     /// Bring the memory model back inline (waiting for its thread to apply every op
@@ -494,6 +508,7 @@ impl<P: PageTable> Walker<P> {
         if let Some(t) = self.mem_thread.take() {
             let d = t.stop();
             self.mem = d.mem;
+            self.timer = d.timer;
             self.cycles.walk += d.cycles.walk;
             self.cycles.data += d.cycles.data;
             self.cycles.recolor_copy += d.cycles.recolor_copy;

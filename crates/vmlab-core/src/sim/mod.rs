@@ -434,7 +434,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
     if let Some(h) = &info.content_hash {
         source["content_hash"] = h.clone().into();
     }
-    json!({
+    let mut doc = json!({
         "schema": SCHEMA,
         "vmlab_version": crate::VERSION,
         "config": cfg.to_json(),
@@ -490,10 +490,22 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
         "recolor": recolor_section(e),
         "mcpi": mcpi_section(e),
         "regions": regions_section(cfg, e),
-    })
+    });
+    if let Some(t) = time_section(cfg, e) {
+        doc["time"] = t;
+    }
+    doc
 }
 
 /// The `regions` section: region IDs and protection-key TLB sharing (docs/metrics.md).
+/// The `time` section (docs/metrics.md), if the time model ran.
+fn time_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Option<Value> {
+    let end = e.time_end.as_ref()?;
+    let tm = e.mmu().walker().time_model()?;
+    let names: Vec<String> = cfg.cache.keys().cloned().collect();
+    Some(tm.section(cfg, end, e.time_base.as_ref(), &names))
+}
+
 fn regions_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Value {
     let c = e.regions.as_ref().map(|r| r.counters).unwrap_or_default();
     json!({

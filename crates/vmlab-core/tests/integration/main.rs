@@ -17,5 +17,6 @@ mod romer;
 mod romer_cache;
 mod short_vhpt;
 mod synth;
+mod time;
 mod tps;
 mod vmt_format;

@@ -78,6 +78,8 @@ struct SynthSource {
     setup_done: bool,
     code_base: u64,
     code_off: u64,
+    /// The batch's accesses before their ticks are placed (reused).
+    scratch: Vec<Record>,
 }
 
 impl SynthSource {
@@ -85,7 +87,7 @@ impl SynthSource {
         let meta = TraceMeta { source: format!("synthetic:{name}"), command: Vec::new(), source_page_size: None, extra: resolved.into_iter().collect() };
         // Code sits 1 GiB below the data region (1 GiB aligned).
         let code_base = gen.base().saturating_sub(1 << 30) & !((1 << 30) - 1);
-        SynthSource { meta, gen, common, emitted: 0, setup_done: false, code_base, code_off: 0 }
+        SynthSource { meta, gen, common, emitted: 0, setup_done: false, code_base, code_off: 0, scratch: Vec::new() }
     }
 }
 
@@ -110,9 +112,10 @@ impl TraceSource for SynthSource {
             self.gen.setup(self.common.pid, buf);
         }
         let left = self.common.accesses - self.emitted;
-        // Records per access: the access itself, plus a fetch if code is simulated.
-        let per = if self.common.code > 0 { 2 } else { 1 };
-        let room = (BATCH.saturating_sub(buf.len() + 1) / per).max(1) as u64;
+        // Records per access: the access itself, a fetch if code is simulated, and the
+        // tick of the instructions before it.
+        let per = 1 + (self.common.code > 0) as usize + (self.common.instrs_per_access > 0) as usize;
+        let room = (BATCH.saturating_sub(buf.len()) / per).max(1) as u64;
         let n = left.min(room);
         if n == 0 {
             return Ok(!buf.is_empty());
@@ -131,9 +134,20 @@ impl TraceSource for SynthSource {
         let made = n;
         debug_assert_eq!(buf[before..].iter().filter(|r| matches!(r, Record::Access(_))).count() as u64, n * per as u64);
         self.emitted += made;
-        // Non-memory instructions of the batch, as one tick.
-        if self.common.instrs_per_access > 0 && made > 0 {
-            buf.push(Record::Tick(made * self.common.instrs_per_access));
+        // The non-memory instructions before each access (before its fetch, if any), so
+        // the time model sees the instructions between two accesses where they are.
+        let ipa = self.common.instrs_per_access;
+        if ipa > 0 && made > 0 {
+            let with_code = self.common.code > 0;
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&buf[before..]);
+            buf.truncate(before);
+            for &r in &self.scratch {
+                if matches!(r, Record::Access(a) if a.kind.is_instr() == with_code) {
+                    buf.push(Record::Tick(ipa));
+                }
+                buf.push(r);
+            }
         }
         Ok(true)
     }

@@ -1,0 +1,226 @@
+//! DRAM: channels of banks with row buffers, each channel's data bus a calendar of
+//! bursts (docs/config.md `[time.dram]`).
+//!
+//! Address mapping row:bank:channel:column — one row's worth of consecutive bytes sits
+//! in one row of one bank, so a sequential stream takes row hits and successive rows
+//! spread over the channels and banks. Open-page policy: a bank keeps its last row
+//! open. A request to the open row pays tCAS; to a closed bank tRCD + tCAS; to another
+//! row tRP + tRCD + tCAS (a conflict). Column commands to an open row pipeline every
+//! burst time (tCCD = tBURST).
+//!
+//! Scheduling: requests reach the controller in the order the core issues them, which
+//! is not time order (a dependent load issues late, an independent one after it
+//! early). The data bus is therefore a calendar: a burst takes the earliest gap at or
+//! after its data is ready, so a late-arriving request can use an earlier idle slot,
+//! and no two bursts ever overlap: the achieved bandwidth cannot exceed the peak. A
+//! bank serves its requests in issue order. The first-ready preference of FR-FCFS is
+//! what row-hit detection gives a stream: a request to the open row is a row hit
+//! whatever was scheduled on other banks in between.
+
+use std::collections::VecDeque;
+
+/// DRAM timing, in core cycles (built from `[time.dram]` by [`super::TimeConfig`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DramTiming {
+    pub channels: u32,
+    pub banks: u32,
+    /// log2 of the row (page) bytes per bank.
+    pub row_shift: u32,
+    pub t_cas: u64,
+    pub t_rcd: u64,
+    pub t_rp: u64,
+    /// One 64-byte burst on a channel's data bus (its peak bandwidth).
+    pub t_burst: u64,
+    /// Controller and interconnect, each way together.
+    pub controller: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Bank {
+    /// The open row, or `u64::MAX`.
+    row: u64,
+    /// When the bank can take its next column command.
+    free: u64,
+}
+
+/// Busy intervals of a resource, sorted and merged when they touch.
+#[derive(Clone, Debug, Default)]
+pub struct Calendar {
+    busy: VecDeque<(u64, u64)>,
+}
+
+impl Calendar {
+    /// Reserve `len` cycles at the earliest start `>= at` that overlaps nothing
+    /// reserved; returns the start.
+    pub fn reserve(&mut self, at: u64, len: u64) -> u64 {
+        let b = &mut self.busy;
+        // Requests arrive nearly in time order: search from the back.
+        let mut i = b.len();
+        while i > 0 && b[i - 1].1 > at {
+            i -= 1;
+        }
+        let mut start = at;
+        while i < b.len() && b[i].0 < start + len {
+            start = start.max(b[i].1);
+            i += 1;
+        }
+        let end = start + len;
+        // Insert at i, merging with a touching neighbour on either side.
+        let joins_prev = i > 0 && b[i - 1].1 == start;
+        let joins_next = i < b.len() && b[i].0 == end;
+        match (joins_prev, joins_next) {
+            (true, true) => {
+                b[i - 1].1 = b[i].1;
+                b.remove(i);
+            }
+            (true, false) => b[i - 1].1 = end,
+            (false, true) => b[i].0 = start,
+            (false, false) => b.insert(i, (start, end)),
+        }
+        start
+    }
+
+    /// Forget intervals that end by `horizon` (no request can arrive before it).
+    pub fn prune(&mut self, horizon: u64) {
+        while self.busy.front().is_some_and(|&(_, e)| e <= horizon) {
+            self.busy.pop_front();
+        }
+    }
+}
+
+/// DRAM counters (docs/metrics.md, `time.dram`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DramCounters {
+    pub reads: u64,
+    pub writes: u64,
+    pub row_hits: u64,
+    pub row_misses: u64,
+    pub row_conflicts: u64,
+    /// Cycles requests waited for their bank or bus beyond the unloaded latency.
+    pub queue_cycles: u64,
+}
+
+pub struct Dram {
+    t: DramTiming,
+    banks: Vec<Bank>,
+    bus: Vec<Calendar>,
+    pub counters: DramCounters,
+    /// The last request's latency had it found its bank and bus idle.
+    pub last_unloaded: u64,
+}
+
+/// Bytes per burst (one cache line).
+pub const BURST_BYTES: u64 = 64;
+
+impl Dram {
+    pub fn new(t: DramTiming) -> Dram {
+        let n = (t.channels * t.banks) as usize;
+        Dram {
+            banks: vec![Bank { row: u64::MAX, free: 0 }; n],
+            bus: vec![Calendar::default(); t.channels as usize],
+            t,
+            counters: DramCounters::default(),
+            last_unloaded: 0,
+        }
+    }
+
+    pub fn timing(&self) -> &DramTiming {
+        &self.t
+    }
+
+    /// A line request reaching the controller at `at`; returns when its data is back at
+    /// the last-level cache. A write (a dirty line written back) takes its bank and a
+    /// burst; nothing waits for it.
+    pub fn access(&mut self, pa: u64, at: u64, write: bool) -> u64 {
+        let t = &self.t;
+        let chunk = pa >> t.row_shift;
+        let channel = (chunk % t.channels as u64) as usize;
+        let rest = chunk / t.channels as u64;
+        let bank_no = (rest % t.banks as u64) as usize;
+        let row = rest / t.banks as u64;
+        let bank = &mut self.banks[channel * t.banks as usize + bank_no];
+        let arrive = at + t.controller / 2;
+        let start = arrive.max(bank.free);
+        let c = &mut self.counters;
+        let (to_cas, kind) = if bank.row == row {
+            (0, &mut c.row_hits)
+        } else if bank.row == u64::MAX {
+            (t.t_rcd, &mut c.row_misses)
+        } else {
+            (t.t_rp + t.t_rcd, &mut c.row_conflicts)
+        };
+        *kind += 1;
+        let cas = start + to_cas;
+        bank.row = row;
+        bank.free = cas + t.t_burst;
+        let ready = cas + t.t_cas;
+        let burst = self.bus[channel].reserve(ready, t.t_burst);
+        let done = burst + t.t_burst + t.controller - t.controller / 2;
+        let unloaded = t.controller + to_cas + t.t_cas + t.t_burst;
+        c.queue_cycles += (done - at).saturating_sub(unloaded);
+        self.last_unloaded = unloaded;
+        if write {
+            c.writes += 1;
+        } else {
+            c.reads += 1;
+        }
+        done
+    }
+
+    /// No request will arrive before `horizon`.
+    pub fn prune(&mut self, horizon: u64) {
+        for b in &mut self.bus {
+            b.prune(horizon);
+        }
+    }
+
+    /// Peak bytes per cycle over all channels.
+    pub fn peak_bytes_per_cycle(&self) -> f64 {
+        self.t.channels as f64 * BURST_BYTES as f64 / self.t.t_burst as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ddr() -> Dram {
+        Dram::new(DramTiming { channels: 1, banks: 8, row_shift: 13, t_cas: 50, t_rcd: 50, t_rp: 50, t_burst: 10, controller: 20 })
+    }
+
+    #[test]
+    fn row_hit_miss_and_conflict_latencies() {
+        let mut d = ddr();
+        // Closed bank: controller + tRCD + tCAS + burst.
+        assert_eq!(d.access(0, 0, false), 20 + 50 + 50 + 10);
+        // The same row, long after: tCAS only.
+        assert_eq!(d.access(64, 1000, false) - 1000, 20 + 50 + 10);
+        // Another row of the same bank (8 banks of 8 KiB rows: 64 KiB apart).
+        assert_eq!(d.access(64 << 10, 2000, false) - 2000, 20 + 150 + 10);
+        assert_eq!((d.counters.row_misses, d.counters.row_hits, d.counters.row_conflicts), (1, 1, 1));
+    }
+
+    #[test]
+    fn the_bus_never_carries_two_bursts_at_once() {
+        let mut d = ddr();
+        // 100 requests at once to 100 different rows and banks, in arbitrary order.
+        let mut dones: Vec<u64> = (0..100u64).map(|i| d.access(((i * 37) % 100) << 13, 0, false)).collect();
+        dones.sort();
+        for w in dones.windows(2) {
+            assert!(w[1] - w[0] >= 10, "bursts overlap: {w:?}");
+        }
+    }
+
+    #[test]
+    fn a_late_issued_request_takes_an_earlier_idle_slot() {
+        let mut c = Calendar::default();
+        assert_eq!(c.reserve(100, 10), 100);
+        assert_eq!(c.reserve(130, 10), 130);
+        // Issued after them, ready earlier: the gap before 100, then the one at 110.
+        assert_eq!(c.reserve(50, 10), 50);
+        assert_eq!(c.reserve(105, 10), 110);
+        assert_eq!(c.reserve(105, 15), 140, "the gap 120..130 is too short");
+        c.prune(200);
+        assert!(c.busy.is_empty());
+    }
+}

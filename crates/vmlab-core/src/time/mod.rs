@@ -1,0 +1,687 @@
+//! The time model: how long the program takes under a design, not only what the
+//! translation path counted (docs/config.md `[time]`, docs/metrics.md `time`).
+//!
+//! The functional model decides every hit, miss, walk reference and fault; the time
+//! model decides when each of them happens. It reads the memory-op stream the engine
+//! already sends to the cache hierarchy ([`crate::mem::MemOp`], in trace order, inline
+//! or on the memory thread), plus one [`crate::mem::MemOp::Time`] per translation that
+//! carries what the caches do not see: the instructions since the last reference, the
+//! address dependence, the TLB's lookup cycles and the OS's. So turning it on changes
+//! no counter of the count-only model.
+//!
+//! - [`core`]: an out-of-order window (ROB, load and store queues, dependences);
+//! - [`memory`]: MSHRs per cache level, merging misses to a line in flight;
+//! - [`dram`]: channels, banks, row buffers and a bandwidth-limited bus;
+//! - here: the page walkers (a pool; a walk holds one from start to end; the
+//!   references of one walk step issue together and the step ends with the slowest),
+//!   and the `time` section of the stats document.
+
+pub mod core;
+pub mod dram;
+pub mod memory;
+
+use self::core::{Cause, Core, CoreSettings, FP};
+use self::dram::{Dram, DramCounters, DramTiming};
+use self::memory::{MshrCounters, Path, TimedMemory};
+use crate::config::{Bytes, Config};
+use crate::error::{Error, Result};
+use crate::mem::{MemOp, MemoryHierarchy, Timing};
+use crate::trace::Dep;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// `time.model`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimeModelKind {
+    /// Count only: latencies are summed into `cycles`, no execution time.
+    #[default]
+    None,
+    /// The out-of-order core with memory-level parallelism.
+    Ooo,
+}
+
+/// `time.unknown_deps`: what an access whose trace says nothing of its dependences
+/// (lackey logs, version-1 traces) is assumed to depend on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnknownDeps {
+    /// On no load: as much overlap as the window allows (an upper bound on MLP).
+    #[default]
+    Independent,
+    /// On the previous load: a pointer chase (a lower bound).
+    PreviousLoad,
+}
+
+/// `[time]`: the time model's settings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TimeConfig {
+    #[serde(default)]
+    pub model: TimeModelKind,
+    /// Core clock, for the DRAM's nanoseconds and bandwidth and for seconds.
+    #[serde(default = "default_frequency")]
+    pub frequency_ghz: f64,
+    #[serde(default)]
+    pub unknown_deps: UnknownDeps,
+    /// Concurrent hardware page walkers (Skylake has 2).
+    #[serde(default = "default_walkers")]
+    pub walkers: u32,
+    #[serde(default)]
+    pub core: CoreConfig,
+    #[serde(default)]
+    pub dram: DramConfig,
+}
+
+/// `[time.core]`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CoreConfig {
+    /// Instructions dispatched per cycle at most.
+    #[serde(default = "default_width")]
+    pub width: u32,
+    /// Reorder-buffer entries (instructions in flight).
+    #[serde(default = "default_rob")]
+    pub rob: u32,
+    #[serde(default = "default_load_queue")]
+    pub load_queue: u32,
+    #[serde(default = "default_store_queue")]
+    pub store_queue: u32,
+    /// Cycles per instruction when nothing stalls (at least 1 / width).
+    #[serde(default = "default_base_cpi")]
+    pub base_cpi: f64,
+}
+
+/// `[time.dram]`: DDR timings in nanoseconds, bandwidth per channel in GB/s.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DramConfig {
+    #[serde(default = "one_u32")]
+    pub channels: u32,
+    /// Banks per channel.
+    #[serde(default = "default_banks")]
+    pub banks: u32,
+    /// Row-buffer bytes per bank.
+    #[serde(default = "default_row")]
+    pub row: Bytes,
+    #[serde(default = "default_t")]
+    pub t_cas_ns: f64,
+    #[serde(default = "default_t")]
+    pub t_rcd_ns: f64,
+    #[serde(default = "default_t")]
+    pub t_rp_ns: f64,
+    /// Peak data bandwidth of one channel.
+    #[serde(default = "default_gbs")]
+    pub channel_gbs: f64,
+    /// Memory controller and interconnect, there and back.
+    #[serde(default = "default_controller")]
+    pub controller_ns: f64,
+}
+
+// Defaults: a Skylake-like core with one DDR4-2400 channel (CL17: 14.16 ns).
+fn default_frequency() -> f64 {
+    4.0
+}
+fn default_walkers() -> u32 {
+    2
+}
+fn default_width() -> u32 {
+    4
+}
+fn default_rob() -> u32 {
+    224
+}
+fn default_load_queue() -> u32 {
+    72
+}
+fn default_store_queue() -> u32 {
+    56
+}
+fn default_base_cpi() -> f64 {
+    0.25
+}
+fn one_u32() -> u32 {
+    1
+}
+fn default_banks() -> u32 {
+    16
+}
+fn default_row() -> Bytes {
+    Bytes(8192)
+}
+fn default_t() -> f64 {
+    14.16
+}
+fn default_gbs() -> f64 {
+    19.2
+}
+fn default_controller() -> f64 {
+    10.0
+}
+
+impl Default for TimeConfig {
+    fn default() -> TimeConfig {
+        TimeConfig {
+            model: TimeModelKind::None,
+            frequency_ghz: default_frequency(),
+            unknown_deps: UnknownDeps::default(),
+            walkers: default_walkers(),
+            core: CoreConfig::default(),
+            dram: DramConfig::default(),
+        }
+    }
+}
+
+impl Default for CoreConfig {
+    fn default() -> CoreConfig {
+        CoreConfig { width: default_width(), rob: default_rob(), load_queue: default_load_queue(), store_queue: default_store_queue(), base_cpi: default_base_cpi() }
+    }
+}
+
+impl Default for DramConfig {
+    fn default() -> DramConfig {
+        DramConfig {
+            channels: 1,
+            banks: default_banks(),
+            row: default_row(),
+            t_cas_ns: default_t(),
+            t_rcd_ns: default_t(),
+            t_rp_ns: default_t(),
+            channel_gbs: default_gbs(),
+            controller_ns: default_controller(),
+        }
+    }
+}
+
+/// MSHRs of a cache level whose `mshrs` is not set.
+pub const DEFAULT_MSHRS: u32 = 16;
+
+fn positive(key: &str, v: f64) -> Result<()> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::config(key, format!("must be a positive number, not {v}")))
+    }
+}
+
+fn at_least_one(key: &str, v: u32) -> Result<()> {
+    if v == 0 {
+        return Err(Error::config(key, "must be at least 1"));
+    }
+    Ok(())
+}
+
+impl TimeConfig {
+    pub fn is_default(&self) -> bool {
+        *self == TimeConfig::default()
+    }
+
+    pub fn validate(&self, cfg: &Config) -> Result<()> {
+        positive("time.frequency_ghz", self.frequency_ghz)?;
+        at_least_one("time.walkers", self.walkers)?;
+        let c = &self.core;
+        at_least_one("time.core.width", c.width)?;
+        at_least_one("time.core.rob", c.rob)?;
+        at_least_one("time.core.load_queue", c.load_queue)?;
+        at_least_one("time.core.store_queue", c.store_queue)?;
+        positive("time.core.base_cpi", c.base_cpi)?;
+        if c.base_cpi * (c.width as f64) < 1.0 - 1e-9 {
+            return Err(Error::config("time.core.base_cpi", format!("{} is below 1 / width (time.core.width = {})", c.base_cpi, c.width)));
+        }
+        let d = &self.dram;
+        at_least_one("time.dram.channels", d.channels)?;
+        at_least_one("time.dram.banks", d.banks)?;
+        if d.row.0 < 64 || !d.row.0.is_power_of_two() {
+            return Err(Error::config("time.dram.row", "must be a power of two of at least 64 bytes"));
+        }
+        for (k, v) in [("time.dram.t_cas_ns", d.t_cas_ns), ("time.dram.t_rcd_ns", d.t_rcd_ns), ("time.dram.t_rp_ns", d.t_rp_ns), ("time.dram.controller_ns", d.controller_ns)] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(Error::config(k, format!("must be a number of nanoseconds >= 0, not {v}")));
+            }
+        }
+        positive("time.dram.channel_gbs", d.channel_gbs)?;
+        for (name, cache) in &cfg.cache {
+            if cache.mshrs == Some(0) {
+                return Err(Error::config(format!("cache.{name}.mshrs"), "must be at least 1"));
+            }
+        }
+        if self.model == TimeModelKind::Ooo && !cfg.memory.data_refs {
+            return Err(Error::config(
+                "time.model",
+                "\"ooo\" times every program reference through the caches: set memory.data_refs = true as well",
+            ));
+        }
+        Ok(())
+    }
+
+    fn cycles(&self, ns: f64) -> u64 {
+        (ns * self.frequency_ghz).round() as u64
+    }
+
+    /// The DRAM's timing in core cycles.
+    pub fn dram_timing(&self) -> DramTiming {
+        let d = &self.dram;
+        let burst_ns = dram::BURST_BYTES as f64 / d.channel_gbs;
+        DramTiming {
+            channels: d.channels,
+            banks: d.banks,
+            row_shift: d.row.0.trailing_zeros(),
+            t_cas: self.cycles(d.t_cas_ns),
+            t_rcd: self.cycles(d.t_rcd_ns),
+            t_rp: self.cycles(d.t_rp_ns),
+            t_burst: (burst_ns * self.frequency_ghz).ceil().max(1.0) as u64,
+            controller: self.cycles(d.controller_ns),
+        }
+    }
+
+    pub fn core_settings(&self) -> CoreSettings {
+        let c = &self.core;
+        CoreSettings { rob: c.rob, load_queue: c.load_queue, store_queue: c.store_queue, cpi_fp: (c.base_cpi * FP as f64).round().max(1.0) as u64 }
+    }
+}
+
+/// What the engine tells the time model about one translation (`MemOp::Time`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AccessTime {
+    /// Instructions since the previous translation's, this access's own included.
+    pub instrs: u64,
+    pub dep: Dep,
+    /// TLB lookup cycles beyond the first level.
+    pub tlb: u32,
+    /// OS cycles the translation caused (a fault, a policy's work).
+    pub os: u64,
+}
+
+/// One walk reference as the time model keeps it until its access is timed.
+#[derive(Clone, Copy, Debug)]
+enum WalkItem {
+    Ref { pa: u64, served: u8, new_step: bool },
+    Background { pa: u64, served: u8 },
+    NestedEnd(u64),
+    End { cycles: u64, fixed: Option<u64> },
+}
+
+/// The time model's state.
+pub struct TimeModel {
+    core: Core,
+    mem: TimedMemory,
+    /// When each walker is free.
+    walkers: Vec<u64>,
+    walk: Vec<WalkItem>,
+    pending: Option<AccessTime>,
+    /// OS cycles (page copies) to charge to the next translation.
+    pending_os: u64,
+    previous_load: bool,
+    l1i_latency: u64,
+    frequency_ghz: f64,
+    /// The last level's writebacks already sent to DRAM.
+    writebacks_seen: u64,
+    accesses: u64,
+    walks: u64,
+    walk_cycles: u64,
+    walker_wait: u64,
+    /// Instructions the trace accounted for (`AccessTime::instrs`).
+    traced: u64,
+    lat: Latencies,
+    /// The unloaded latency of the walk just timed.
+    walk_unloaded: u64,
+}
+
+/// Sums over every program reference of its translation latency (from when its
+/// address was ready to when it was translated: TLB, walker wait, walk) and its data
+/// latency (to when its data was back), as they came out and as they would have
+/// unloaded (every walker, MSHR, bank and bus free; no OS work).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Latencies {
+    pub references: u64,
+    pub translation: u64,
+    pub data: u64,
+    pub translation_unloaded: u64,
+    pub data_unloaded: u64,
+}
+
+/// The counters the `time` section reports, cumulative (a warm-up subtracts its own).
+#[derive(Clone, Debug, Default)]
+pub struct TimeStats {
+    pub cycles: u64,
+    pub instructions: u64,
+    pub loads: u64,
+    pub stores: u64,
+    /// Stall cycles (1/FP cycles) by cause.
+    pub data_fp: u64,
+    pub translation_fp: u64,
+    pub os_fp: u64,
+    pub walks: u64,
+    pub walk_cycles: u64,
+    pub walker_wait: u64,
+    pub queue_wait: u64,
+    pub mshrs: Vec<MshrCounters>,
+    pub dram: DramCounters,
+    pub lat: Latencies,
+}
+
+impl TimeModel {
+    pub fn new(cfg: &Config, mem: &MemoryHierarchy) -> TimeModel {
+        let t = &cfg.time;
+        let caches: Vec<(u32, u64, u32)> = cfg.cache.values().map(|c| (c.latency, c.line.0, c.mshrs.unwrap_or(DEFAULT_MSHRS))).collect();
+        let timed = TimedMemory::new(&caches, mem.paths(), Dram::new(t.dram_timing()));
+        TimeModel {
+            core: Core::new(t.core_settings()),
+            l1i_latency: timed.first_latency(Path::Instr),
+            mem: timed,
+            walkers: vec![0; t.walkers as usize],
+            walk: Vec::with_capacity(64),
+            pending: None,
+            pending_os: 0,
+            previous_load: t.unknown_deps == UnknownDeps::PreviousLoad,
+            frequency_ghz: t.frequency_ghz,
+            writebacks_seen: 0,
+            accesses: 0,
+            walks: 0,
+            walk_cycles: 0,
+            walker_wait: 0,
+            traced: 0,
+            lat: Latencies::default(),
+            walk_unloaded: 0,
+        }
+    }
+
+    /// Observe one op the hierarchy has just applied (`mem.served` is its reference's).
+    #[inline]
+    pub fn observe(&mut self, op: MemOp, mem: &MemoryHierarchy, timing: Timing) {
+        match op {
+            MemOp::WalkRef { pa, new_step, .. } => self.walk.push(WalkItem::Ref { pa, served: mem.served, new_step }),
+            MemOp::Background { pa } => self.walk.push(WalkItem::Background { pa, served: mem.served }),
+            MemOp::NestedEnd { cycles } => self.walk.push(WalkItem::NestedEnd(cycles)),
+            MemOp::WalkEnd { cycles, fixed } => self.walk.push(WalkItem::End { cycles, fixed }),
+            MemOp::Time(t) => self.pending = Some(t),
+            MemOp::Data { pa, write, instr, .. } => {
+                self.access(pa, mem.served, write, instr);
+                self.writebacks(mem, pa);
+            }
+            MemOp::Copy { .. } => {
+                if let Timing::Copy(c) = timing {
+                    self.pending_os += c;
+                }
+            }
+        }
+    }
+
+    /// Dirty lines the last level evicted go to DRAM. The evicted line's address is not
+    /// reported; it shares the new line's set, so the write goes to the new line's
+    /// set bits with other row bits.
+    #[inline(always)]
+    fn writebacks(&mut self, mem: &MemoryHierarchy, pa: u64) {
+        let Some(last) = self.mem.last_level else { return };
+        let n = mem.caches[last].counters.writebacks;
+        if n != self.writebacks_seen {
+            let at = self.core.horizon();
+            for _ in self.writebacks_seen..n {
+                self.mem.writeback(pa ^ 0x5bd1_e995 << 20, at);
+            }
+            self.writebacks_seen = n;
+        }
+    }
+
+    fn access(&mut self, pa: u64, served: u8, write: bool, fetch: bool) {
+        let info = self.pending.take().unwrap_or_default();
+        let os = info.os + std::mem::take(&mut self.pending_os);
+        self.traced += info.instrs;
+        self.accesses += 1;
+        if self.accesses % 256 == 0 {
+            self.mem.dram.prune(self.core.horizon());
+        }
+        if fetch {
+            // The front-end fetches just in time for dispatch; an L1I hit is pipelined,
+            // anything slower delays this instruction's dispatch.
+            self.core.plain(info.instrs.saturating_sub(1));
+            let issue = self.core.next_slot();
+            let translated = self.translate(issue + info.tlb as u64);
+            let translated_os = if os > 0 { self.core.trap(translated, os) } else { translated };
+            let done = self.mem.access(Path::Instr, pa, served, translated_os);
+            self.note(translated - issue, done - translated_os, info.tlb);
+            let front = done.saturating_sub(self.l1i_latency);
+            let cause = share(translated - issue, 0, Cause::Base, front.saturating_sub(issue));
+            self.core.begin(front, cause);
+            return;
+        }
+        let d = if info.instrs >= 1 {
+            self.core.plain(info.instrs - 1);
+            self.core.begin(0, Cause::Base)
+        } else {
+            // A reference of the instruction already open, or, in a trace that carries
+            // no instructions, one of its own.
+            self.core.current()
+        };
+        let mut ready = d + 1;
+        let mut waited = (0, Cause::Base);
+        let dep = if info.dep.is_known() || !self.previous_load { info.dep } else { Dep::on_load(1) };
+        if let Some(k) = dep.distance() {
+            if let Some((t, c)) = self.core.producer(k) {
+                if t > ready {
+                    waited = (t - ready, c);
+                    ready = t;
+                }
+            }
+        }
+        let ready = self.core.queue_entry(write, ready);
+        let translated = self.translate(ready + info.tlb as u64);
+        let translated_os = if os > 0 { self.core.trap(translated, os) } else { translated };
+        if write {
+            let commit = self.core.store_commit(translated_os);
+            let written = self.mem.access(Path::Data, pa, served, commit);
+            self.note(translated - ready, written - commit, info.tlb);
+            let cause = share(translated - ready, waited.0, waited.1, translated_os - d);
+            self.core.store_done(translated_os, written, cause);
+        } else {
+            let done = self.mem.access(Path::Data, pa, served, translated_os);
+            self.note(translated - ready, done - translated_os, info.tlb);
+            let cause = share(translated - ready, waited.0, waited.1, done - d);
+            self.core.load_done(done, cause);
+        }
+    }
+
+    /// Count a reference's latencies (the data reference just timed is the memory's
+    /// last; the walk, if any, `walk_unloaded`).
+    #[inline(always)]
+    fn note(&mut self, translation: u64, data: u64, tlb: u32) {
+        let l = &mut self.lat;
+        l.references += 1;
+        l.translation += translation;
+        l.data += data;
+        l.translation_unloaded += tlb as u64 + std::mem::take(&mut self.walk_unloaded);
+        l.data_unloaded += self.mem.last_unloaded;
+    }
+
+    /// Time the buffered walk, if this translation walked, from `at`; returns when the
+    /// translation is done.
+    fn translate(&mut self, at: u64) -> u64 {
+        if self.walk.is_empty() {
+            return at;
+        }
+        let w = (0..self.walkers.len()).min_by_key(|&i| self.walkers[i]).expect("at least one walker");
+        let start = at.max(self.walkers[w]);
+        self.walker_wait += start - at;
+        let items = std::mem::take(&mut self.walk);
+        let end = self.time_walk(&items, start);
+        self.walk = items;
+        self.walk.clear();
+        self.walkers[w] = end;
+        self.walks += 1;
+        self.walk_cycles += end - start;
+        end
+    }
+
+    /// A walk's references from `start`: a step's references issue together when the
+    /// step before has ended, and the step ends with its slowest.
+    fn time_walk(&mut self, items: &[WalkItem], start: u64) -> u64 {
+        let (mut step_start, mut step_end) = (start, start);
+        // The same walk unloaded: finished steps, and the current step's slowest.
+        let (mut unloaded, mut step_max) = (0, 0);
+        let mut first = true;
+        for &item in items {
+            match item {
+                WalkItem::Ref { pa, served, new_step } => {
+                    if new_step || first {
+                        step_start = step_end;
+                        unloaded += std::mem::take(&mut step_max);
+                        first = false;
+                    }
+                    step_end = step_end.max(self.mem.access(Path::Walk, pa, served, step_start));
+                    step_max = step_max.max(self.mem.last_unloaded);
+                }
+                // A walk-table fill: traffic, no latency.
+                WalkItem::Background { pa, served } => {
+                    self.mem.access(Path::Walk, pa, served, step_start);
+                }
+                WalkItem::NestedEnd(c) => {
+                    step_end += c;
+                    step_start = step_end;
+                    unloaded += std::mem::take(&mut step_max) + c;
+                    first = true;
+                }
+                WalkItem::End { cycles, fixed } => {
+                    self.walk_unloaded = fixed.unwrap_or(unloaded + step_max + cycles);
+                    return match fixed {
+                        Some(f) => start + f,
+                        None => step_end + cycles,
+                    };
+                }
+            }
+        }
+        self.walk_unloaded = unloaded + step_max;
+        step_end
+    }
+
+    /// The counters so far (the core's cycle is its dispatch point).
+    pub fn snapshot(&self) -> TimeStats {
+        self.stats(self.core.horizon())
+    }
+
+    /// End of the run: `instructions` is the trace's total (ticks after the last
+    /// reference still run).
+    pub fn finish(&mut self, instructions: u64) -> TimeStats {
+        self.core.plain(instructions.saturating_sub(self.traced));
+        self.traced = self.traced.max(instructions);
+        let cycles = self.core.finish();
+        self.stats(cycles)
+    }
+
+    fn stats(&self, cycles: u64) -> TimeStats {
+        let c = &self.core;
+        TimeStats {
+            cycles,
+            instructions: c.instructions,
+            loads: c.loads,
+            stores: c.stores,
+            data_fp: c.stalls.data,
+            translation_fp: c.stalls.translation,
+            os_fp: c.stalls.os,
+            walks: self.walks,
+            walk_cycles: self.walk_cycles,
+            walker_wait: self.walker_wait,
+            queue_wait: c.queue_wait,
+            mshrs: self.mem.mshr_counters(),
+            dram: self.mem.dram.counters.clone(),
+            lat: self.lat,
+        }
+    }
+
+    /// The `time` section (docs/metrics.md) of `end` minus `base` (the warm-up).
+    pub fn section(&self, cfg: &Config, end: &TimeStats, base: Option<&TimeStats>, cache_names: &[String]) -> Value {
+        let zero = TimeStats { mshrs: vec![MshrCounters::default(); end.mshrs.len()], ..Default::default() };
+        let b = base.unwrap_or(&zero);
+        let cycles = end.cycles.saturating_sub(b.cycles);
+        let instr = end.instructions - b.instructions;
+        let ratio = |a: f64, b: f64| if b == 0.0 { 0.0 } else { a / b };
+        let c = |fp: u64| fp as f64 / FP as f64;
+        let data = c(end.data_fp - b.data_fp);
+        let translation = c(end.translation_fp - b.translation_fp);
+        let os = c(end.os_fp - b.os_fp);
+        let base_cycles = (cycles as f64 - data - translation - os).max(0.0);
+        let mut levels = serde_json::Map::new();
+        for (i, name) in cache_names.iter().enumerate() {
+            let (e, s) = (&end.mshrs[i], &b.mshrs[i]);
+            let busy = (e.busy_cycles - s.busy_cycles) as f64;
+            levels.insert(
+                name.clone(),
+                json!({
+                    "mshrs": cfg.cache[name].mshrs.unwrap_or(DEFAULT_MSHRS),
+                    "misses": e.misses - s.misses, "merged": e.merged - s.merged,
+                    "mshr_full_cycles": e.full_cycles - s.full_cycles,
+                    "mean_outstanding": ratio(busy, cycles as f64),
+                    "mlp": ratio(busy, (e.active_cycles - s.active_cycles) as f64),
+                }),
+            );
+        }
+        let first_data = self.mem.paths_data_first().map(|i| &cache_names[i]);
+        let mlp = first_data.and_then(|n| levels.get(n)).map_or(0.0, |v| v["mlp"].as_f64().unwrap_or(0.0));
+        let (d, db) = (&end.dram, &b.dram);
+        let (reads, writes) = (d.reads - db.reads, d.writes - db.writes);
+        let (hits, misses, conflicts) = (d.row_hits - db.row_hits, d.row_misses - db.row_misses, d.row_conflicts - db.row_conflicts);
+        let bytes = (reads + writes) * dram::BURST_BYTES;
+        let seconds = cycles as f64 / (self.frequency_ghz * 1e9);
+        let peak = self.mem.dram.peak_bytes_per_cycle();
+        let walk_cycles = (end.walk_cycles - b.walk_cycles) as f64;
+        let walks = end.walks - b.walks;
+        let (l, lb) = (&end.lat, &b.lat);
+        let refs = (l.references - lb.references) as f64;
+        let serialized = (l.translation_unloaded - lb.translation_unloaded) + (l.data_unloaded - lb.data_unloaded);
+        json!({
+            "model": "ooo",
+            "cycles": cycles,
+            "instructions": instr,
+            "ipc": ratio(instr as f64, cycles as f64),
+            "cpi": ratio(cycles as f64, instr as f64),
+            "seconds": seconds,
+            "loads": end.loads - b.loads,
+            "stores": end.stores - b.stores,
+            "stalls": {"base": base_cycles, "data": data, "translation": translation, "os": os},
+            "cpi_stack": {"base": ratio(base_cycles, instr as f64), "data": ratio(data, instr as f64),
+                          "translation": ratio(translation, instr as f64), "os": ratio(os, instr as f64)},
+            "mlp": mlp,
+            "queue_wait_cycles": end.queue_wait - b.queue_wait,
+            "latency": {
+                "references": refs as u64,
+                "translation": ratio((l.translation - lb.translation) as f64, refs),
+                "data": ratio((l.data - lb.data) as f64, refs),
+                "translation_unloaded": ratio((l.translation_unloaded - lb.translation_unloaded) as f64, refs),
+                "data_unloaded": ratio((l.data_unloaded - lb.data_unloaded) as f64, refs),
+                "serialized_cycles": serialized,
+            },
+            "caches": levels,
+            "walks": {
+                "count": walks,
+                "walkers": self.walkers.len(),
+                "mean_latency": ratio(walk_cycles, walks as f64),
+                "walker_wait_cycles": end.walker_wait - b.walker_wait,
+                "walker_occupancy": ratio(walk_cycles, cycles as f64 * self.walkers.len() as f64),
+                "mean_concurrent": ratio(walk_cycles, cycles as f64),
+            },
+            "dram": {
+                "reads": reads, "writes": writes,
+                "row_hits": hits, "row_misses": misses, "row_conflicts": conflicts,
+                "row_hit_rate": ratio(hits as f64, (hits + misses + conflicts) as f64),
+                "queue_cycles": d.queue_cycles - db.queue_cycles,
+                "bytes": bytes,
+                "bandwidth_gbs": ratio(bytes as f64, seconds) / 1e9,
+                "peak_gbs": peak * self.frequency_ghz,
+                "bandwidth_utilisation": ratio(bytes as f64, cycles as f64 * peak),
+            },
+        })
+    }
+}
+
+/// The cause of a reference's latency `total` (from its instruction's dispatch): the
+/// share that was translation, counting a wait for a producer as its producer's.
+fn share(translation: u64, waited: u64, producer: Cause, total: u64) -> Cause {
+    if total == 0 {
+        return Cause::Base;
+    }
+    let from_producer = match producer {
+        Cause::Mem(s) => waited as u128 * s as u128,
+        Cause::Base => 0,
+    };
+    let t = (translation as u128 * 65535 + from_producer) / total as u128;
+    Cause::Mem(t.min(65535) as u16)
+}

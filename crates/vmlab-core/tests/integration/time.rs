@@ -1,0 +1,157 @@
+//! The time model (time/): its checks against first principles — a dependent chain
+//! costs the sum of its latencies, MSHRs buy memory-level parallelism, the DRAM bus
+//! never beats its peak, walkers limit walks — and that it changes no counter.
+
+use serde_json::Value;
+use vmlab::api::{run, RunRequest, SourceSpec};
+use vmlab::config::Config;
+use vmlab::sim::{self, SourceInfo};
+use vmlab::trace::synth;
+
+fn workload(name: &str, params: &[&str]) -> SourceSpec {
+    let params = params.iter().map(|p| p.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).unwrap()).collect();
+    SourceSpec::Workload { name: name.into(), params }
+}
+
+/// A timed run on the skylake preset with `sets` on top.
+fn timed(name: &str, params: &[&str], sets: &[&str]) -> Value {
+    let mut overrides = vec!["memory.data_refs=true".to_string(), "time.model=\"ooo\"".to_string()];
+    overrides.extend(sets.iter().map(|s| s.to_string()));
+    run(&RunRequest { config: "skylake".into(), overrides, source: workload(name, params), progress: false }).unwrap()
+}
+
+fn f(doc: &Value, path: &str) -> f64 {
+    let mut v = doc;
+    for k in path.split('.') {
+        v = &v[k];
+    }
+    v.as_f64().unwrap_or_else(|| panic!("{path} is not a number: {v}"))
+}
+
+#[test]
+fn a_pointer_chase_costs_the_sum_of_its_latencies() {
+    // Every load's address comes from the previous load: nothing overlaps.
+    let d = timed("pchase", &["footprint=1G", "accesses=100k"], &["time.unknown_deps=\"previous-load\""]);
+    let accesses = f(&d, "totals.accesses");
+    let per_access = f(&d, "time.cycles") / accesses;
+    let latency = f(&d, "time.latency.translation") + f(&d, "time.latency.data");
+    assert!((per_access - latency).abs() <= 0.05 * latency, "{per_access:.1} cycles per access, {latency:.1} of latency");
+    assert!(f(&d, "time.mlp") < 1.05, "a chase has no memory-level parallelism");
+}
+
+const ONE_MSHR: [&str; 3] = ["cache.l1d.mshrs=1", "cache.l2.mshrs=1", "cache.llc.mshrs=1"];
+
+#[test]
+fn mshrs_overlap_independent_misses_and_the_bus_keeps_its_peak() {
+    // 1G pages: every translation hits the TLB, so the data references alone set the time.
+    let gups = ["footprint=4G", "accesses=300k"];
+    let one = timed("gups", &gups, &[&ONE_MSHR[..], &["os.page_size=1G"]].concat());
+    let ten = timed("gups", &gups, &["cache.l1d.mshrs=10", "os.page_size=1G"]);
+    // One MSHR: the misses one after another, each its unloaded latency.
+    let serial = f(&one, "time.latency.serialized_cycles");
+    let cycles = f(&one, "time.cycles");
+    assert!((cycles - serial).abs() <= 0.05 * serial, "1 MSHR: {cycles} cycles against a serialized {serial}");
+    let speedup = cycles / f(&ten, "time.cycles");
+    assert!(speedup >= 4.0, "10 MSHRs are only {speedup:.2}x faster");
+    assert!(f(&ten, "time.mlp") > 4.0);
+    for d in [&one, &ten] {
+        assert!(f(d, "time.dram.bandwidth_gbs") <= 19.2 && f(d, "time.dram.bandwidth_utilisation") <= 1.0);
+    }
+}
+
+#[test]
+fn a_stream_reaches_the_dram_bandwidth_and_never_passes_it() {
+    let d = timed("stream", &["footprint=1G", "accesses=2M"], &[]);
+    let gbs = f(&d, "time.dram.bandwidth_gbs");
+    assert!((0.8 * 19.2..=19.2).contains(&gbs), "{gbs} GB/s of 19.2");
+    assert!(f(&d, "time.dram.row_hit_rate") > 0.9, "a stream takes row hits");
+}
+
+#[test]
+fn a_second_walker_overlaps_walks() {
+    let gups = ["footprint=4G", "accesses=200k"];
+    let one = timed("gups", &gups, &["time.walkers=1"]);
+    let two = timed("gups", &gups, &["time.walkers=2"]);
+    let (c1, c2) = (f(&one, "time.cycles"), f(&two, "time.cycles"));
+    assert!(c2 < 0.75 * c1, "two walkers: {c2} cycles, one: {c1}");
+    // Both runs are walker-bound: the walkers are busy nearly all the time, so the
+    // time is the walks' total divided by the walkers.
+    for (d, walkers) in [(&one, 1.0), (&two, 2.0)] {
+        let occupancy = f(d, "time.walks.walker_occupancy");
+        assert!(occupancy > 0.9, "{walkers} walkers busy {occupancy:.2} of the time");
+        let walk_cycles = f(d, "time.walks.count") * f(d, "time.walks.mean_latency");
+        let explained = walk_cycles / walkers / occupancy;
+        assert!((explained - f(d, "time.cycles")).abs() < 0.01 * explained);
+    }
+}
+
+/// Strip what only the time model adds.
+fn counters(mut d: Value) -> Value {
+    let o = d.as_object_mut().unwrap();
+    for k in ["time", "config", "config_hash"] {
+        o.remove(k);
+    }
+    d
+}
+
+#[test]
+fn the_time_model_changes_no_counter() {
+    for (name, params) in [("gups", &["footprint=1G", "accesses=50k"][..]), ("kv", &["accesses=50k"]), ("graph", &["accesses=50k"]), ("pchase", &["footprint=64M", "accesses=50k"])] {
+        for kind in ["radix", "nested-ecpt"] {
+            let base = ["memory.data_refs=true".to_string(), format!("page_table.kind=\"{kind}\"")];
+            let count = run(&RunRequest { config: "skylake".into(), overrides: base.to_vec(), source: workload(name, params), progress: false }).unwrap();
+            let mut with_time = base.to_vec();
+            with_time.push("time.model=\"ooo\"".into());
+            let timed = run(&RunRequest { config: "skylake".into(), overrides: with_time, source: workload(name, params), progress: false }).unwrap();
+            assert!(timed["time"]["cycles"].as_u64().unwrap() > 0);
+            assert_eq!(counters(count), counters(timed), "{name} on {kind}");
+        }
+    }
+}
+
+/// The same run inline and with the memory model on its own thread.
+fn run_threaded(cfg: &Config, threaded: bool) -> Value {
+    let mut src = synth::open("gups", &[("footprint".into(), "256M".into()), ("accesses".into(), "100k".into())]).unwrap();
+    let mut s = sim::build(cfg, &SourceInfo::default(), None).unwrap();
+    assert_eq!(s.use_memory_thread(threaded), threaded);
+    let mut buf = Vec::new();
+    while src.next_batch(&mut buf).unwrap() {
+        s.feed(&buf).unwrap();
+    }
+    s.finish(src.meta()).unwrap().0
+}
+
+#[test]
+fn the_time_model_times_the_same_on_the_memory_thread() {
+    for kind in ["radix", "ecpt"] {
+        let cfg = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=\"ooo\"".into(), format!("page_table.kind=\"{kind}\"")]).unwrap();
+        assert_eq!(run_threaded(&cfg, false)["time"], run_threaded(&cfg, true)["time"], "{kind}");
+    }
+}
+
+#[test]
+fn a_warm_up_leaves_the_time_of_the_rest() {
+    let all = timed("gups", &["footprint=256M", "accesses=100k"], &[]);
+    let warm = timed("gups", &["footprint=256M", "accesses=100k"], &["sim.warmup_accesses=50000"]);
+    let (c_all, c_warm) = (f(&all, "time.cycles"), f(&warm, "time.cycles"));
+    assert!(c_warm < 0.6 * c_all && c_warm > 0.3 * c_all, "{c_warm} of {c_all}");
+    assert_eq!(f(&warm, "time.instructions"), f(&warm, "totals.instructions"));
+}
+
+#[test]
+fn bad_time_settings_are_one_line_errors_naming_the_key() {
+    for (set, key) in [
+        ("cache.l1d.mshrs=0", "cache.l1d.mshrs"),
+        ("time.core.rob=0", "time.core.rob"),
+        ("time.dram.channel_gbs=0", "time.dram.channel_gbs"),
+        ("time.walkers=0", "time.walkers"),
+        ("time.core.base_cpi=0.1", "time.core.base_cpi"),
+        ("time.dram.row=\"100\"", "time.dram.row"),
+        ("time.model=\"fast\"", "time.model"),
+    ] {
+        let e = Config::load("skylake", &["memory.data_refs=true".into(), set.into()]).unwrap_err().to_string();
+        assert!(e.contains(key) && !e.contains('\n'), "{set}: {e}");
+    }
+    let e = Config::load("skylake", &["time.model=\"ooo\"".into()]).unwrap_err().to_string();
+    assert!(e.contains("time.model") && e.contains("memory.data_refs"), "{e}");
+}
