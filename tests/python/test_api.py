@@ -147,6 +147,23 @@ def test_pt_compare_table():
         vmlab.pt_compare(workload="gups", designs=["nosuch"])
 
 
+def test_compare_reports_speedups_over_the_baseline():
+    # 1G pages against 4K pages on GUPS over 1 GiB: the TLB stops missing, so the big
+    # pages run faster, and the time the 4K run lost is translation.
+    df = vmlab.compare(["4k:os.page_size=4K", "1g:os.page_size=1G"], baseline="4k", workload="gups",
+                       footprint="1G", accesses="50k")
+    assert list(df.index) == ["4k", "1g"]
+    assert df.loc["4k", "speedup"] == 1.0
+    assert df.loc["1g", "speedup"] > 1.5
+    assert df.loc["1g", "cycles"] * df.loc["1g", "speedup"] == pytest.approx(df.loc["4k", "cycles"])
+    assert df.loc["4k", "cpi_translation"] > df.loc["1g", "cpi_translation"]
+    one = vmlab.run("skylake", workload="gups", footprint="1G", accesses="50k",
+                    overrides=["memory.data_refs=true", "time.model=ooo", "os.page_size=1G"])
+    assert one["time"]["cycles"] == df.loc["1g", "cycles"]
+    with pytest.raises(vmlab.VmlabError, match="baseline"):
+        vmlab.compare(["radix", "ecpt"], baseline="nosuch", workload="gups", accesses="1k")
+
+
 def test_run_many_equals_separate_runs_and_fails_per_config():
     configs = ["tiny", ("tiny", {"tlb.l1d.entries": 4}), ("skylake", ["page_table.kind=hashed"]),
                ("tiny", {"tlb.l1d.entriez": 4})]

@@ -98,11 +98,15 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
     row("stream, skylake", "accesses", &mut || simulate(&sky, &stream))?;
     let sky_data = Config::load("skylake", &["memory.data_refs=true".into()])?;
     row("stream, skylake + data refs through caches", "accesses", &mut || simulate(&sky_data, &stream))?;
+    // The time model (time/) on the same run: its rows sit beside the count-only ones.
+    let sky_time = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into()])?;
+    row("stream, skylake + time model", "accesses", &mut || simulate(&sky_time, &stream))?;
 
     // 3. GUPS over 4 GiB, walks through the cache hierarchy.
     let gups = workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]);
     row("gups 4G, skylake", "accesses", &mut || simulate(&sky, &gups))?;
     row("gups 4G, skylake + data refs through caches", "accesses", &mut || simulate(&sky_data, &gups))?;
+    row("gups 4G, skylake + time model", "accesses", &mut || simulate(&sky_time, &gups))?;
 
     // 4. Romer's cache study: conflict misses, recolouring, COMBINED (data refs on).
     let strawman = workload("strawman", &[("accesses", (5_000_000 * scale).to_string())]);
@@ -129,6 +133,12 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
         let cfg = Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\"")])?;
         row(&format!("gups 1G, {kind}"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
+    for kind in ["nested-radix", "nested-ecpt"] {
+        let cfg = Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\""), "memory.data_refs=true".into()])?;
+        row(&format!("gups 1G, {kind} + data refs"), "accesses", &mut || simulate(&cfg, &gups))?;
+        let cfg = Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\""), "memory.data_refs=true".into(), "time.model=ooo".into()])?;
+        row(&format!("gups 1G, {kind} + time model"), "accesses", &mut || simulate(&cfg, &gups))?;
+    }
     Ok(rows)
 }
 
@@ -145,9 +155,9 @@ pub fn run_cli(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Resu
         if repeat > 1 {
             println!("best of {repeat} runs each (median seconds beside)");
         }
-        println!("{:<36} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
+        println!("{:<44} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
         for r in &rows {
-            println!("{:<36} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
+            println!("{:<44} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
         }
         if let Some(b) = rss {
             println!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);

@@ -226,8 +226,10 @@ impl<P: PageTable> Engine<P> {
             if runs {
                 // A cheap look first: a run pays off from two same-page accesses on
                 // (gups's write after its read is a run of one, left to the ordinary path).
+                // (A tick joins any run: synthetic traces put one before each access.)
                 let on_page = |r: &Record| match r {
                     Record::Access(a) => a.vaddr >> 12 == self.same_page[a.kind.is_instr() as usize].vpn,
+                    Record::Tick(_) => true,
                     _ => false,
                 };
                 // The next record first: it is the one that differs when only one

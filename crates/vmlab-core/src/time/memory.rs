@@ -15,7 +15,102 @@ use crate::mem::MEMORY;
 pub struct MshrFile {
     lines: Vec<u64>,
     done: Vec<u64>,
+    /// Which MSHR holds a line (every reference asks, so not a scan).
+    index: LineIndex,
+    /// A tournament tree over `(done << 8) | slot`: node i is the minimum of nodes 2i
+    /// and 2i + 1, the leaves are the MSHRs, so the root is the one that frees first.
+    /// An update is a branch-free climb.
+    tree: Vec<u64>,
+    leaves: usize,
     pub counters: MshrCounters,
+}
+
+/// The most MSHRs a level can have (a slot number fits the tournament key's low byte).
+pub const MAX_MSHRS: u32 = 255;
+
+impl MshrFile {
+    /// The tournament tree of `n` free MSHRs (absent leaves never win).
+    fn tree(n: usize) -> Vec<u64> {
+        let leaves = n.next_power_of_two();
+        let mut t = vec![u64::MAX; 2 * leaves];
+        for slot in 0..n {
+            t[leaves + slot] = slot as u64;
+        }
+        for i in (1..leaves).rev() {
+            t[i] = t[2 * i].min(t[2 * i + 1]);
+        }
+        t
+    }
+}
+
+/// An open-addressing map from a line to the MSHR that last held it (linear probing,
+/// deletion by backward shift), at most half full.
+struct LineIndex {
+    keys: Vec<u64>,
+    slots: Vec<u16>,
+    mask: usize,
+}
+
+const EMPTY: u64 = u64::MAX;
+
+impl LineIndex {
+    fn new(entries: usize) -> LineIndex {
+        let cap = (entries * 2).next_power_of_two().max(4);
+        LineIndex { keys: vec![EMPTY; cap], slots: vec![0; cap], mask: cap - 1 }
+    }
+
+    #[inline(always)]
+    fn home(&self, line: u64) -> usize {
+        (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & self.mask
+    }
+
+    #[inline(always)]
+    fn get(&self, line: u64) -> Option<usize> {
+        let mut i = self.home(line);
+        loop {
+            match self.keys[i] {
+                k if k == line => return Some(self.slots[i] as usize),
+                EMPTY => return None,
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn insert(&mut self, line: u64, slot: usize) {
+        let mut i = self.home(line);
+        while self.keys[i] != EMPTY && self.keys[i] != line {
+            i = (i + 1) & self.mask;
+        }
+        self.keys[i] = line;
+        self.slots[i] = slot as u16;
+    }
+
+    #[inline(always)]
+    fn remove(&mut self, line: u64) {
+        let mut i = self.home(line);
+        loop {
+            match self.keys[i] {
+                EMPTY => return,
+                k if k == line => break,
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        // Shift back the entries after the hole that may not sit past it.
+        let mut hole = i;
+        let mut j = (i + 1) & self.mask;
+        while self.keys[j] != EMPTY {
+            let home = self.home(self.keys[j]);
+            let between = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
+            if !between {
+                self.keys[hole] = self.keys[j];
+                self.slots[hole] = self.slots[j];
+                hole = j;
+            }
+            j = (j + 1) & self.mask;
+        }
+        self.keys[hole] = EMPTY;
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -37,41 +132,50 @@ pub struct MshrCounters {
 
 impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
-        MshrFile { lines: vec![u64::MAX; entries as usize], done: vec![0; entries as usize], counters: MshrCounters::default() }
+        let n = entries as usize;
+        MshrFile {
+            lines: vec![u64::MAX; n],
+            done: vec![0; n],
+            index: LineIndex::new(n),
+            tree: Self::tree(n),
+            leaves: n.next_power_of_two(),
+            counters: MshrCounters::default(),
+        }
     }
 
     /// When the fill of `line` in flight at `t` completes, if one is.
     #[inline(always)]
     fn in_flight(&self, line: u64, t: u64) -> Option<u64> {
-        let mut found = None;
-        for (l, &d) in self.lines.iter().zip(&self.done) {
-            if *l == line && d > t {
-                found = Some(d);
-            }
-        }
-        found
+        let slot = self.index.get(line)?;
+        let d = self.done[slot];
+        (d > t).then_some(d)
     }
 
     /// An MSHR for a miss at `t`: the one that frees first. Returns it and the time the
     /// miss can start.
     #[inline(always)]
     fn allocate(&mut self, line: u64, t: u64) -> (usize, u64) {
-        let mut best = 0;
-        for (i, &d) in self.done.iter().enumerate() {
-            if d < self.done[best] {
-                best = i;
-            }
-        }
+        let best = (self.tree[1] & 0xff) as usize;
         let start = t.max(self.done[best]);
         self.counters.full_cycles += start - t;
         self.counters.misses += 1;
-        self.lines[best] = line;
+        let old = std::mem::replace(&mut self.lines[best], line);
+        if old != u64::MAX {
+            self.index.remove(old);
+        }
+        self.index.insert(line, best);
         (best, start)
     }
 
     #[inline(always)]
     fn complete(&mut self, slot: usize, start: u64, done: u64) {
         self.done[slot] = done;
+        let mut i = self.leaves + slot;
+        self.tree[i] = done << 8 | slot as u64;
+        while i > 1 {
+            i >>= 1;
+            self.tree[i] = self.tree[2 * i].min(self.tree[2 * i + 1]);
+        }
         let c = &mut self.counters;
         c.busy_cycles += done - start;
         c.active_cycles += done.saturating_sub(start.max(c.covered));
@@ -233,6 +337,44 @@ mod tests {
         assert_eq!(m.access(Path::Data, 0x1010, 0, 2), first);
         assert_eq!(m.levels[0].mshr.counters.misses, 1);
         assert_eq!(m.levels[0].mshr.counters.merged, 2);
+    }
+
+    #[test]
+    fn the_line_index_finds_what_was_inserted_and_forgets_what_was_removed() {
+        let mut ix = LineIndex::new(8);
+        let mut model = std::collections::HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Few distinct lines, so probe chains collide and wrap around.
+            let line = x % 24;
+            if model.len() < 8 && x % 3 != 0 {
+                ix.insert(line, (step % 8) as usize);
+                model.insert(line, (step % 8) as usize);
+            } else if let Some(&k) = model.keys().next() {
+                ix.remove(k);
+                model.remove(&k);
+            }
+            for l in 0..24 {
+                assert_eq!(ix.get(l), model.get(&l).copied(), "line {l} at step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_miss_takes_the_mshr_that_frees_first() {
+        let mut f = MshrFile::new(4);
+        let mut x = 7u64;
+        for i in 0..5000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let t = i * 3;
+            let earliest = *f.done.iter().min().unwrap();
+            let (slot, start) = f.allocate(i, t);
+            assert_eq!(start, t.max(earliest));
+            f.complete(slot, start, start + 1 + (x >> 54));
+        }
     }
 
     #[test]

@@ -241,8 +241,8 @@ impl TimeConfig {
         }
         positive("time.dram.channel_gbs", d.channel_gbs)?;
         for (name, cache) in &cfg.cache {
-            if cache.mshrs == Some(0) {
-                return Err(Error::config(format!("cache.{name}.mshrs"), "must be at least 1"));
+            if let Some(m) = cache.mshrs.filter(|&m| m == 0 || m > memory::MAX_MSHRS) {
+                return Err(Error::config(format!("cache.{name}.mshrs"), format!("{m}: must be between 1 and {}", memory::MAX_MSHRS)));
             }
         }
         if self.model == TimeModelKind::Ooo && !cfg.memory.data_refs {
@@ -684,4 +684,42 @@ fn share(translation: u64, waited: u64, producer: Cause, total: u64) -> Cause {
     };
     let t = (translation as u128 * 65535 + from_producer) / total as u128;
     Cause::Mem(t.min(65535) as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::MEMORY;
+
+    /// The walk of one load whose walk has `steps` (each a list of addresses issued
+    /// together, all served by DRAM): the walk's cycles.
+    fn walk_cycles(steps: &[&[u64]]) -> u64 {
+        let cfg = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into()]).unwrap();
+        let mut mem = MemoryHierarchy::new(&cfg).unwrap();
+        let mut tm = TimeModel::new(&cfg, &mem);
+        mem.served = MEMORY;
+        for step in steps {
+            for (i, &pa) in step.iter().enumerate() {
+                tm.observe(MemOp::WalkRef { pa, new_step: i == 0, nested: false }, &mem, Timing::None);
+            }
+        }
+        tm.observe(MemOp::WalkEnd { cycles: 0, fixed: None }, &mem, Timing::None);
+        tm.observe(MemOp::Time(AccessTime { instrs: 1, dep: Dep::NONE, tlb: 0, os: 0 }), &mem, Timing::None);
+        mem.served = 0;
+        tm.observe(MemOp::Data { va: 0, pa: 1 << 30, now: 0, write: false, instr: false }, &mem, Timing::Data(4));
+        tm.snapshot().walk_cycles
+    }
+
+    #[test]
+    fn a_step_of_parallel_dram_references_costs_about_one() {
+        // Three rows in three banks.
+        let (a, b, c) = (0, 1 << 13, 2 << 13);
+        let one = walk_cycles(&[&[a]]);
+        let parallel = walk_cycles(&[&[a, b, c]]);
+        let sequential = walk_cycles(&[&[a], &[b], &[c]]);
+        assert!(one > 150, "a DRAM reference: {one} cycles");
+        // Only their bursts queue on the bus.
+        assert!(parallel < one + one / 4, "three in parallel: {parallel}, one: {one}");
+        assert!(sequential >= 3 * one - 10, "three in sequence: {sequential}, one: {one}");
+    }
 }
