@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use vmlab::addr::AccessKind;
-use vmlab::trace::{synth, Record};
+use vmlab::trace::{synth, Access, Dep, Record};
 
 fn drain(name: &str, params: &[(&str, &str)]) -> Vec<Record> {
     let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -187,4 +187,109 @@ fn generated_streams_are_pinned() {
         "strawman 9d6c071e701fee4d",
     ];
     assert_eq!(got, want);
+}
+
+/// Every access of `rs` with the access its dependence names (the k-th previous read of
+/// its pid), if any.
+fn with_producers(rs: &[Record]) -> Vec<(Access, Option<Access>)> {
+    let mut reads: BTreeMap<u32, Vec<Access>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for r in rs {
+        if let Record::Access(a) = *r {
+            let mine = reads.entry(a.pid).or_default();
+            let producer = a.dep.distance().map(|k| {
+                assert!(k as usize <= mine.len(), "{a:?} depends on a read before the trace's first");
+                mine[mine.len() - k as usize]
+            });
+            out.push((a, producer));
+            if a.kind == AccessKind::Read {
+                mine.push(a);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_access_says_what_it_depends_on() {
+    for w in synth::catalog() {
+        let rs = drain(w.name, &[("accesses", "20000"), ("code", "4K")]);
+        for r in &rs {
+            if let Record::Access(a) = r {
+                assert!(a.dep.is_known(), "{}: {a:?}", w.name);
+                if a.kind == AccessKind::Fetch {
+                    assert_eq!(a.dep, Dep::NONE, "{}: fetches are independent", w.name);
+                }
+            }
+        }
+        let dependent = with_producers(&rs).iter().filter(|(_, p)| p.is_some()).count();
+        let expect_some = matches!(w.name, "pchase" | "graph" | "kv" | "xsbench");
+        assert_eq!(dependent > 0, expect_some, "{}: {dependent} dependent accesses", w.name);
+    }
+}
+
+#[test]
+fn pointer_chase_reads_depend_on_the_previous_read() {
+    let rs = drain("pchase", &[("footprint", "1M"), ("accesses", "5000")]);
+    let acc = with_producers(&rs);
+    assert_eq!(acc[0].0.dep, Dep::NONE);
+    for w in acc.windows(2) {
+        assert_eq!(w[1].0.dep, Dep::on_load(1));
+        assert_eq!(w[1].1, Some(w[0].0));
+    }
+}
+
+#[test]
+fn graph_kv_and_xsbench_dependences_follow_their_data_structures() {
+    // BFS (sizes tell the arrays apart: offsets pairs are 16 B, the rest 4 B): a
+    // vertex's offsets depend on its queue slot, each edge entry on the offsets, a
+    // neighbour's distance (read and write) on its edge entry.
+    let rs = drain("graph", &[("vertices", "5000"), ("accesses", "50000")]);
+    let acc = with_producers(&rs);
+    let mut edges = 0;
+    for (i, &(a, p)) in acc.iter().enumerate() {
+        match (a.size, p) {
+            (16, p) => assert_eq!(p.map(|p| p.size), Some(4), "offsets after a queue slot"),
+            (4, Some(p)) if p.size == 16 => {
+                edges += 1;
+                // The next access reads dist[v] through this entry.
+                if let Some(&(next, np)) = acc.get(i + 1) {
+                    assert_eq!((next.kind, np), (AccessKind::Read, Some(a)));
+                    if let Some(&(w, wp)) = acc.get(i + 2).filter(|(w, _)| w.kind == AccessKind::Write && w.vaddr == next.vaddr) {
+                        assert_eq!(wp, Some(a), "{w:?}: the distance write");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(edges > 5000, "{edges} edge reads found through their offsets");
+
+    // Key-value: bucket (8 B, independent), chain nodes (32 B) each through the
+    // pointer before, the value (256 B) through its node.
+    let rs = drain("kv", &[("keys", "20000"), ("accesses", "20000"), ("write_ratio", "0.3")]);
+    for (a, p) in with_producers(&rs) {
+        match a.size {
+            8 => assert_eq!(a.dep, Dep::NONE),
+            32 => assert!(matches!(p.map(|p| p.size), Some(8 | 32)), "{a:?} {p:?}"),
+            256 => assert_eq!(p.map(|p| p.size), Some(32), "{a:?}"),
+            s => panic!("unexpected size {s}"),
+        }
+    }
+
+    // XSBench: probes (8 B) chain, the index row (4 x 7 B) follows the last probe, and
+    // every nuclide-grid read (96 B) is at a position the row gives.
+    let rs = drain("xsbench", &[("footprint", "8M"), ("accesses", "20000"), ("nuclides", "7")]);
+    let acc = with_producers(&rs);
+    for &(a, p) in &acc {
+        match a.size {
+            8 => assert!(p.is_none_or(|p| p.size == 8), "{a:?} {p:?}"),
+            28 => assert_eq!(p.map(|p| p.size), Some(8)),
+            96 => assert_eq!(p.map(|p| p.size), Some(28)),
+            s => panic!("unexpected size {s}"),
+        }
+    }
+    let first_probes = acc.iter().filter(|(a, _)| a.size == 8 && a.dep == Dep::NONE).count();
+    let rows = acc.iter().filter(|(a, _)| a.size == 28).count();
+    assert!(rows > 100 && first_probes.abs_diff(rows) <= 1, "{first_probes} searches, {rows} index rows");
 }
