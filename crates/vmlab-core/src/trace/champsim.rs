@@ -1,11 +1,12 @@
 //! Importer for ChampSim binary traces (`input_instr`, 64 bytes per instruction, plain
 //! or xz-compressed). Each instruction becomes a 4-byte fetch of its ip, then a read per
-//! non-zero source memory operand, then a write per non-zero destination operand
-//! (docs/importers.md). ChampSim traces carry no OS events: the OS model treats the
-//! memory they touch as implicit anonymous memory.
+//! non-zero source memory operand, then a write per non-zero destination operand; the
+//! accesses' dependences come from register dataflow (docs/importers.md). ChampSim
+//! traces carry no OS events: the OS model treats the memory they touch as implicit
+//! anonymous memory.
 
-use super::{Record, TraceMeta, TraceSource, BATCH};
-use crate::addr::Pid;
+use super::{Access, Dep, Record, TraceMeta, TraceSource, BATCH};
+use crate::addr::{AccessKind, Pid};
 use crate::error::{Error, Result};
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -17,6 +18,53 @@ pub const INSTR_BYTES: usize = 64;
 const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0x00];
 /// Instruction size assumed for fetches (ChampSim records no length).
 pub const FETCH_SIZE: u16 = 4;
+/// Byte offsets of an `input_instr`'s fields.
+const DST_REGS: usize = 10;
+const SRC_REGS: usize = 12;
+const DST_MEM: usize = 16;
+const SRC_MEM: usize = 32;
+/// Registers ChampSim gives a meaning (its `trace_instruction.h`; Pin's numbering): an
+/// instruction writing the instruction pointer is a branch, and the stack pointer and
+/// flags tell the branch's kind.
+pub const REG_STACK_POINTER: u8 = 6;
+pub const REG_FLAGS: u8 = 25;
+pub const REG_INSTRUCTION_POINTER: u8 = 26;
+
+/// Which load produced each architectural register's value, for the importer: the
+/// load's number among the reads emitted so far (1-based), 0 for none.
+struct Dataflow {
+    producer: [u64; 256],
+    /// Reads emitted so far.
+    loads: u64,
+}
+
+impl Dataflow {
+    /// The most recent load among the producers of `regs` (0: none).
+    fn producer_of(&self, regs: &[u8]) -> u64 {
+        regs.iter().map(|&r| self.producer[r as usize]).max().unwrap_or(0)
+    }
+
+    /// The dependence of an access whose address registers were produced by load `p`.
+    fn dep(&self, p: u64) -> Dep {
+        if p == 0 {
+            Dep::NONE
+        } else {
+            Dep::on_load(self.loads - p + 1)
+        }
+    }
+
+    /// Give `regs` the value of load `p` (0: a value no load produced). Register 0 is
+    /// no register. The instruction and stack pointers never carry a load: a write to
+    /// the first is control flow, which the core predicts, and `pop` or `ret` load
+    /// through the second but set it to sp ± 8, not to the loaded value.
+    fn define(&mut self, regs: &[u8], p: u64) {
+        for &r in regs {
+            if r != 0 && r != REG_STACK_POINTER && r != REG_INSTRUCTION_POINTER {
+                self.producer[r as usize] = p;
+            }
+        }
+    }
+}
 
 pub struct ChampSimReader {
     input: Box<dyn Read + Send>,
@@ -24,6 +72,7 @@ pub struct ChampSimReader {
     meta: TraceMeta,
     pid: Pid,
     chunk: Vec<u8>,
+    flow: Box<Dataflow>,
     /// Instructions decoded so far (for error offsets in the uncompressed stream).
     instrs: u64,
     done: bool,
@@ -48,7 +97,8 @@ impl ChampSimReader {
             extra: [("compression".to_string(), if xz { "xz" } else { "none" }.to_string())].into_iter().collect(),
             ..Default::default()
         };
-        Ok(ChampSimReader { input, path: path.to_path_buf(), meta, pid, chunk: Vec::new(), instrs: 0, done: false })
+        let flow = Box::new(Dataflow { producer: [0; 256], loads: 0 });
+        Ok(ChampSimReader { input, path: path.to_path_buf(), meta, pid, chunk: Vec::new(), flow, instrs: 0, done: false })
     }
 
     fn err(&self, offset: u64, msg: impl Into<String>) -> Error {
@@ -89,21 +139,33 @@ impl TraceSource for ChampSimReader {
             return Err(self.err(at, format!("truncated trace: a partial {}-byte instruction record of {} bytes at the end", INSTR_BYTES, got % INSTR_BYTES)));
         }
         let u64_at = |r: &[u8], o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
+        let flow = &mut *self.flow;
+        let access = |kind, vaddr, size, dep| Record::Access(Access { vaddr, pid: self.pid, size, kind, dep });
         for rec in self.chunk[..got].chunks_exact(INSTR_BYTES) {
             let ip = u64_at(rec, 0);
-            buf.push(Record::fetch(ip, FETCH_SIZE, self.pid));
+            let (dst_regs, src_regs) = (&rec[DST_REGS..DST_REGS + 2], &rec[SRC_REGS..SRC_REGS + 4]);
+            // Every access of the instruction depends on the most recent load behind
+            // its source registers (docs/importers.md, "Dependences").
+            let p = flow.producer_of(src_regs);
+            buf.push(access(AccessKind::Fetch, ip, FETCH_SIZE, Dep::NONE));
+            let mut loaded = false;
             for k in 0..4 {
-                let a = u64_at(rec, 32 + 8 * k);
+                let a = u64_at(rec, SRC_MEM + 8 * k);
                 if a != 0 {
-                    buf.push(Record::read(a, 8, self.pid));
+                    buf.push(access(AccessKind::Read, a, 8, flow.dep(p)));
+                    flow.loads += 1;
+                    loaded = true;
                 }
             }
             for k in 0..2 {
-                let a = u64_at(rec, 16 + 8 * k);
+                let a = u64_at(rec, DST_MEM + 8 * k);
                 if a != 0 {
-                    buf.push(Record::write(a, 8, self.pid));
+                    buf.push(access(AccessKind::Write, a, 8, flow.dep(p)));
                 }
             }
+            // A load's destinations hold what it loaded (the last load, if several);
+            // anything else passes its sources' producer on, or none.
+            flow.define(dst_regs, if loaded { flow.loads } else { p });
         }
         self.instrs += (got / INSTR_BYTES) as u64;
         Ok(!buf.is_empty())

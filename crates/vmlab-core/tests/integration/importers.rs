@@ -1,10 +1,12 @@
-//! Importers: ChampSim binary traces (plain and xz) and live tracing under valgrind.
+//! Importers: ChampSim binary traces (plain and xz; their dependences from register
+//! dataflow) and live tracing under valgrind.
 
-use std::io::Write;
+use std::io::{Cursor, Write};
 use std::path::Path;
 use std::process::Command;
+use vmlab::addr::AccessKind;
 use vmlab::trace::champsim::ChampSimReader;
-use vmlab::trace::Record;
+use vmlab::trace::{Dep, Record};
 
 use crate::common::drain;
 
@@ -42,31 +44,109 @@ fn champsim_plain_and_xz_give_the_same_records() {
     let a = drain(&mut ChampSimReader::open(&plain, 3).unwrap()).unwrap();
     let b = drain(&mut ChampSimReader::open(&xz, 3).unwrap()).unwrap();
     assert_eq!(a, b);
+    // No registers: every access independent.
+    let none = |r: Record| r.with_dep(Dep::NONE);
     assert_eq!(
         a,
         vec![
-            Record::fetch(0x400000, 4, 3),
-            Record::read(0x1000, 8, 3),
-            Record::fetch(0x400004, 4, 3),
-            Record::write(0x2000, 8, 3),
-            Record::fetch(0x400008, 4, 3),
-            Record::read(0x4000, 8, 3),
-            Record::read(0x4008, 8, 3),
-            Record::write(0x3000, 8, 3),
-            Record::write(0x3008, 8, 3),
+            none(Record::fetch(0x400000, 4, 3)),
+            none(Record::read(0x1000, 8, 3)),
+            none(Record::fetch(0x400004, 4, 3)),
+            none(Record::write(0x2000, 8, 3)),
+            none(Record::fetch(0x400008, 4, 3)),
+            none(Record::read(0x4000, 8, 3)),
+            none(Record::read(0x4008, 8, 3)),
+            none(Record::write(0x3000, 8, 3)),
+            none(Record::write(0x3008, 8, 3)),
         ]
     );
 }
 
+/// One ChampSim instruction with registers and at most one memory operand each way.
+fn op(dst_regs: [u8; 2], src_regs: [u8; 4], store: u64, load: u64) -> [u8; 64] {
+    let mut b = instr(0x400000, [store, 0], [load, 0, 0, 0]);
+    b[10..12].copy_from_slice(&dst_regs);
+    b[12..16].copy_from_slice(&src_regs);
+    b
+}
+
+/// The data accesses' dependences after importing `instrs`.
+fn deps_of(instrs: &[[u8; 64]]) -> Vec<(AccessKind, Dep)> {
+    let bytes: Vec<u8> = instrs.concat();
+    let recs = drain(&mut ChampSimReader::from_reader(Cursor::new(bytes), Path::new("t.champsim"), 1).unwrap()).unwrap();
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::Access(a) if a.kind != AccessKind::Fetch => Some((a.kind, a.dep)),
+            Record::Access(a) => {
+                assert_eq!(a.dep, Dep::NONE, "fetches are independent");
+                None
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+const R: AccessKind = AccessKind::Read;
+const W: AccessKind = AccessKind::Write;
+
 #[test]
-fn truncated_champsim_names_the_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("t.champsim");
-    let mut bytes = champsim_bytes();
-    bytes.truncate(64 * 2 + 10);
-    std::fs::write(&p, &bytes).unwrap();
-    let e = drain(&mut ChampSimReader::open(&p, 1).unwrap()).unwrap_err().to_string();
-    assert!(e.contains("at byte offset 128") && e.contains("truncated"), "{e}");
+fn champsim_pointer_chase_through_a_register_is_a_chain() {
+    // p = *p, four times: each load reads register 3 and writes it.
+    let chase = op([3, 0], [3, 0, 0, 0], 0, 0x1000);
+    let deps = deps_of(&[op([3, 0], [0; 4], 0, 0x1000), chase, chase, chase]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::on_load(1)), (R, Dep::on_load(1)), (R, Dep::on_load(1))]);
+}
+
+#[test]
+fn champsim_independent_loads_are_independent() {
+    // Loads through registers no load wrote (an induction variable, the stack pointer,
+    // the flags of a compare of registers), and through none.
+    let deps = deps_of(&[
+        op([1, 0], [0; 4], 0, 0x1000),
+        op([2, 0], [7, 0, 0, 0], 0, 0x2000),
+        op([25, 0], [8, 9, 0, 0], 0, 0),
+        op([4, 0], [6, 25, 0, 0], 0, 0x3000),
+        op([0, 0], [7, 0, 0, 0], 0x4000, 0),
+    ]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::NONE), (R, Dep::NONE), (W, Dep::NONE)]);
+}
+
+#[test]
+fn champsim_alu_ops_pass_a_load_on_and_registers_are_redefined() {
+    let deps = deps_of(&[
+        op([1, 0], [0; 4], 0, 0x1000),       // r1 = load A
+        op([2, 0], [0; 4], 0, 0x2000),       // r2 = load B
+        op([3, 25], [1, 5, 0, 0], 0, 0),     // r3, flags = r1 + r5: A's value
+        op([4, 0], [3, 0, 0, 0], 0, 0x3000), // load through r3: A, two loads back
+        op([0, 0], [4, 2, 0, 0], 0x4000, 0), // store through r4 and r2: the later producer, r4's load
+        op([5, 0], [25, 0, 0, 0], 0, 0),     // r5 = f(flags): still A
+        op([1, 0], [0; 4], 0, 0),            // r1 redefined without loads
+        op([0, 0], [1, 0, 0, 0], 0, 0x5000), // load through r1: independent now
+        op([0, 0], [5, 0, 0, 0], 0, 0x6000), // load through r5: A, four loads back
+    ]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::NONE), (R, Dep::on_load(2)), (W, Dep::on_load(1)), (R, Dep::NONE), (R, Dep::on_load(4))]);
+}
+
+#[test]
+fn champsim_stack_and_instruction_pointers_carry_no_load() {
+    let deps = deps_of(&[
+        op([1, 6], [6, 0, 0, 0], 0, 0x7ff0),  // pop r1: loads through sp, writes r1 and sp
+        op([2, 0], [6, 0, 0, 0], 0, 0x7ff8),  // a stack read: independent of the pop
+        op([26, 6], [6, 0, 0, 0], 0, 0x8000), // ret: loads the return address into ip
+        op([3, 0], [26, 0, 0, 0], 0, 0x9000), // a read through ip (rip-relative)
+        op([4, 0], [1, 0, 0, 0], 0, 0xa000),  // through r1: the pop's load, four back
+    ]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::NONE), (R, Dep::NONE), (R, Dep::NONE), (R, Dep::on_load(4))]);
+}
+
+#[test]
+fn champsim_loads_of_one_instruction_count_each() {
+    // One instruction loading twice through r1 (load A's): the first is 1 back, the
+    // second 2 (the first is in between); its destination holds the last load.
+    let mut two = op([2, 0], [1, 0, 0, 0], 0, 0x2000);
+    two[40..48].copy_from_slice(&0x2008u64.to_le_bytes());
+    let deps = deps_of(&[op([1, 0], [0; 4], 0, 0x1000), two, op([0, 0], [2, 0, 0, 0], 0, 0x3000)]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::on_load(1)), (R, Dep::on_load(2)), (R, Dep::on_load(1))]);
 }
 
 fn have(tool: &str) -> bool {
@@ -105,6 +185,8 @@ fn live_tracing_follows_forked_children() {
             || recs[..first_child].iter().rev().find(|r| matches!(r, Record::ContextSwitch { .. })) == Some(&Record::ContextSwitch { pid: child })
     );
     assert!(recs.iter().any(|r| matches!(r, Record::Access(a) if a.kind == vmlab::addr::AccessKind::Fetch)));
+    // Lackey logs say nothing of dependences.
+    assert!(recs.iter().all(|r| !matches!(r, Record::Access(a) if a.dep.is_known())));
     assert!(recs.iter().any(|r| matches!(r, Record::Mmap { pid, .. } if *pid == parent)));
     assert!(recs.iter().any(|r| matches!(r, Record::Brk { pid, .. } if *pid == parent)));
     // The parent's memset writes the whole MiB (256 pages), the child's 64 KiB (16).
