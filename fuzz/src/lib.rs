@@ -3,7 +3,7 @@
 
 use vmlab::config::Config;
 use vmlab::sim::{run, SourceInfo};
-use vmlab::trace::{MapFlags, Record, TraceSource, VecSource};
+use vmlab::trace::{Access, Dep, MapFlags, Record, TraceSource, VecSource};
 
 /// Every record of `src`, or its error (at most `limit` records: a fuzzer input can
 /// describe a very long stream).
@@ -24,7 +24,7 @@ pub fn simulate(records: Vec<Record>, overrides: &[&str]) {
 }
 
 /// A record stream from raw bytes: each record is a kind byte and up to 17 bytes of
-/// fields (missing bytes read as zero).
+/// fields (missing bytes read as zero). Any byte is a dependence (`Dep` spans u8).
 pub fn records_from_bytes(data: &[u8]) -> Vec<Record> {
     let mut out = Vec::new();
     for chunk in data.chunks(18) {
@@ -35,12 +35,13 @@ pub fn records_from_bytes(data: &[u8]) -> Vec<Record> {
         // Addresses mostly near one region, so pages get reused.
         let va = if b[1] & 0x80 == 0 { 0x7f00_0000_0000 + (u(1) & 0xff_ffff) } else { u(1) };
         out.push(match b[0] % 10 {
-            0..=3 => Record::access(
-                [vmlab::addr::AccessKind::Read, vmlab::addr::AccessKind::Write, vmlab::addr::AccessKind::Fetch][(b[9] % 3) as usize],
-                va,
-                u16::from_le_bytes([b[10], b[11]]),
+            0..=3 => Record::Access(Access {
+                kind: [vmlab::addr::AccessKind::Read, vmlab::addr::AccessKind::Write, vmlab::addr::AccessKind::Fetch][(b[9] % 3) as usize],
+                vaddr: va,
+                size: u16::from_le_bytes([b[10], b[11]]),
                 pid,
-            ),
+                dep: Dep(b[12]),
+            }),
             4 => Record::Mmap { pid, start: va, len: u(9), prot: b[17], flags: MapFlags(b[16] & 7) },
             5 => Record::Munmap { pid, start: va, len: u(9) },
             6 => Record::Mprotect { pid, start: va, len: u(9), prot: b[17] },

@@ -56,14 +56,21 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Convert a lackey text log or a ChampSim binary trace to .vmt.
+    /// Convert a lackey text log or a ChampSim binary trace to .vmt (--from), or a .vmt
+    /// trace to a ChampSim binary trace (--to champsim; .xz compresses).
     Convert {
-        /// Input format.
-        #[arg(long, value_parser = ["lackey", "champsim"])]
-        from: String,
+        /// Input format, converted to .vmt.
+        #[arg(long, value_parser = ["lackey", "champsim"], required_unless_present = "to", conflicts_with = "to")]
+        from: Option<String>,
+        /// Output format, converted from a .vmt input.
+        #[arg(long, value_parser = ["champsim"])]
+        to: Option<String>,
         input: PathBuf,
-        #[arg(long, short)]
-        output: PathBuf,
+        /// The output file (or give it after the input).
+        #[arg(long, short, required_unless_present = "out", conflicts_with = "out")]
+        output: Option<PathBuf>,
+        #[arg(value_name = "OUTPUT")]
+        out: Option<PathBuf>,
         /// Process id to attribute records to when the input carries none.
         #[arg(long, default_value_t = 1)]
         pid: u32,
@@ -397,9 +404,15 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             );
             Ok(0)
         }
-        Cmd::Convert { from, input, output, pid } => {
-            let mut src: Box<dyn TraceSource> = match from.as_str() {
-                "lackey" => {
+        Cmd::Convert { from, to, input, output, out, pid } => {
+            let output = output.or(out).expect("clap requires an output");
+            if to.is_some() {
+                let n = trace::champsim::write_file(&mut trace::vmt::VmtReader::open(&input)?, &output)?;
+                eprintln!("vmlab: wrote {n} instructions to {}", output.display());
+                return Ok(0);
+            }
+            let mut src: Box<dyn TraceSource> = match from.as_deref() {
+                Some("lackey") => {
                     let f = std::fs::File::open(&input).map_err(|e| Error::io(&input, e))?;
                     Box::new(trace::lackey::LackeyReader::new(std::io::BufReader::with_capacity(1 << 20, f), &input.display().to_string(), pid))
                 }

@@ -135,6 +135,14 @@ impl Record {
     pub const fn fetch(vaddr: u64, size: u16, pid: Pid) -> Record {
         Record::access(AccessKind::Fetch, vaddr, size, pid)
     }
+    /// This record with dependence `dep`, if it is an access (other records have none).
+    #[inline]
+    pub const fn with_dep(self, dep: Dep) -> Record {
+        match self {
+            Record::Access(a) => Record::Access(Access { dep, ..a }),
+            r => r,
+        }
+    }
 }
 
 /// POSIX PROT_* bits as they appear in Mmap/Mprotect records.

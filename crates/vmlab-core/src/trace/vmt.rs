@@ -1,6 +1,7 @@
-//! The .vmt trace format, version 1: a header with JSON metadata, then zstd-compressed
-//! blocks of delta/varint-coded records, each with a CRC-32, then an end marker with
-//! the record and block counts. Byte-level spec: docs/trace-format.md.
+//! The .vmt trace format, version 2 (version 1 is read too): a header with JSON
+//! metadata, then zstd-compressed blocks of delta/varint-coded records, each with a
+//! CRC-32, then an end marker with the record and block counts. Byte-level spec:
+//! docs/trace-format.md.
 //!
 //! Readers hold one block at a time, so memory is bounded whatever the trace length.
 
@@ -12,7 +13,11 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 pub const MAGIC: &[u8; 8] = b"VMLABTRC";
-pub const VERSION: u16 = 1;
+/// The version the writer writes.
+pub const VERSION: u16 = 2;
+/// The oldest version the reader reads: version 1 has no dependences (every access is
+/// [`Dep::UNKNOWN`]) and tag bit 7 must be 0.
+pub const OLDEST_VERSION: u16 = 1;
 /// Records per block.
 pub const BLOCK_RECORDS: usize = 1 << 16;
 const TAG_BLOCK: u8 = b'B';
@@ -27,12 +32,14 @@ const MAX_RAW: u32 = (BLOCK_RECORDS * 40) as u32;
 
 // Record tag byte. Accesses: bits 0-1 kind (0 read, 1 write, 2 fetch), bits 2-4 size
 // class (2^c bytes for c < 7; 7 = explicit u16), bit 5 pid follows, bit 6 the address
-// delta repeats the previous delta of this stream (no varint follows).
+// delta repeats the previous delta of this stream (no varint follows), bit 7 (version
+// 2) a dependence varint ends the body.
 // Other records: bits 0-1 = 3, bits 2-7 the event code.
 const KIND_OTHER: u8 = 3;
 const SIZE_EXPLICIT: u8 = 7;
 const F_PID: u8 = 1 << 5;
 const F_REPEAT: u8 = 1 << 6;
+const F_DEP: u8 = 1 << 7;
 const EV_TICK: u8 = 0;
 const EV_MMAP: u8 = 1;
 const EV_MUNMAP: u8 = 2;
@@ -91,6 +98,9 @@ fn encode(r: &Record, st: &mut Deltas, out: &mut Vec<u8>) {
             if delta == st.delta[stream] {
                 tag |= F_REPEAT;
             }
+            if a.dep.is_known() {
+                tag |= F_DEP;
+            }
             out.push(tag);
             if class == SIZE_EXPLICIT {
                 out.extend_from_slice(&a.size.to_le_bytes());
@@ -104,6 +114,10 @@ fn encode(r: &Record, st: &mut Deltas, out: &mut Vec<u8>) {
                 st.delta[stream] = delta;
             }
             st.addr[stream] = a.vaddr;
+            if a.dep.is_known() {
+                // 0: independent; k: the k-th previous load (docs/trace-format.md, "Dependences").
+                put_varint(out, a.dep.distance().unwrap_or(0) as u64);
+            }
         }
         Record::Tick(n) => {
             out.push(KIND_OTHER | (EV_TICK << 2));
@@ -267,6 +281,8 @@ pub struct VmtReader {
     input: Box<dyn ReadSeek>,
     path: PathBuf,
     meta: TraceMeta,
+    /// The file's format version; from 2 on, accesses may carry dependences.
+    version: u16,
     /// Byte offset of the next unread byte of the file.
     offset: u64,
     comp: Vec<u8>,
@@ -294,6 +310,7 @@ impl VmtReader {
             input: Box::new(input),
             path: path.to_path_buf(),
             meta: TraceMeta::default(),
+            version: VERSION,
             offset: 0,
             comp: Vec::new(),
             raw: Vec::new(),
@@ -313,6 +330,11 @@ impl VmtReader {
 
     fn err(&self, offset: u64, msg: impl Into<String>) -> Error {
         Error::Trace { file: self.path.clone(), offset, msg: msg.into() }
+    }
+
+    /// The file's format version (1 or 2).
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     /// Fill `buf` exactly, or fail naming what was being read.
@@ -349,9 +371,10 @@ impl VmtReader {
         }
         self.offset = 16;
         let version = u16::from_le_bytes([fixed[8], fixed[9]]);
-        if version != VERSION {
-            return Err(self.err(8, format!("unsupported trace format version {version} (this vmlab reads version {VERSION})")));
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
+            return Err(self.err(8, format!("unsupported trace format version {version} (this vmlab reads versions {OLDEST_VERSION} to {VERSION})")));
         }
+        self.version = version;
         let meta_len = u32::from_le_bytes(fixed[12..16].try_into().unwrap());
         if meta_len > MAX_META {
             return Err(self.err(12, format!("metadata length {meta_len} is implausible (corrupt header)")));
@@ -460,7 +483,8 @@ impl VmtReader {
         let base = out.len();
         let mut pos = self.pos;
         let mut st = self.state;
-        let (done, r) = decode_records(&self.raw, &mut pos, &mut st, &mut out.spare_capacity_mut()[..n]);
+        let deps = self.version >= 2;
+        let (done, r) = decode_records(&self.raw, &mut pos, &mut st, deps, &mut out.spare_capacity_mut()[..n]);
         // SAFETY: decode_records initialised slots base..base + done of the reserved capacity.
         unsafe { out.set_len(base + done) };
         self.pos = pos;
@@ -489,6 +513,7 @@ enum Malformed {
     VarintOverflow,
     VarintTooLong,
     PidTooWide,
+    DepTooFar(u64),
     AccessTag(u8),
     EventCode(u8),
 }
@@ -500,6 +525,7 @@ impl std::fmt::Display for Malformed {
             Malformed::VarintOverflow => write!(f, "varint overflows 64 bits"),
             Malformed::VarintTooLong => write!(f, "varint longer than 10 bytes"),
             Malformed::PidTooWide => write!(f, "process id exceeds 32 bits"),
+            Malformed::DepTooFar(k) => write!(f, "dependence distance {k} exceeds {} loads", Dep::MAX_DISTANCE),
             Malformed::AccessTag(t) => write!(f, "unknown access tag {t:#04x}"),
             Malformed::EventCode(e) => write!(f, "unknown event code {e}"),
         }
@@ -510,6 +536,7 @@ type Decoded<T> = std::result::Result<T, Malformed>;
 
 /// Decode up to `slots.len()` records from `raw` at `*pos` into `slots`. Returns how
 /// many it wrote, and whether it stopped on malformed bytes (`*pos` then says where).
+/// `deps`: the file is version 2, whose access tags may set bit 7 (a dependence).
 ///
 /// The hot loop of every trace read: the delta state lives in locals (registers), each
 /// access is written straight into its slot, and events, rare in every trace, are
@@ -517,11 +544,13 @@ type Decoded<T> = std::result::Result<T, Malformed>;
 /// The `plain` loop repeats the general path's few lines that move a stream's address:
 /// sharing them (a macro over an optional delta) cost 2 instructions per record.
 #[inline(never)]
-fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut [std::mem::MaybeUninit<Record>]) -> (usize, Decoded<()>) {
+fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, deps: bool, slots: &mut [std::mem::MaybeUninit<Record>]) -> (usize, Decoded<()>) {
     let Deltas { addr: [mut data_addr, mut fetch_addr], delta: [mut data_delta, mut fetch_delta], mut pid } = *st;
     let mut pos = *pos_out;
     let mut done = 0;
     let n = slots.len();
+    // Tag bits that leave the plain loop: a pid, and in version 1 bit 7 (malformed there).
+    let not_plain = if deps { F_PID } else { F_PID | F_DEP };
     let r: Decoded<()> = 'run: {
         while done < n {
             // Runs of plain accesses (no pid, no explicit size), the bulk of every trace,
@@ -529,7 +558,7 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
             // or bytes that may be malformed, go to the general decoding of one record.
             'plain: while done < n {
                 let Some(&tag) = raw.get(pos) else { break };
-                if tag & (0x80 | F_PID) != 0 || tag & 3 == KIND_OTHER || (tag >> 2) & 7 == SIZE_EXPLICIT {
+                if tag & not_plain != 0 || tag & 3 == KIND_OTHER || (tag >> 2) & 7 == SIZE_EXPLICIT {
                     break;
                 }
                 let fetch = tag & 3 == 2;
@@ -553,6 +582,17 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
                     }
                     delta = unzigzag(z) as u64;
                 }
+                let mut dep = Dep::UNKNOWN;
+                if tag & F_DEP != 0 {
+                    // One byte: independent (0) or a producer up to 127 loads back; a
+                    // longer varint is the general path's.
+                    let Some(&d) = raw.get(p) else { break 'plain };
+                    if d >= 0x80 {
+                        break 'plain;
+                    }
+                    p += 1;
+                    dep = dep_of(d);
+                }
                 let vaddr = if fetch { fetch_addr } else { data_addr }.wrapping_add(delta);
                 if fetch {
                     (fetch_addr, fetch_delta) = (vaddr, delta);
@@ -560,7 +600,7 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
                     (data_addr, data_delta) = (vaddr, delta);
                 }
                 let size = SIZES[((tag >> 2) & 7) as usize];
-                slots[done].write(Record::Access(Access { vaddr, pid, size, kind: KINDS[(tag & 3) as usize], dep: Dep::UNKNOWN }));
+                slots[done].write(Record::Access(Access { vaddr, pid, size, kind: KINDS[(tag & 3) as usize], dep }));
                 done += 1;
                 pos = p;
             }
@@ -581,7 +621,7 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
                 done += 1;
                 continue;
             }
-            if tag & 0x80 != 0 {
+            if tag & F_DEP != 0 && !deps {
                 break 'run Err(Malformed::AccessTag(tag));
             }
             let class = (tag >> 2) & 7;
@@ -609,13 +649,21 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
                     Err(m) => break 'run Err(m),
                 }
             }
+            let mut dep = Dep::UNKNOWN;
+            if tag & F_DEP != 0 {
+                match varint(raw, &mut pos) {
+                    Ok(k) if k <= Dep::MAX_DISTANCE => dep = dep_of(k as u8),
+                    Ok(k) => break 'run Err(Malformed::DepTooFar(k)),
+                    Err(m) => break 'run Err(m),
+                }
+            }
             let vaddr = if fetch { fetch_addr } else { data_addr }.wrapping_add(delta);
             if fetch {
                 (fetch_addr, fetch_delta) = (vaddr, delta);
             } else {
                 (data_addr, data_delta) = (vaddr, delta);
             }
-            slot.write(Record::Access(Access { vaddr, pid, size, kind: KINDS[kind as usize], dep: Dep::UNKNOWN }));
+            slot.write(Record::Access(Access { vaddr, pid, size, kind: KINDS[kind as usize], dep }));
             done += 1;
         }
         Ok(())
@@ -623,6 +671,17 @@ fn decode_records(raw: &[u8], pos_out: &mut usize, st: &mut Deltas, slots: &mut 
     *st = Deltas { addr: [data_addr, fetch_addr], delta: [data_delta, fetch_delta], pid };
     *pos_out = pos;
     (done, r)
+}
+
+/// The dependence a version-2 dependence value `k` (at most [`Dep::MAX_DISTANCE`])
+/// stands for: 0 independent, else the k-th previous load.
+#[inline(always)]
+fn dep_of(k: u8) -> Dep {
+    if k == 0 {
+        Dep::NONE
+    } else {
+        Dep(k)
+    }
 }
 
 /// One LEB128 varint at `*pos` (advanced past it), or why it is malformed.

@@ -14,8 +14,9 @@ use vmlab::config::Config;
 fn cases(n: u32) -> u32 {
     n * std::env::var("VMLAB_FUZZ_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1)
 }
+use vmlab::addr::AccessKind;
 use vmlab::sim::{run, SourceInfo};
-use vmlab::trace::{MapFlags, Record, VecSource};
+use vmlab::trace::{Access, Dep, MapFlags, Record, VecSource};
 
 /// Addresses and lengths where bugs live: near 0, page and huge-page edges, the top of
 /// the user half and of the whole space, and anything at all.
@@ -33,10 +34,10 @@ fn edgy_u64() -> impl Strategy<Value = u64> {
 fn record() -> impl Strategy<Value = Record> {
     let pid = prop_oneof![Just(1u32), Just(2), Just(3), any::<u32>()];
     prop_oneof![
-        8 => (edgy_u64(), 0u16..=u16::MAX, pid.clone(), 0u8..3).prop_map(|(va, size, pid, k)| match k {
-            0 => Record::read(va, size, pid),
-            1 => Record::write(va, size, pid),
-            _ => Record::fetch(va, size, pid),
+        8 => (edgy_u64(), 0u16..=u16::MAX, pid.clone(), 0u8..3, any::<u8>()).prop_map(|(vaddr, size, pid, k, dep)| {
+            let kind = [AccessKind::Read, AccessKind::Write, AccessKind::Fetch][k as usize];
+            // Any byte is a dependence: unknown, none, or 1..=254 loads back.
+            Record::Access(Access { vaddr, pid, size, kind, dep: Dep(dep) })
         }),
         1 => any::<u64>().prop_map(Record::Tick),
         2 => (pid.clone(), edgy_u64(), edgy_u64(), any::<u8>(), 0u8..8)

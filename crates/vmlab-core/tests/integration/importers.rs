@@ -1,10 +1,12 @@
-//! Importers: ChampSim binary traces (plain and xz) and live tracing under valgrind.
+//! Importers: ChampSim binary traces (plain and xz; their dependences from register
+//! dataflow), the ChampSim writer, and live tracing under valgrind.
 
-use std::io::Write;
+use std::io::{Cursor, Write};
 use std::path::Path;
 use std::process::Command;
-use vmlab::trace::champsim::ChampSimReader;
-use vmlab::trace::Record;
+use vmlab::addr::AccessKind;
+use vmlab::trace::champsim::{ChampSimReader, ChampSimWriter};
+use vmlab::trace::{synth, Dep, Record};
 
 use crate::common::drain;
 
@@ -42,20 +44,259 @@ fn champsim_plain_and_xz_give_the_same_records() {
     let a = drain(&mut ChampSimReader::open(&plain, 3).unwrap()).unwrap();
     let b = drain(&mut ChampSimReader::open(&xz, 3).unwrap()).unwrap();
     assert_eq!(a, b);
+    // No registers: every access independent.
+    let none = |r: Record| r.with_dep(Dep::NONE);
     assert_eq!(
         a,
         vec![
-            Record::fetch(0x400000, 4, 3),
-            Record::read(0x1000, 8, 3),
-            Record::fetch(0x400004, 4, 3),
-            Record::write(0x2000, 8, 3),
-            Record::fetch(0x400008, 4, 3),
-            Record::read(0x4000, 8, 3),
-            Record::read(0x4008, 8, 3),
-            Record::write(0x3000, 8, 3),
-            Record::write(0x3008, 8, 3),
+            none(Record::fetch(0x400000, 4, 3)),
+            none(Record::read(0x1000, 8, 3)),
+            none(Record::fetch(0x400004, 4, 3)),
+            none(Record::write(0x2000, 8, 3)),
+            none(Record::fetch(0x400008, 4, 3)),
+            none(Record::read(0x4000, 8, 3)),
+            none(Record::read(0x4008, 8, 3)),
+            none(Record::write(0x3000, 8, 3)),
+            none(Record::write(0x3008, 8, 3)),
         ]
     );
+}
+
+/// One ChampSim instruction with registers and at most one memory operand each way.
+fn op(dst_regs: [u8; 2], src_regs: [u8; 4], store: u64, load: u64) -> [u8; 64] {
+    let mut b = instr(0x400000, [store, 0], [load, 0, 0, 0]);
+    b[10..12].copy_from_slice(&dst_regs);
+    b[12..16].copy_from_slice(&src_regs);
+    b
+}
+
+/// The data accesses' dependences after importing `instrs`.
+fn deps_of(instrs: &[[u8; 64]]) -> Vec<(AccessKind, Dep)> {
+    let bytes: Vec<u8> = instrs.concat();
+    let recs = drain(&mut ChampSimReader::from_reader(Cursor::new(bytes), Path::new("t.champsim"), 1).unwrap()).unwrap();
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::Access(a) if a.kind != AccessKind::Fetch => Some((a.kind, a.dep)),
+            Record::Access(a) => {
+                assert_eq!(a.dep, Dep::NONE, "fetches are independent");
+                None
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+const R: AccessKind = AccessKind::Read;
+const W: AccessKind = AccessKind::Write;
+
+#[test]
+fn champsim_pointer_chase_through_a_register_is_a_chain() {
+    // p = *p, four times: each load reads register 3 and writes it.
+    let chase = op([3, 0], [3, 0, 0, 0], 0, 0x1000);
+    let deps = deps_of(&[op([3, 0], [0; 4], 0, 0x1000), chase, chase, chase]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::on_load(1)), (R, Dep::on_load(1)), (R, Dep::on_load(1))]);
+}
+
+#[test]
+fn champsim_independent_loads_are_independent() {
+    // Loads through registers no load wrote (an induction variable, the stack pointer,
+    // the flags of a compare of registers), and through none.
+    let deps = deps_of(&[
+        op([1, 0], [0; 4], 0, 0x1000),
+        op([2, 0], [7, 0, 0, 0], 0, 0x2000),
+        op([25, 0], [8, 9, 0, 0], 0, 0),
+        op([4, 0], [6, 25, 0, 0], 0, 0x3000),
+        op([0, 0], [7, 0, 0, 0], 0x4000, 0),
+    ]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::NONE), (R, Dep::NONE), (W, Dep::NONE)]);
+}
+
+#[test]
+fn champsim_alu_ops_pass_a_load_on_and_registers_are_redefined() {
+    let deps = deps_of(&[
+        op([1, 0], [0; 4], 0, 0x1000),       // r1 = load A
+        op([2, 0], [0; 4], 0, 0x2000),       // r2 = load B
+        op([3, 25], [1, 5, 0, 0], 0, 0),     // r3, flags = r1 + r5: A's value
+        op([4, 0], [3, 0, 0, 0], 0, 0x3000), // load through r3: A, two loads back
+        op([0, 0], [4, 2, 0, 0], 0x4000, 0), // store through r4 and r2: the later producer, r4's load
+        op([5, 0], [25, 0, 0, 0], 0, 0),     // r5 = f(flags): still A
+        op([1, 0], [0; 4], 0, 0),            // r1 redefined without loads
+        op([0, 0], [1, 0, 0, 0], 0, 0x5000), // load through r1: independent now
+        op([0, 0], [5, 0, 0, 0], 0, 0x6000), // load through r5: A, four loads back
+    ]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::NONE), (R, Dep::on_load(2)), (W, Dep::on_load(1)), (R, Dep::NONE), (R, Dep::on_load(4))]);
+}
+
+#[test]
+fn champsim_stack_and_instruction_pointers_carry_no_load() {
+    let deps = deps_of(&[
+        op([1, 6], [6, 0, 0, 0], 0, 0x7ff0),  // pop r1: loads through sp, writes r1 and sp
+        op([2, 0], [6, 0, 0, 0], 0, 0x7ff8),  // a stack read: independent of the pop
+        op([26, 6], [6, 0, 0, 0], 0, 0x8000), // ret: loads the return address into ip
+        op([3, 0], [26, 0, 0, 0], 0, 0x9000), // a read through ip (rip-relative)
+        op([4, 0], [1, 0, 0, 0], 0, 0xa000),  // through r1: the pop's load, four back
+    ]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::NONE), (R, Dep::NONE), (R, Dep::NONE), (R, Dep::on_load(4))]);
+}
+
+#[test]
+fn champsim_loads_of_one_instruction_count_each() {
+    // One instruction loading twice through r1 (load A's): the first is 1 back, the
+    // second 2 (the first is in between); its destination holds the last load.
+    let mut two = op([2, 0], [1, 0, 0, 0], 0, 0x2000);
+    two[40..48].copy_from_slice(&0x2008u64.to_le_bytes());
+    let deps = deps_of(&[op([1, 0], [0; 4], 0, 0x1000), two, op([0, 0], [2, 0, 0, 0], 0, 0x3000)]);
+    assert_eq!(deps, vec![(R, Dep::NONE), (R, Dep::on_load(1)), (R, Dep::on_load(2)), (R, Dep::on_load(1))]);
+}
+
+/// Every record of a synthetic workload.
+fn synth_records(name: &str, params: &[(&str, &str)]) -> Vec<Record> {
+    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    drain(&mut *synth::open(name, &p).unwrap()).unwrap()
+}
+
+/// `records` written as ChampSim instructions, then imported again.
+fn through_champsim(records: &[Record]) -> (u64, Vec<Record>) {
+    let mut w = ChampSimWriter::new(Vec::new(), Path::new("mem.champsim"));
+    records.iter().for_each(|r| w.write(r).unwrap());
+    let (n, bytes) = w.finish().unwrap();
+    assert_eq!(bytes.len() as u64, n * 64);
+    (n, drain(&mut ChampSimReader::from_reader(Cursor::new(bytes), Path::new("mem.champsim"), 1).unwrap()).unwrap())
+}
+
+/// The accesses of `records` as ChampSim keeps them: 8-byte data accesses, 4-byte
+/// fetches, a dependence the trace did not give or the writer cannot name (more than
+/// 252 loads back) is none, and (`fetches` false) no fetches.
+fn as_champsim_keeps(records: &[Record], fetches: bool) -> Vec<Record> {
+    records
+        .iter()
+        .filter_map(|r| match *r {
+            Record::Access(a) if a.kind == AccessKind::Fetch && !fetches => None,
+            Record::Access(a) => {
+                let size = if a.kind == AccessKind::Fetch { 4 } else { 8 };
+                let dep = match a.dep.distance() {
+                    Some(k) if k as usize <= vmlab::trace::champsim::LOAD_REGISTERS => a.dep,
+                    _ => Dep::NONE,
+                };
+                Some(Record::Access(vmlab::trace::Access { size, dep, ..a }))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn synthetic_workloads_survive_the_champsim_round_trip_with_their_dependences() {
+    for (name, params) in [
+        ("pchase", &[("footprint", "4M")][..]),
+        ("gups", &[("footprint", "4M")]),
+        ("graph", &[("vertices", "3000")]),
+        ("kv", &[("keys", "5000"), ("write_ratio", "0.2")]),
+        ("xsbench", &[("footprint", "4M"), ("nuclides", "20")]),
+        ("stream", &[("footprint", "4M"), ("write_ratio", "0.1")]),
+    ] {
+        let mut params = params.to_vec();
+        params.push(("accesses", "30000"));
+        let recs = synth_records(name, &params);
+        assert!(recs.iter().any(|r| matches!(r, Record::Access(a) if a.dep.is_known())), "{name}: no dependences");
+        let (n, back) = through_champsim(&recs);
+        // No fetches: one instruction per access and per ticked instruction, at
+        // synthetic ips.
+        let ticks: u64 = recs.iter().map(|r| if let Record::Tick(t) = r { *t } else { 0 }).sum();
+        assert_eq!(n, 30000 + ticks, "{name}");
+        assert_eq!(as_champsim_keeps(&back, false), as_champsim_keeps(&recs, false), "{name}");
+    }
+    // With fetches, each access's instruction is at the ip fetched before it; ticked
+    // instructions are at synthetic ips, outside the workload's code.
+    let recs = synth_records("kv", &[("keys", "5000"), ("accesses", "20000"), ("code", "8K")]);
+    let (_, back) = through_champsim(&recs);
+    let at_synthetic = |r: &Record| matches!(r, Record::Access(a) if a.kind == AccessKind::Fetch && (vmlab::trace::champsim::SYNTHETIC_IP_BASE..vmlab::trace::champsim::SYNTHETIC_IP_BASE + 4096).contains(&a.vaddr));
+    let back: Vec<Record> = back.into_iter().filter(|r| !at_synthetic(r)).collect();
+    assert_eq!(as_champsim_keeps(&back, true), as_champsim_keeps(&recs, true));
+}
+
+#[test]
+fn champsim_writer_names_registers_for_far_dependences_and_drops_the_unnameable() {
+    // 300 independent loads, then loads depending on the one 1, 252, 253 and 254 back:
+    // 252 registers name the last 252 loads.
+    assert_eq!(vmlab::trace::champsim::LOAD_REGISTERS, 252);
+    let mut recs: Vec<Record> = (0..300u64).map(|i| Record::read(0x1000 + i * 8, 8, 1).with_dep(Dep::NONE)).collect();
+    for k in [1, 252, 253, 254] {
+        recs.push(Record::read(0x9000, 8, 1).with_dep(Dep::on_load(k)));
+    }
+    let (_, back) = through_champsim(&recs);
+    let deps: Vec<Dep> = as_champsim_keeps(&back, false).iter().skip(300).map(|r| if let Record::Access(a) = r { a.dep } else { unreachable!() }).collect();
+    assert_eq!(deps, vec![Dep::on_load(1), Dep::on_load(252), Dep::NONE, Dep::NONE]);
+    // A dependence on a load before the trace's first is none.
+    let (_, back) = through_champsim(&[Record::read(0x1000, 8, 1).with_dep(Dep::on_load(3))]);
+    assert_eq!(as_champsim_keeps(&back, false), vec![Record::read(0x1000, 8, 1).with_dep(Dep::NONE)]);
+}
+
+#[test]
+fn champsim_writer_lays_out_input_instr() {
+    // A load, a store depending on it, a tick, a fetch with no data access.
+    let recs = [
+        Record::fetch(0x5000, 4, 1),
+        Record::read(0x1000, 8, 1).with_dep(Dep::NONE),
+        Record::write(0x2000, 8, 1).with_dep(Dep::on_load(1)),
+        Record::Tick(1),
+        Record::fetch(0x5008, 4, 1),
+    ];
+    let mut w = ChampSimWriter::new(Vec::new(), Path::new("mem.champsim"));
+    recs.iter().for_each(|r| w.write(r).unwrap());
+    let (n, bytes) = w.finish().unwrap();
+    assert_eq!(n, 4);
+    let mut want = vec![op([1, 0], [0; 4], 0, 0x1000), op([0; 2], [1, 0, 0, 0], 0x2000, 0), op([0; 2], [0; 4], 0, 0), op([0; 2], [0; 4], 0, 0)];
+    for (w, ip) in want.iter_mut().zip([0x5000u64, 0x5000, vmlab::trace::champsim::SYNTHETIC_IP_BASE, 0x5008]) {
+        w[0..8].copy_from_slice(&ip.to_le_bytes());
+    }
+    assert_eq!(bytes, want.concat());
+}
+
+#[test]
+fn champsim_writer_refuses_what_champsim_cannot_hold() {
+    let mut w = ChampSimWriter::new(Vec::new(), Path::new("out.champsim"));
+    w.write(&Record::read(0x1000, 8, 1)).unwrap();
+    let e = w.write(&Record::read(0x1000, 8, 2)).unwrap_err().to_string();
+    assert!(e.contains("out.champsim: at byte offset 64") && e.contains("input record 2") && e.contains("pid 2"), "{e}");
+    let mut w = ChampSimWriter::new(Vec::new(), Path::new("out.champsim"));
+    let e = w.write(&Record::write(0, 8, 1)).unwrap_err().to_string();
+    assert!(e.contains("address 0"), "{e}");
+}
+
+#[test]
+fn convert_to_champsim_writes_through_a_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let vmt = dir.path().join("p.vmt");
+    let mut src = synth::open("pchase", &[("footprint".into(), "1M".into()), ("accesses".into(), "1000".into())]).unwrap();
+    vmlab::cli::write_vmt(src.as_mut(), &vmt).unwrap();
+    let arg = |p: &Path| p.display().to_string();
+    let (plain, xz) = (dir.path().join("p.champsim"), dir.path().join("p.champsim.xz"));
+    let run = |args: &[String]| vmlab::cli::main([vec!["vmlab".to_string(), "convert".into()], args.to_vec()].concat());
+    assert_eq!(run(&["--to".into(), "champsim".into(), arg(&vmt), arg(&plain)]), 0);
+    assert_eq!(run(&["--to".into(), "champsim".into(), arg(&vmt), "-o".into(), arg(&xz)]), 0);
+    // 1000 loads and 4000 ticked instructions.
+    assert_eq!(std::fs::metadata(&plain).unwrap().len(), 5000 * 64);
+    let a = drain(&mut ChampSimReader::open(&plain, 1).unwrap()).unwrap();
+    assert_eq!(a, drain(&mut ChampSimReader::open(&xz, 1).unwrap()).unwrap());
+    assert_eq!(a.iter().filter(|r| matches!(r, Record::Access(x) if x.dep == Dep::on_load(1))).count(), 999);
+    // A failed conversion leaves nothing behind, not even a partial file.
+    let bad = dir.path().join("bad.vmt");
+    std::fs::write(&bad, b"not a trace").unwrap();
+    assert_ne!(run(&["--to".into(), "champsim".into(), arg(&bad), arg(&dir.path().join("q.champsim"))]), 0);
+    let multi = dir.path().join("shared.vmt");
+    let mut src = synth::open("shared", &[("accesses".into(), "1000".into())]).unwrap();
+    vmlab::cli::write_vmt(src.as_mut(), &multi).unwrap();
+    let e = vmlab::trace::champsim::write_file(&mut vmlab::trace::vmt::VmtReader::open(&multi).unwrap(), &dir.path().join("q.champsim")).unwrap_err();
+    assert!(e.to_string().contains("one process"), "{e}");
+    assert_ne!(run(&["--to".into(), "champsim".into(), arg(&vmt), arg(&dir.path().join("q.champsim.gz"))]), 0);
+    let mut names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["bad.vmt", "p.champsim", "p.champsim.xz", "p.vmt", "shared.vmt"]);
+    // The other direction still takes its output either way.
+    let back = dir.path().join("back.vmt");
+    assert_eq!(run(&["--from".into(), "champsim".into(), arg(&plain), arg(&back)]), 0);
+    assert_eq!(drain(&mut vmlab::trace::vmt::VmtReader::open(&back).unwrap()).unwrap(), a);
 }
 
 #[test]
@@ -105,6 +346,8 @@ fn live_tracing_follows_forked_children() {
             || recs[..first_child].iter().rev().find(|r| matches!(r, Record::ContextSwitch { .. })) == Some(&Record::ContextSwitch { pid: child })
     );
     assert!(recs.iter().any(|r| matches!(r, Record::Access(a) if a.kind == vmlab::addr::AccessKind::Fetch)));
+    // Lackey logs say nothing of dependences.
+    assert!(recs.iter().all(|r| !matches!(r, Record::Access(a) if a.dep.is_known())));
     assert!(recs.iter().any(|r| matches!(r, Record::Mmap { pid, .. } if *pid == parent)));
     assert!(recs.iter().any(|r| matches!(r, Record::Brk { pid, .. } if *pid == parent)));
     // The parent's memset writes the whole MiB (256 pages), the child's 64 KiB (16).

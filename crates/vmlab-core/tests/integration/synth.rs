@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use vmlab::addr::AccessKind;
-use vmlab::trace::{synth, Record};
+use vmlab::trace::{synth, Access, Dep, Record};
 
 fn drain(name: &str, params: &[(&str, &str)]) -> Vec<Record> {
     let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -138,4 +138,164 @@ fn bad_parameters_and_names_are_clear_errors() {
     assert!(e.contains("unknown workload") && e.contains("gups"), "{e}");
     let e = synth::open("stream", &[("accesses".into(), "-5".into())]).err().unwrap().to_string();
     assert!(e.contains("`accesses`"), "{e}");
+}
+
+/// A digest of a record stream without the accesses' dependences: what a generator
+/// emitted, address by address. Ticks count by their total (where they sit between
+/// the accesses is the source's, not the generator's).
+fn digest_without_deps(rs: &[Record]) -> u64 {
+    let mut h = vmlab::config::fnv1a(&[]);
+    let mut ticks = 0u64;
+    for r in rs {
+        let line = match *r {
+            Record::Access(a) => format!("{:?} {:#x} {} {}\n", a.kind, a.vaddr, a.size, a.pid),
+            Record::Tick(n) => {
+                ticks += n;
+                continue;
+            }
+            other => format!("{other:?}\n"),
+        };
+        h = vmlab::config::fnv1a_extend(h, line.as_bytes());
+    }
+    vmlab::config::fnv1a_extend(h, format!("ticks {ticks}").as_bytes())
+}
+
+/// Each workload's record stream for a fixed seed is pinned: refactoring a generator,
+/// or teaching it dependences, must not move one address. (A deliberate change of a
+/// workload updates its digest here.)
+#[test]
+fn generated_streams_are_pinned() {
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        ("gups", &[("footprint", "8M"), ("accesses", "20001")]),
+        ("stream", &[("footprint", "8M"), ("accesses", "20000"), ("write_ratio", "0.25")]),
+        ("stride", &[("footprint", "8M"), ("accesses", "20000"), ("streams", "3")]),
+        ("pchase", &[("footprint", "8M"), ("accesses", "20000")]),
+        ("sparse", &[("pages", "300"), ("accesses", "20000"), ("layout", "file")]),
+        ("shared", &[("procs", "3"), ("pages", "16"), ("burst", "10"), ("accesses", "20000"), ("side", "both")]),
+        ("graph", &[("vertices", "5000"), ("accesses", "20000")]),
+        ("kv", &[("keys", "20000"), ("accesses", "20000"), ("write_ratio", "0.3")]),
+        ("kv", &[("keys", "20000"), ("accesses", "20000"), ("code", "4K")]),
+        ("xsbench", &[("footprint", "8M"), ("accesses", "20000"), ("nuclides", "7")]),
+        ("strawman", &[("accesses", "20000"), ("pages", "3")]),
+    ];
+    let got: Vec<String> = cases.iter().map(|(name, params)| format!("{name} {:016x}", digest_without_deps(&drain(name, params)))).collect();
+    let want = [
+        "gups 8558424719b6aa6a",
+        "stream 8c4a69999a4e5080",
+        "stride 41f9d6d61cf33552",
+        "pchase efefcc76859e3f17",
+        "sparse c1368158d7707aad",
+        "shared 7cb2073ebb3b7996",
+        "graph b187d70aaf2634f6",
+        "kv 10cfca8ead5622a1",
+        "kv 058b8683ecedf43d",
+        "xsbench 5b8c92139db3a618",
+        "strawman 9242fe875f0828d1",
+    ];
+    assert_eq!(got, want);
+}
+
+/// Every access of `rs` with the access its dependence names (the k-th previous read of
+/// its pid), if any.
+fn with_producers(rs: &[Record]) -> Vec<(Access, Option<Access>)> {
+    let mut reads: BTreeMap<u32, Vec<Access>> = BTreeMap::new();
+    let mut out = Vec::new();
+    for r in rs {
+        if let Record::Access(a) = *r {
+            let mine = reads.entry(a.pid).or_default();
+            let producer = a.dep.distance().map(|k| {
+                assert!(k as usize <= mine.len(), "{a:?} depends on a read before the trace's first");
+                mine[mine.len() - k as usize]
+            });
+            out.push((a, producer));
+            if a.kind == AccessKind::Read {
+                mine.push(a);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_access_says_what_it_depends_on() {
+    for w in synth::catalog() {
+        let rs = drain(w.name, &[("accesses", "20000"), ("code", "4K")]);
+        for r in &rs {
+            if let Record::Access(a) = r {
+                assert!(a.dep.is_known(), "{}: {a:?}", w.name);
+                if a.kind == AccessKind::Fetch {
+                    assert_eq!(a.dep, Dep::NONE, "{}: fetches are independent", w.name);
+                }
+            }
+        }
+        let dependent = with_producers(&rs).iter().filter(|(_, p)| p.is_some()).count();
+        let expect_some = matches!(w.name, "pchase" | "graph" | "kv" | "xsbench");
+        assert_eq!(dependent > 0, expect_some, "{}: {dependent} dependent accesses", w.name);
+    }
+}
+
+#[test]
+fn pointer_chase_reads_depend_on_the_previous_read() {
+    let rs = drain("pchase", &[("footprint", "1M"), ("accesses", "5000")]);
+    let acc = with_producers(&rs);
+    assert_eq!(acc[0].0.dep, Dep::NONE);
+    for w in acc.windows(2) {
+        assert_eq!(w[1].0.dep, Dep::on_load(1));
+        assert_eq!(w[1].1, Some(w[0].0));
+    }
+}
+
+#[test]
+fn graph_kv_and_xsbench_dependences_follow_their_data_structures() {
+    // BFS (sizes tell the arrays apart: offsets pairs are 16 B, the rest 4 B): a
+    // vertex's offsets depend on its queue slot, each edge entry on the offsets, a
+    // neighbour's distance (read and write) on its edge entry.
+    let rs = drain("graph", &[("vertices", "5000"), ("accesses", "50000")]);
+    let acc = with_producers(&rs);
+    let mut edges = 0;
+    for (i, &(a, p)) in acc.iter().enumerate() {
+        match (a.size, p) {
+            (16, p) => assert_eq!(p.map(|p| p.size), Some(4), "offsets after a queue slot"),
+            (4, Some(p)) if p.size == 16 => {
+                edges += 1;
+                // The next access reads dist[v] through this entry.
+                if let Some(&(next, np)) = acc.get(i + 1) {
+                    assert_eq!((next.kind, np), (AccessKind::Read, Some(a)));
+                    if let Some(&(w, wp)) = acc.get(i + 2).filter(|(w, _)| w.kind == AccessKind::Write && w.vaddr == next.vaddr) {
+                        assert_eq!(wp, Some(a), "{w:?}: the distance write");
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(edges > 5000, "{edges} edge reads found through their offsets");
+
+    // Key-value: bucket (8 B, independent), chain nodes (32 B) each through the
+    // pointer before, the value (256 B) through its node.
+    let rs = drain("kv", &[("keys", "20000"), ("accesses", "20000"), ("write_ratio", "0.3")]);
+    for (a, p) in with_producers(&rs) {
+        match a.size {
+            8 => assert_eq!(a.dep, Dep::NONE),
+            32 => assert!(matches!(p.map(|p| p.size), Some(8 | 32)), "{a:?} {p:?}"),
+            256 => assert_eq!(p.map(|p| p.size), Some(32), "{a:?}"),
+            s => panic!("unexpected size {s}"),
+        }
+    }
+
+    // XSBench: probes (8 B) chain, the index row (4 x 7 B) follows the last probe, and
+    // every nuclide-grid read (96 B) is at a position the row gives.
+    let rs = drain("xsbench", &[("footprint", "8M"), ("accesses", "20000"), ("nuclides", "7")]);
+    let acc = with_producers(&rs);
+    for &(a, p) in &acc {
+        match a.size {
+            8 => assert!(p.is_none_or(|p| p.size == 8), "{a:?} {p:?}"),
+            28 => assert_eq!(p.map(|p| p.size), Some(8)),
+            96 => assert_eq!(p.map(|p| p.size), Some(28)),
+            s => panic!("unexpected size {s}"),
+        }
+    }
+    let first_probes = acc.iter().filter(|(a, _)| a.size == 8 && a.dep == Dep::NONE).count();
+    let rows = acc.iter().filter(|(a, _)| a.size == 28).count();
+    assert!(rows > 100 && first_probes.abs_diff(rows) <= 1, "{first_probes} searches, {rows} index rows");
 }

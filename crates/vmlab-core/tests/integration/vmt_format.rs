@@ -6,7 +6,7 @@ use std::io::Cursor;
 use std::path::Path;
 use vmlab::addr::AccessKind;
 use vmlab::trace::vmt::{VmtReader, VmtWriter, BLOCK_RECORDS};
-use vmlab::trace::{Access, MapFlags, Record, TraceMeta, TraceSource};
+use vmlab::trace::{Access, Dep, MapFlags, Record, TraceMeta, TraceSource};
 
 /// A writer over an in-memory buffer we can take back.
 #[derive(Clone, Default)]
@@ -44,12 +44,18 @@ fn decode(bytes: Vec<u8>) -> vmlab::Result<(TraceMeta, Vec<Record>)> {
     Ok((r.meta().clone(), all))
 }
 
+/// Every dependence a record can carry: unknown, none, one byte (1..=127, the plain
+/// decoding loop's) and two bytes (128..=254).
+fn dep_strategy() -> impl Strategy<Value = Dep> {
+    prop_oneof![Just(Dep::UNKNOWN), Just(Dep::NONE), Just(Dep::on_load(1)), any::<u8>().prop_map(Dep)]
+}
+
 fn record_strategy() -> impl Strategy<Value = Record> {
     let addr = prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>(), 0x7f00_0000_0000u64..0x7f00_0010_0000];
     prop_oneof![
-        6 => (0u8..3, addr.clone(), any::<u16>(), prop_oneof![Just(1u32), any::<u32>()]).prop_map(|(k, vaddr, size, pid)| {
+        6 => (0u8..3, addr.clone(), any::<u16>(), prop_oneof![Just(1u32), any::<u32>()], dep_strategy()).prop_map(|(k, vaddr, size, pid, dep)| {
             let kind = [AccessKind::Read, AccessKind::Write, AccessKind::Fetch][k as usize];
-            Record::Access(Access { vaddr, pid, size, kind, dep: vmlab::trace::Dep::UNKNOWN })
+            Record::Access(Access { vaddr, pid, size, kind, dep })
         }),
         1 => any::<u64>().prop_map(Record::Tick),
         1 => (any::<u32>(), addr.clone(), any::<u64>(), any::<u8>(), any::<u8>())
@@ -144,16 +150,98 @@ fn every_single_byte_corruption_is_detected() {
     }
 }
 
+/// `file` as another format version (its header checksum recomputed): what an older or
+/// newer writer would have framed around the same blocks.
+fn as_version(mut file: Vec<u8>, version: u16) -> Vec<u8> {
+    file[8..10].copy_from_slice(&version.to_le_bytes());
+    let crc_at = 16 + u32::from_le_bytes(file[12..16].try_into().unwrap()) as usize;
+    let crc = crc32fast::hash(&file[..crc_at]);
+    file[crc_at..crc_at + 4].copy_from_slice(&crc.to_le_bytes());
+    file
+}
+
+#[test]
+fn the_writer_writes_version_2() {
+    let v = encode(&stream(3));
+    assert_eq!(u16::from_le_bytes([v[8], v[9]]), 2);
+    let r = VmtReader::from_reader(Cursor::new(v), Path::new("mem.vmt")).unwrap();
+    assert_eq!(r.version(), 2);
+}
+
+/// A version-1 file, byte by byte: the header, one block of three records (a read, a
+/// pid change with an explicit size, a tick) and the end marker, as the version-1
+/// writer framed them. It reads, with every dependence unknown.
+#[test]
+fn version_1_files_still_read_with_unknown_deps() {
+    let json = br#"{"source":"v1","command":[],"source_page_size":4096,"extra":{}}"#;
+    let mut v = b"VMLABTRC".to_vec();
+    v.extend_from_slice(&1u16.to_le_bytes());
+    v.extend_from_slice(&0u16.to_le_bytes());
+    v.extend_from_slice(&(json.len() as u32).to_le_bytes());
+    v.extend_from_slice(json);
+    let crc = crc32fast::hash(&v);
+    v.extend_from_slice(&crc.to_le_bytes());
+    // Read 8 B at 0x1000 (zigzag 0x2000, varint 80 40); pid 2 writes 3 B at 0x1010
+    // (delta 0x10, zigzag 0x20); Tick(5).
+    let raw = [0x0c, 0x80, 0x40, 0x01 | 7 << 2 | 0x20, 3, 0, 2, 0x20, 0x03, 5];
+    let comp = zstd::bulk::compress(&raw, 3).unwrap();
+    v.push(b'B');
+    for x in [3, raw.len() as u32, comp.len() as u32, crc32fast::hash(&comp)] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.extend_from_slice(&comp);
+    let mut end = vec![b'E'];
+    end.extend_from_slice(&3u64.to_le_bytes());
+    end.extend_from_slice(&1u64.to_le_bytes());
+    let crc = crc32fast::hash(&end);
+    end.extend_from_slice(&crc.to_le_bytes());
+    v.extend_from_slice(&end);
+
+    let r = VmtReader::from_reader(Cursor::new(v.clone()), Path::new("v1.vmt")).unwrap();
+    assert_eq!(r.version(), 1);
+    let (m, recs) = decode(v.clone()).unwrap();
+    assert_eq!(m.source, "v1");
+    assert_eq!(recs, vec![Record::read(0x1000, 8, 0), Record::write(0x1010, 3, 2), Record::Tick(5)]);
+    assert!(recs.iter().all(|r| !matches!(r, Record::Access(a) if a.dep.is_known())));
+    // Its content hash needs no decoding, and the version does not enter it.
+    let dir = tempfile::tempdir().unwrap();
+    let (p1, p2) = (dir.path().join("v1.vmt"), dir.path().join("v2.vmt"));
+    std::fs::write(&p1, &v).unwrap();
+    std::fs::write(&p2, as_version(v, 2)).unwrap();
+    assert_eq!(vmlab::trace::vmt::content_hash(&p1).unwrap(), vmlab::trace::vmt::content_hash(&p2).unwrap());
+    // The same records written now (no dependence known) differ only in the header.
+    let (_, again) = decode(encode(&recs)).unwrap();
+    assert_eq!(again, recs);
+}
+
+#[test]
+fn dependences_survive_blocks_and_every_decoding_path() {
+    // Plain runs with one-byte dependences, two-byte ones, repeats, explicit sizes and
+    // pid changes, across a block boundary.
+    let recs: Vec<Record> = (0..BLOCK_RECORDS as u64 + 500)
+        .map(|i| {
+            let kind = [AccessKind::Read, AccessKind::Read, AccessKind::Write, AccessKind::Fetch][(i % 4) as usize];
+            let dep = [Dep::UNKNOWN, Dep::NONE, Dep::on_load(1), Dep::on_load(127), Dep::on_load(128), Dep::on_load(254)][(i % 6) as usize];
+            let size = if i % 10 == 0 { 12 } else { 8 };
+            let pid = 1 + (i / 1000 % 2) as u32;
+            Record::Access(Access { vaddr: 0x1000 + (i / 3) * 64, pid, size, kind, dep })
+        })
+        .collect();
+    let (_, back) = decode(encode(&recs)).unwrap();
+    assert_eq!(back, recs);
+}
+
 #[test]
 fn garbage_and_wrong_versions_are_named() {
     let e = decode(b"hello world, this is not a trace".to_vec()).unwrap_err().to_string();
     assert!(e.contains("bad magic"), "{e}");
     let e = decode(Vec::new()).unwrap_err().to_string();
     assert!(e.contains("bad magic"), "{e}");
-    let mut v = encode(&stream(3));
-    v[8] = 9;
+    let v = as_version(encode(&stream(3)), 9);
     let e = decode(v).unwrap_err().to_string();
-    assert!(e.contains("version 9"), "{e}");
+    assert!(e.contains("version 9") && e.contains("at byte offset 8"), "{e}");
+    let e = decode(as_version(encode(&stream(3)), 0)).unwrap_err().to_string();
+    assert!(e.contains("version 0"), "{e}");
 }
 
 #[test]
@@ -201,7 +289,10 @@ fn malformed_records_behind_a_valid_checksum_are_named() {
     // A read of 8 bytes, delta +1 (zigzag 2): the well-formed prefix of each case.
     let ok = [0x0c, 0x02];
     let cases: &[(&[u8], u32, &str)] = &[
-        (&[0x80], 1, "unknown access tag 0x80"),
+        (&[0x80], 1, "record runs past the end of the block"),
+        (&[0x0c | 0x80, 0x02], 1, "record runs past the end of the block"),
+        (&[0x0c | 0x80, 0x02, 0xff, 0x01], 1, "dependence distance 255"),
+        (&[0x0c | 0x80 | 0x40, 0x80, 0x80, 0x04], 1, "dependence distance 65536"),
         (&[0x03 | 8 << 2], 1, "unknown event code 8"),
         (&[0x0c, 0x80, 0x80], 1, "record runs past the end of the block"),
         (&[0x0c | 7 << 2, 0x01], 1, "record runs past the end of the block"),
@@ -222,6 +313,21 @@ fn malformed_records_behind_a_valid_checksum_are_named() {
     let (file, _) = file_with_block(&[0x0c, 0x02, 0x4d, 0x03 | 6 << 2, 0x07], 3);
     let (_, recs) = decode(file).unwrap();
     assert_eq!(recs, vec![Record::read(1, 8, 0), Record::access(AccessKind::Write, 2, 8, 0), Record::Exit { pid: 7 }]);
+    // With dependences: none, 254 loads back (two bytes, the largest), 1 back.
+    let (file, _) = file_with_block(&[0x0c | 0x80, 0x02, 0x00, 0x0c | 0xc0, 0xfe, 0x01, 0x0d | 0xc0, 0x01], 3);
+    let (_, recs) = decode(file).unwrap();
+    let with = |r: Record, dep: Dep| match r {
+        Record::Access(a) => Record::Access(Access { dep, ..a }),
+        r => r,
+    };
+    assert_eq!(
+        recs,
+        vec![with(Record::read(1, 8, 0), Dep::NONE), with(Record::read(2, 8, 0), Dep::on_load(254)), with(Record::write(3, 8, 0), Dep::on_load(1))]
+    );
+    // Bit 7 in a version-1 file: malformed there, named with the block's offset.
+    let (file, at) = file_with_block(&[0x0c, 0x02, 0x0c | 0x80, 0x02, 0x00], 2);
+    let e = decode(as_version(file, 1)).unwrap_err().to_string();
+    assert!(e.contains("unknown access tag 0x8c") && e.contains(&format!("at byte offset {at}")), "{e}");
 }
 
 proptest! {

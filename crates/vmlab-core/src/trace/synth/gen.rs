@@ -1,6 +1,7 @@
 //! The generator interface the synthetic workloads implement.
 
-use crate::trace::Record;
+use crate::addr::AccessKind;
+use crate::trace::{Access, Dep, Record};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -93,48 +94,70 @@ pub fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Generators that produce accesses a burst at a time (a BFS vertex, a key lookup).
-pub trait Bursts {
-    fn pending(&mut self) -> &mut Pending;
-    /// Queue the next burst into `pending()`.
-    fn next_burst(&mut self);
+/// One access a burst workload plans; the pid is filled in when it is handed out.
+#[derive(Clone, Copy, Debug)]
+pub struct Planned {
+    pub vaddr: u64,
+    pub size: u16,
+    pub write: bool,
+    pub dep: Dep,
 }
 
-/// `Generator::emit` for a burst generator: exactly `n` accesses, refilling as needed.
-pub fn emit_bursts<G: Bursts>(g: &mut G, mut n: u64, pid: u32, out: &mut Vec<Record>) {
-    while n > 0 {
-        if g.pending().is_empty() {
-            g.next_burst();
-        }
-        n -= g.pending().drain(n, pid, out);
+impl Planned {
+    pub const fn read(vaddr: u64, size: u16, dep: Dep) -> Planned {
+        Planned { vaddr, size, write: false, dep }
+    }
+    pub const fn write(vaddr: u64, size: u16, dep: Dep) -> Planned {
+        Planned { vaddr, size, write: true, dep }
     }
 }
 
-/// Accesses produced in bursts (one graph vertex, one key lookup), handed out exactly
-/// `n` at a time.
-#[derive(Default)]
-pub struct Pending {
-    buf: Vec<(u64, u16, bool)>,
+/// A workload whose accesses come a burst at a time (a BFS vertex, a key lookup) inside
+/// one private read/write region. [`BurstGen`] makes it a [`Generator`].
+pub trait Bursts: Send {
+    /// The region `[start, end)` the workload maps; `start` is its lowest address.
+    fn region(&self) -> (u64, u64);
+    /// Append the accesses of the next burst (at least one) to `out`.
+    fn next_burst(&mut self, out: &mut Vec<Planned>);
+}
+
+/// Drives a [`Bursts`] workload: maps its region, then hands out exactly `n` accesses
+/// per `emit`, splitting bursts across calls.
+pub struct BurstGen<B> {
+    bursts: B,
+    pending: Vec<Planned>,
     pos: usize,
 }
 
-impl Pending {
-    pub fn is_empty(&self) -> bool {
-        self.pos == self.buf.len()
+impl<B: Bursts + 'static> BurstGen<B> {
+    pub fn boxed(bursts: B) -> Box<dyn Generator> {
+        Box::new(BurstGen { bursts, pending: Vec::new(), pos: 0 })
     }
-    pub fn refill(&mut self) -> &mut Vec<(u64, u16, bool)> {
-        self.buf.clear();
-        self.pos = 0;
-        &mut self.buf
+}
+
+impl<B: Bursts> Generator for BurstGen<B> {
+    fn base(&self) -> u64 {
+        self.bursts.region().0
     }
-    /// Move up to `n` queued accesses into `out`; returns how many.
-    pub fn drain(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) -> u64 {
-        let take = (self.buf.len() - self.pos).min(n as usize);
-        for &(va, size, write) in &self.buf[self.pos..self.pos + take] {
-            out.push(if write { Record::write(va, size, pid) } else { Record::read(va, size, pid) });
+    fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
+        let (start, end) = self.bursts.region();
+        out.push(mmap_rw(pid, start, end - start));
+    }
+    fn emit(&mut self, mut n: u64, pid: u32, out: &mut Vec<Record>) {
+        while n > 0 {
+            if self.pos == self.pending.len() {
+                self.pending.clear();
+                self.pos = 0;
+                self.bursts.next_burst(&mut self.pending);
+            }
+            let take = (self.pending.len() - self.pos).min(n as usize);
+            for p in &self.pending[self.pos..self.pos + take] {
+                let kind = if p.write { AccessKind::Write } else { AccessKind::Read };
+                out.push(Record::Access(Access { vaddr: p.vaddr, pid, size: p.size, kind, dep: p.dep }));
+            }
+            self.pos += take;
+            n -= take as u64;
         }
-        self.pos += take;
-        take as u64
     }
 }
 

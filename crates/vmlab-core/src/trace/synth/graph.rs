@@ -6,10 +6,10 @@
 //! neighbours of v are `hash(seed, v, i)`. Only the offsets array (V+1 words), the BFS
 //! queue and a visited bitmap live in memory.
 
-use super::gen::{emit_bursts, mix, mmap_rw, page_round, Bursts, Generator, Pending};
+use super::gen::{mix, page_round, BurstGen, Bursts, Generator, Planned};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::Record;
+use crate::trace::Dep;
 
 pub fn info() -> WorkloadInfo {
     WorkloadInfo {
@@ -33,7 +33,6 @@ struct Bfs {
     queue: Vec<u32>,
     head: usize,
     round: u64,
-    pending: Pending,
 }
 
 fn degree_of(seed: u64, v: u64, scale: f64) -> u64 {
@@ -66,7 +65,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let dist_at = edges_at + page_round(acc * 4);
     let queue_at = dist_at + page_round(vertices * 4);
     let end = queue_at + page_round(vertices * 4);
-    Ok(Box::new(Bfs {
+    Ok(BurstGen::boxed(Bfs {
         seed,
         vertices,
         offsets,
@@ -79,7 +78,6 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
         queue: Vec::new(),
         head: 0,
         round: 0,
-        pending: Pending::default(),
     }))
 }
 
@@ -97,8 +95,11 @@ impl Bfs {
         !seen
     }
 
-    /// Queue the accesses of expanding the next frontier vertex.
-    fn expand(&mut self) {
+    /// The accesses of expanding the next frontier vertex. Dependences: the queue slot
+    /// (read at a counter) names the vertex, whose offsets are read next; its offsets
+    /// locate each edge entry; an edge entry names the neighbour, whose distance is
+    /// read and maybe written. The queue append is at a counter: independent.
+    fn expand(&mut self, out: &mut Vec<Planned>) {
         if self.head == self.queue.len() {
             // Start a new BFS from a fresh root.
             self.visited.iter_mut().for_each(|w| *w = 0);
@@ -113,40 +114,27 @@ impl Bfs {
         let qslot = self.head as u64;
         self.head += 1;
         let (lo, hi) = (self.offsets[u as usize], self.offsets[u as usize + 1]);
-        let mut acc: Vec<(u64, u16, bool)> = std::mem::take(self.pending.refill());
-        acc.push((self.queue_at + qslot * 4, 4, false));
-        acc.push((self.base + u * 8, 16, false));
+        out.push(Planned::read(self.queue_at + qslot * 4, 4, Dep::NONE));
+        out.push(Planned::read(self.base + u * 8, 16, Dep::on_load(1)));
         for i in 0..(hi - lo) {
             let v = self.neighbour(u, i);
-            acc.push((self.edges_at + (lo + i) * 4, 4, false));
-            acc.push((self.dist_at + v * 4, 4, false));
+            // Since the offsets: this vertex's earlier edges, two reads each.
+            out.push(Planned::read(self.edges_at + (lo + i) * 4, 4, Dep::on_load(1 + 2 * i)));
+            out.push(Planned::read(self.dist_at + v * 4, 4, Dep::on_load(1)));
             if self.visit(v) {
-                acc.push((self.dist_at + v * 4, 4, true));
-                acc.push((self.queue_at + self.queue.len() as u64 * 4, 4, true));
+                out.push(Planned::write(self.dist_at + v * 4, 4, Dep::on_load(2)));
+                out.push(Planned::write(self.queue_at + self.queue.len() as u64 * 4, 4, Dep::NONE));
                 self.queue.push(v as u32);
             }
         }
-        *self.pending.refill() = acc;
-    }
-}
-
-impl Generator for Bfs {
-    fn base(&self) -> u64 {
-        self.base
-    }
-    fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
-        out.push(mmap_rw(pid, self.base, self.end - self.base));
-    }
-    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
-        emit_bursts(self, n, pid, out)
     }
 }
 
 impl Bursts for Bfs {
-    fn pending(&mut self) -> &mut Pending {
-        &mut self.pending
+    fn region(&self) -> (u64, u64) {
+        (self.base, self.end)
     }
-    fn next_burst(&mut self) {
-        self.expand()
+    fn next_burst(&mut self, out: &mut Vec<Planned>) {
+        self.expand(out)
     }
 }

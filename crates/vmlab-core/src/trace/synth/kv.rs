@@ -7,10 +7,10 @@
 //! Popularity is Zipfian (Gray et al. 1994, as in YCSB) and scrambled by a hash so hot
 //! keys are spread over the heap.
 
-use super::gen::{emit_bursts, mix, mmap_rw, page_round, rng, Bursts, Generator, Pending};
+use super::gen::{mix, page_round, rng, BurstGen, Bursts, Generator, Planned};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::Record;
+use crate::trace::Dep;
 use rand::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -79,7 +79,6 @@ struct KeyValue {
     nodes_at: u64,
     values_at: u64,
     end: u64,
-    pending: Pending,
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
@@ -97,7 +96,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let values_at = nodes_at + page_round(keys * NODE);
     let end = values_at + page_round(keys * value_size);
     let seed = p.seed()?;
-    Ok(Box::new(KeyValue {
+    Ok(BurstGen::boxed(KeyValue {
         seed,
         keys,
         zipf: (theta > 0.0).then(|| Zipf::new(keys, theta)),
@@ -108,12 +107,14 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
         nodes_at,
         values_at,
         end,
-        pending: Pending::default(),
     }))
 }
 
 impl KeyValue {
-    fn operation(&mut self) {
+    /// One GET or PUT. Dependences: the bucket's address is a hash of the key
+    /// (independent); each chain node is found through the pointer read before it (the
+    /// bucket, then the node ahead), and the value through its node.
+    fn operation(&mut self, out: &mut Vec<Planned>) {
         let r = self.rng.next_u64();
         let u = (r >> 11) as f64 / (1u64 << 53) as f64;
         let rank = match &self.zipf {
@@ -124,34 +125,21 @@ impl KeyValue {
         let h = mix(key, 0x6b76);
         let bucket = h % (self.keys / 2);
         let put = mix(r, 3) % 1000 < self.write_per_mille;
-        let buf = self.pending.refill();
-        buf.push((self.base + bucket * 8, 8, false));
+        out.push(Planned::read(self.base + bucket * 8, 8, Dep::NONE));
         if h & (1 << 40) != 0 {
             // Second in its chain: first read the node ahead of it.
-            buf.push((self.nodes_at + (key ^ 1) % self.keys * NODE, NODE as u16, false));
+            out.push(Planned::read(self.nodes_at + (key ^ 1) % self.keys * NODE, NODE as u16, Dep::on_load(1)));
         }
-        buf.push((self.nodes_at + key * NODE, NODE as u16, false));
-        buf.push((self.values_at + key * self.value_size, self.value_size as u16, put));
-    }
-}
-
-impl Generator for KeyValue {
-    fn base(&self) -> u64 {
-        self.base
-    }
-    fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
-        out.push(mmap_rw(pid, self.base, self.end - self.base));
-    }
-    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
-        emit_bursts(self, n, pid, out)
+        out.push(Planned::read(self.nodes_at + key * NODE, NODE as u16, Dep::on_load(1)));
+        out.push(Planned { vaddr: self.values_at + key * self.value_size, size: self.value_size as u16, write: put, dep: Dep::on_load(1) });
     }
 }
 
 impl Bursts for KeyValue {
-    fn pending(&mut self) -> &mut Pending {
-        &mut self.pending
+    fn region(&self) -> (u64, u64) {
+        (self.base, self.end)
     }
-    fn next_burst(&mut self) {
-        self.operation()
+    fn next_burst(&mut self, out: &mut Vec<Planned>) {
+        self.operation(out)
     }
 }

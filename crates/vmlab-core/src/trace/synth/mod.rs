@@ -1,6 +1,7 @@
 //! Seeded synthetic workloads. Each generator streams records (nothing is
-//! materialised), is fully determined by its parameters and seed, and announces its
-//! regions with `Mmap` records before touching them. Catalogue: docs/workloads.md.
+//! materialised), is fully determined by its parameters and seed, announces its
+//! regions with `Mmap` records before touching them, and says what each access's
+//! address depends on (`Access::dep`). Catalogue: docs/workloads.md.
 
 mod gen;
 mod graph;
@@ -123,7 +124,8 @@ impl TraceSource for SynthSource {
         let before = buf.len();
         if self.common.code > 0 {
             for _ in 0..n {
-                buf.push(Record::fetch(self.code_base + self.code_off, 4, self.common.pid));
+                // Instruction fetches follow the program counter, not loaded data.
+                buf.push(Record::fetch(self.code_base + self.code_off, 4, self.common.pid).with_dep(super::Dep::NONE));
                 self.code_off = (self.code_off + 4) % self.common.code;
                 self.gen.emit(1, self.common.pid, buf);
             }

@@ -3,7 +3,7 @@
 use super::gen::{mmap_rw, page_round, Generator, Permutation};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::Record;
+use crate::trace::{Dep, Record};
 
 pub fn info() -> WorkloadInfo {
     WorkloadInfo {
@@ -19,6 +19,8 @@ struct PointerChase {
     nodes: u64,
     order: Permutation,
     i: u64,
+    /// Loads emitted so far, 0 or not: the first has no producer.
+    started: bool,
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
@@ -27,7 +29,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     p.require(node >= 8 && node % 8 == 0, "node", "a multiple of 8 bytes")?;
     p.require(footprint >= node, "footprint", "at least one node")?;
     let nodes = footprint / node;
-    Ok(Box::new(PointerChase { base: p.base()?, node, nodes, order: Permutation::new(nodes, p.seed()?), i: 0 }))
+    Ok(Box::new(PointerChase { base: p.base()?, node, nodes, order: Permutation::new(nodes, p.seed()?), i: 0, started: false }))
 }
 
 impl Generator for PointerChase {
@@ -45,7 +47,10 @@ impl Generator for PointerChase {
             if self.i == self.nodes {
                 self.i = 0;
             }
-            out.push(Record::read(self.base + v * self.node, 8, pid));
+            // Its address is the pointer the previous load read.
+            let dep = if self.started { Dep::on_load(1) } else { Dep::NONE };
+            self.started = true;
+            out.push(Record::read(self.base + v * self.node, 8, pid).with_dep(dep));
         }
     }
 }

@@ -6,7 +6,7 @@
 use super::gen::Generator;
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::{MapFlags, Record};
+use crate::trace::{Dep, MapFlags, Record};
 
 pub fn info() -> WorkloadInfo {
     WorkloadInfo {
@@ -85,17 +85,18 @@ impl Generator for Shared {
             let line = (self.cursor / self.pages) % 64;
             let off = page * 4096 + line * 64;
             let pid = pid + self.cur;
+            // The address is a counter's: independent.
             match (self.data, self.text) {
-                (Some(d), None) => out.push(Record::read(d + off, 8, pid)),
-                (None, Some(t)) => out.push(Record::fetch(t + off, 4, pid)),
+                (Some(d), None) => out.push(Record::read(d + off, 8, pid).with_dep(Dep::NONE)),
+                (None, Some(t)) => out.push(Record::fetch(t + off, 4, pid).with_dep(Dep::NONE)),
                 (Some(d), Some(t)) => {
                     // A fetch, then a read, of the same page (one access each).
                     if self.fetch_next {
-                        out.push(Record::fetch(t + off, 4, pid));
+                        out.push(Record::fetch(t + off, 4, pid).with_dep(Dep::NONE));
                         self.fetch_next = false;
                         continue;
                     }
-                    out.push(Record::read(d + off, 8, pid));
+                    out.push(Record::read(d + off, 8, pid).with_dep(Dep::NONE));
                     self.fetch_next = true;
                 }
                 (None, None) => unreachable!("a side is always chosen"),

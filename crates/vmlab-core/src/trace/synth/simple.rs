@@ -1,9 +1,11 @@
-//! GUPS (random read-modify-write), STREAM (sequential) and STRIDE.
+//! GUPS (random read-modify-write), STREAM (sequential) and STRIDE. Every address
+//! comes from a counter or the random generator, none from loaded data: all accesses
+//! are independent (`Dep::NONE`).
 
 use super::gen::{below, mmap_rw, page_round, rng, Generator};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::Record;
+use crate::trace::{Dep, Record};
 use rand::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -39,19 +41,19 @@ impl Generator for Gups {
     fn emit(&mut self, mut n: u64, pid: u32, out: &mut Vec<Record>) {
         if n > 0 {
             if let Some(va) = self.pending.take() {
-                out.push(Record::write(va, 8, pid));
+                out.push(Record::write(va, 8, pid).with_dep(Dep::NONE));
                 n -= 1;
             }
         }
         while n >= 2 {
             let va = self.base + below(self.rng.next_u64(), self.words) * 8;
-            out.push(Record::read(va, 8, pid));
-            out.push(Record::write(va, 8, pid));
+            out.push(Record::read(va, 8, pid).with_dep(Dep::NONE));
+            out.push(Record::write(va, 8, pid).with_dep(Dep::NONE));
             n -= 2;
         }
         if n == 1 {
             let va = self.base + below(self.rng.next_u64(), self.words) * 8;
-            out.push(Record::read(va, 8, pid));
+            out.push(Record::read(va, 8, pid).with_dep(Dep::NONE));
             self.pending = Some(va);
         }
     }
@@ -150,7 +152,8 @@ impl Generator for Sweep {
             self.count += 1;
             let write = self.write_every != 0 && self.count.is_multiple_of(self.write_every);
             let va = self.base + off;
-            out.push(if write { Record::write(va, self.size, pid) } else { Record::read(va, self.size, pid) });
+            let r = if write { Record::write(va, self.size, pid) } else { Record::read(va, self.size, pid) };
+            out.push(r.with_dep(Dep::NONE));
         }
     }
 }

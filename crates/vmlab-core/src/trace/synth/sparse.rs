@@ -4,7 +4,7 @@
 use super::gen::{below, mix, mmap_rw, rng, Generator, Permutation};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::Record;
+use crate::trace::{Dep, Record};
 use rand::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -105,7 +105,8 @@ impl Generator for Sparse {
                 (o, k)
             };
             let (start, _) = self.objects[obj];
-            out.push(Record::read(self.base + (start + page) * 4096 + (mix(page, 7) % 512) * 8, 8, pid));
+            // The page comes from the random generator or a counter: independent.
+            out.push(Record::read(self.base + (start + page) * 4096 + (mix(page, 7) % 512) * 8, 8, pid).with_dep(Dep::NONE));
         }
     }
 }

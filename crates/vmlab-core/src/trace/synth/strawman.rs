@@ -11,7 +11,7 @@ use super::gen::{mmap_rw, Generator};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::record::prot;
-use crate::trace::{MapFlags, Record};
+use crate::trace::{Dep, MapFlags, Record};
 
 pub fn info() -> WorkloadInfo {
     WorkloadInfo {
@@ -68,7 +68,9 @@ impl Generator for Strawman {
             let page = self.i % self.pages;
             let line = (self.i / self.pages) % per_page;
             let va = self.base + page * self.spacing + line * self.line;
-            out.push(if self.fetch { Record::fetch(va, 4, pid) } else { Record::read(va, 8, pid) });
+            // The address is a counter's: independent.
+            let r = if self.fetch { Record::fetch(va, 4, pid) } else { Record::read(va, 8, pid) };
+            out.push(r.with_dep(Dep::NONE));
             self.i += 1;
         }
     }

@@ -7,10 +7,10 @@
 //! `nuclides` nuclide grids at the indexed position. G is chosen so the three arrays
 //! fill `footprint`.
 
-use super::gen::{below, emit_bursts, mix, mmap_rw, page_round, rng, Bursts, Generator, Pending};
+use super::gen::{below, mix, page_round, rng, BurstGen, Bursts, Generator, Planned};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
-use crate::trace::Record;
+use crate::trace::Dep;
 use rand::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -34,7 +34,6 @@ struct XsBench {
     index_at: u64,
     nuclide_at: u64,
     end: u64,
-    pending: Pending,
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
@@ -52,17 +51,22 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let nuclide_at = index_at + page_round(grid_points * nuclides * 4);
     let end = nuclide_at + page_round(nuclides * points_per_nuclide * ROW);
     let seed = p.seed()?;
-    Ok(Box::new(XsBench { seed, grid_points, nuclides, points_per_nuclide, rng: rng(seed), base, index_at, nuclide_at, end, pending: Pending::default() }))
+    Ok(BurstGen::boxed(XsBench { seed, grid_points, nuclides, points_per_nuclide, rng: rng(seed), base, index_at, nuclide_at, end }))
 }
 
 impl XsBench {
-    fn lookup(&mut self) {
+    /// One lookup. Dependences: each probe of the binary search goes where the energy
+    /// read before it sent it (the first is independent: the energy is random); the
+    /// index row is the point the last probe found; each nuclide-grid read is at a
+    /// position the index row gives, so depends on it (n + 1 reads back for nuclide n).
+    fn lookup(&mut self, out: &mut Vec<Planned>) {
         let target = below(self.rng.next_u64(), self.grid_points);
-        let buf = self.pending.refill();
         let (mut lo, mut hi) = (0u64, self.grid_points);
+        let mut dep = Dep::NONE;
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            buf.push((self.base + mid * 8, 8, false));
+            out.push(Planned::read(self.base + mid * 8, 8, dep));
+            dep = Dep::on_load(1);
             if mid <= target {
                 lo = mid
             } else {
@@ -70,34 +74,22 @@ impl XsBench {
             }
         }
         let row_bytes = (self.nuclides * 4).min(65535);
-        buf.push((self.index_at + lo * self.nuclides * 4, row_bytes as u16, false));
+        out.push(Planned::read(self.index_at + lo * self.nuclides * 4, row_bytes as u16, dep));
         for n in 0..self.nuclides {
             // The indexed position in each nuclide's grid, near the same energy.
             let jitter = mix(self.seed ^ n, lo) % 3;
             // (In 128 bits: lo x points overflows 64 for footprints of tens of TiB.)
             let pos = ((lo as u128 * self.points_per_nuclide as u128 / self.grid_points as u128) as u64 + jitter).min(self.points_per_nuclide - 2);
-            buf.push((self.nuclide_at + (n * self.points_per_nuclide + pos) * ROW, (2 * ROW) as u16, false));
+            out.push(Planned::read(self.nuclide_at + (n * self.points_per_nuclide + pos) * ROW, (2 * ROW) as u16, Dep::on_load(n + 1)));
         }
     }
 }
 
-impl Generator for XsBench {
-    fn base(&self) -> u64 {
-        self.base
-    }
-    fn setup(&mut self, pid: u32, out: &mut Vec<Record>) {
-        out.push(mmap_rw(pid, self.base, self.end - self.base));
-    }
-    fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>) {
-        emit_bursts(self, n, pid, out)
-    }
-}
-
 impl Bursts for XsBench {
-    fn pending(&mut self) -> &mut Pending {
-        &mut self.pending
+    fn region(&self) -> (u64, u64) {
+        (self.base, self.end)
     }
-    fn next_burst(&mut self) {
-        self.lookup()
+    fn next_burst(&mut self, out: &mut Vec<Planned>) {
+        self.lookup(out)
     }
 }
