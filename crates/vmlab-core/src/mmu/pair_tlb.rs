@@ -1,5 +1,6 @@
 //! TLB entries that each map an even/odd pair of pages, as the MIPS R4x00's do
-//! (Elphinstone §6.1; the plan: docs/dev/pair-tlb-plan.md). An entry has one tag, VPN2
+//! (Elphinstone §6.1; docs/reproductions/elphinstone.md, "Page-pair
+//! entries"). An entry has one tag, VPN2
 //! (the page number without its lowest bit), and two halves (EntryLo0 for the even page,
 //! EntryLo1 for the odd one), each with its own frame and valid bit; the page-number bit
 //! below VPN2 picks the half.
