@@ -126,6 +126,11 @@ class Result:
             "faults": self.get("faults/count"),
             "page_table_bytes": self.get("page_table/bytes"),
             "translation_cpki": self.get("cycles/translation_per_kilo_instruction"),
+            # The time model's (NaN unless time.model = "ooo").
+            "cycles": self.get("time/cycles"),
+            "ipc": self.get("time/ipc"),
+            "cpi_translation": self.get("time/cpi_stack/translation"),
+            "mlp": self.get("time/mlp"),
         }
 
     def __repr__(self) -> str:

@@ -160,6 +160,8 @@ def test_compare_reports_speedups_over_the_baseline():
     one = vmlab.run("skylake", workload="gups", footprint="1G", accesses="50k",
                     overrides=["memory.data_refs=true", "time.model=ooo", "os.page_size=1G"])
     assert one["time"]["cycles"] == df.loc["1g", "cycles"]
+    assert one.summary()["ipc"] == df.loc["1g", "ipc"]
+    assert math.isnan(vmlab.run("tiny", workload="gups", accesses="1k").summary()["ipc"])
     with pytest.raises(vmlab.VmlabError, match="baseline"):
         vmlab.compare(["radix", "ecpt"], baseline="nosuch", workload="gups", accesses="1k")
 
