@@ -13,26 +13,29 @@ use crate::mem::MEMORY;
 /// The miss status holding registers of one cache: `lines[i]` is in flight until
 /// `done[i]`.
 pub struct MshrFile {
-    lines: Vec<u64>,
-    done: Vec<u64>,
+    // Fixed-size arrays indexed by masked numbers: no bounds checks on the per-reference
+    // path (they were a tenth of a timed stream's instructions).
+    lines: Box<[u64; SLOTS]>,
+    done: Box<[u64; SLOTS]>,
     /// Which MSHR holds a line (every reference asks, so not a scan).
     index: LineIndex,
     /// A tournament tree over `(done << 8) | slot`: node i is the minimum of nodes 2i
     /// and 2i + 1, the leaves are the MSHRs, so the root is the one that frees first.
     /// An update is a branch-free climb.
-    tree: Vec<u64>,
+    tree: Box<[u64; 2 * SLOTS]>,
     leaves: usize,
     pub counters: MshrCounters,
 }
 
 /// The most MSHRs a level can have (a slot number fits the tournament key's low byte).
 pub const MAX_MSHRS: u32 = 255;
+const SLOTS: usize = 256;
 
 impl MshrFile {
     /// The tournament tree of `n` free MSHRs (absent leaves never win).
-    fn tree(n: usize) -> Vec<u64> {
+    fn tree(n: usize) -> Box<[u64; 2 * SLOTS]> {
         let leaves = n.next_power_of_two();
-        let mut t = vec![u64::MAX; 2 * leaves];
+        let mut t = Box::new([u64::MAX; 2 * SLOTS]);
         for slot in 0..n {
             t[leaves + slot] = slot as u64;
         }
@@ -46,22 +49,26 @@ impl MshrFile {
 /// An open-addressing map from a line to the MSHR that last held it (linear probing,
 /// deletion by backward shift), at most half full.
 struct LineIndex {
-    keys: Vec<u64>,
-    slots: Vec<u16>,
+    keys: Box<[u64; INDEX]>,
+    slots: Box<[u16; INDEX]>,
+    /// The capacity in use, less one (a power of two at most `INDEX`).
     mask: usize,
 }
+
+/// The index's largest capacity: twice the most MSHRs.
+const INDEX: usize = 2 * SLOTS;
 
 const EMPTY: u64 = u64::MAX;
 
 impl LineIndex {
     fn new(entries: usize) -> LineIndex {
-        let cap = (entries * 2).next_power_of_two().max(4);
-        LineIndex { keys: vec![EMPTY; cap], slots: vec![0; cap], mask: cap - 1 }
+        let cap = (entries * 2).next_power_of_two().clamp(4, INDEX);
+        LineIndex { keys: Box::new([EMPTY; INDEX]), slots: Box::new([0; INDEX]), mask: cap - 1 }
     }
 
     #[inline(always)]
     fn home(&self, line: u64) -> usize {
-        (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & self.mask
+        (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & self.mask & (INDEX - 1)
     }
 
     #[inline(always)]
@@ -71,7 +78,7 @@ impl LineIndex {
             match self.keys[i] {
                 k if k == line => return Some(self.slots[i] as usize),
                 EMPTY => return None,
-                _ => i = (i + 1) & self.mask,
+                _ => i = (i + 1) & self.mask & (INDEX - 1),
             }
         }
     }
@@ -80,7 +87,7 @@ impl LineIndex {
     fn insert(&mut self, line: u64, slot: usize) {
         let mut i = self.home(line);
         while self.keys[i] != EMPTY && self.keys[i] != line {
-            i = (i + 1) & self.mask;
+            i = (i + 1) & self.mask & (INDEX - 1);
         }
         self.keys[i] = line;
         self.slots[i] = slot as u16;
@@ -93,12 +100,12 @@ impl LineIndex {
             match self.keys[i] {
                 EMPTY => return,
                 k if k == line => break,
-                _ => i = (i + 1) & self.mask,
+                _ => i = (i + 1) & self.mask & (INDEX - 1),
             }
         }
         // Shift back the entries after the hole that may not sit past it.
         let mut hole = i;
-        let mut j = (i + 1) & self.mask;
+        let mut j = (i + 1) & self.mask & (INDEX - 1);
         while self.keys[j] != EMPTY {
             let home = self.home(self.keys[j]);
             let between = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
@@ -107,7 +114,7 @@ impl LineIndex {
                 self.slots[hole] = self.slots[j];
                 hole = j;
             }
-            j = (j + 1) & self.mask;
+            j = (j + 1) & self.mask & (INDEX - 1);
         }
         self.keys[hole] = EMPTY;
     }
@@ -134,8 +141,8 @@ impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
         let n = entries as usize;
         MshrFile {
-            lines: vec![u64::MAX; n],
-            done: vec![0; n],
+            lines: Box::new([u64::MAX; SLOTS]),
+            done: Box::new([0; SLOTS]),
             index: LineIndex::new(n),
             tree: Self::tree(n),
             leaves: n.next_power_of_two(),
@@ -147,7 +154,7 @@ impl MshrFile {
     #[inline(always)]
     fn in_flight(&self, line: u64, t: u64) -> Option<u64> {
         let slot = self.index.get(line)?;
-        let d = self.done[slot];
+        let d = self.done[slot & (SLOTS - 1)];
         (d > t).then_some(d)
     }
 
@@ -155,7 +162,7 @@ impl MshrFile {
     /// miss can start.
     #[inline(always)]
     fn allocate(&mut self, line: u64, t: u64) -> (usize, u64) {
-        let best = (self.tree[1] & 0xff) as usize;
+        let best = (self.tree[1] & 0xff) as usize & (SLOTS - 1);
         let start = t.max(self.done[best]);
         self.counters.full_cycles += start - t;
         self.counters.misses += 1;
@@ -169,12 +176,14 @@ impl MshrFile {
 
     #[inline(always)]
     fn complete(&mut self, slot: usize, start: u64, done: u64) {
+        let slot = slot & (SLOTS - 1);
         self.done[slot] = done;
-        let mut i = self.leaves + slot;
+        const M: usize = 2 * SLOTS - 1;
+        let mut i = (self.leaves + slot) & M;
         self.tree[i] = done << 8 | slot as u64;
         while i > 1 {
             i >>= 1;
-            self.tree[i] = self.tree[2 * i].min(self.tree[2 * i + 1]);
+            self.tree[i & M] = self.tree[(2 * i) & M].min(self.tree[(2 * i + 1) & M]);
         }
         let c = &mut self.counters;
         c.busy_cycles += done - start;
@@ -370,7 +379,7 @@ mod tests {
         for i in 0..5000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let t = i * 3;
-            let earliest = *f.done.iter().min().unwrap();
+            let earliest = *f.done[..4].iter().min().unwrap();
             let (slot, start) = f.allocate(i, t);
             assert_eq!(start, t.max(earliest));
             f.complete(slot, start, start + 1 + (x >> 54));
