@@ -65,10 +65,12 @@ enum Cmd {
         /// Output format, converted from a .vmt input.
         #[arg(long, value_parser = ["champsim"])]
         to: Option<String>,
+        /// The file to convert.
         input: PathBuf,
         /// The output file (or give it after the input).
         #[arg(long, short, required_unless_present = "out", conflicts_with = "out")]
         output: Option<PathBuf>,
+        /// The output file (or give it with -o).
         #[arg(value_name = "OUTPUT")]
         out: Option<PathBuf>,
         /// Process id to attribute records to when the input carries none.

@@ -146,8 +146,8 @@ impl TraceSource for ChampSimReader {
         for rec in self.chunk[..got].chunks_exact(INSTR_BYTES) {
             let ip = u64_at(rec, 0);
             let (dst_regs, src_regs) = (&rec[DST_REGS..DST_REGS + 2], &rec[SRC_REGS..SRC_REGS + 4]);
-            // Every access of the instruction depends on the most recent load behind
-            // its source registers (docs/importers.md, "Dependences").
+            // Every access of the instruction depends on the most recent load behind its
+            // source registers (docs/importers.md, "Dependences from register dataflow").
             let p = flow.producer_of(src_regs);
             buf.push(access(AccessKind::Fetch, ip, FETCH_SIZE, Dep::NONE));
             let mut loaded = false;

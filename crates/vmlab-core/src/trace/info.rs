@@ -13,6 +13,11 @@ pub struct RecordCounts {
     pub reads: u64,
     pub writes: u64,
     pub fetches: u64,
+    /// Accesses by what the trace says their address depends on (`Access.dep`): an
+    /// earlier load, none, or nothing said.
+    pub dependent: u64,
+    pub independent: u64,
+    pub unknown_deps: u64,
     pub ticks: u64,
     pub mmap: u64,
     pub munmap: u64,
@@ -71,6 +76,11 @@ pub fn summarize(src: &mut dyn TraceSource) -> Result<TraceInfo> {
             counts.records += 1;
             match *r {
                 Record::Access(a) => {
+                    match (a.dep.distance(), a.dep.is_known()) {
+                        (Some(_), _) => counts.dependent += 1,
+                        (None, true) => counts.independent += 1,
+                        (None, false) => counts.unknown_deps += 1,
+                    }
                     match a.kind {
                         AccessKind::Read => counts.reads += 1,
                         AccessKind::Write => counts.writes += 1,
@@ -191,6 +201,7 @@ impl TraceInfo {
         }
         let _ = writeln!(s, "records       {}", c.records);
         let _ = writeln!(s, "accesses      {} reads, {} writes, {} fetches", c.reads, c.writes, c.fetches);
+        let _ = writeln!(s, "dependences   {} on an earlier load, {} independent, {} unknown", c.dependent, c.independent, c.unknown_deps);
         let _ = writeln!(s, "instructions  {}", self.instructions);
         let _ = writeln!(
             s,

@@ -246,7 +246,7 @@ fn champsim_writer_lays_out_input_instr() {
     recs.iter().for_each(|r| w.write(r).unwrap());
     let (n, bytes) = w.finish().unwrap();
     assert_eq!(n, 4);
-    let mut want = vec![op([1, 0], [0; 4], 0, 0x1000), op([0; 2], [1, 0, 0, 0], 0x2000, 0), op([0; 2], [0; 4], 0, 0), op([0; 2], [0; 4], 0, 0)];
+    let mut want = [op([1, 0], [0; 4], 0, 0x1000), op([0; 2], [1, 0, 0, 0], 0x2000, 0), op([0; 2], [0; 4], 0, 0), op([0; 2], [0; 4], 0, 0)];
     for (w, ip) in want.iter_mut().zip([0x5000u64, 0x5000, vmlab::trace::champsim::SYNTHETIC_IP_BASE, 0x5008]) {
         w[0..8].copy_from_slice(&ip.to_le_bytes());
     }

@@ -299,3 +299,17 @@ fn graph_kv_and_xsbench_dependences_follow_their_data_structures() {
     let rows = acc.iter().filter(|(a, _)| a.size == 28).count();
     assert!(rows > 100 && first_probes.abs_diff(rows) <= 1, "{first_probes} searches, {rows} index rows");
 }
+
+#[test]
+fn info_counts_accesses_by_dependence() {
+    let p = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    let mut src = synth::open("pchase", &p(&[("footprint", "1M"), ("accesses", "1000"), ("code", "4K")])).unwrap();
+    let info = vmlab::trace::info::summarize(src.as_mut()).unwrap();
+    let c = &info.counts;
+    // 999 reads depend on the one before; the first read and the 1000 fetches do not.
+    assert_eq!((c.dependent, c.independent, c.unknown_deps), (999, 1001, 0));
+    assert!(info.to_text().contains("dependences   999 on an earlier load, 1001 independent, 0 unknown"));
+    let recs = vec![Record::read(0x1000, 8, 1), Record::read(0x2000, 8, 1).with_dep(Dep::on_load(1))];
+    let info = vmlab::trace::info::summarize(&mut vmlab::trace::VecSource::new("t", recs)).unwrap();
+    assert_eq!((info.counts.dependent, info.counts.independent, info.counts.unknown_deps), (1, 0, 1));
+}
