@@ -81,3 +81,23 @@ def test_quick_elphinstone_shows_pair_entries_and_cache_priming(tmp_path, monkey
         assert a[2] == b[2]
         assert float(a[3].rstrip("%")) > float(b[3].rstrip("%")) + 1
         assert float(a[4]) < float(b[4])
+
+
+def test_time_tables_put_the_papers_speedups_beside_ours():
+    from vmlab.reproduce import nested_ecpt, tps
+
+    tiny = {"workload": "gups", "footprint": "64M", "accesses": 20_000}
+    text = nested_ecpt.time_tables([("GUPS over 64 MiB", tiny, 10_000)], ablation=("GUPS",))
+    rows = _rows(text, "Time, GUPS over 64 MiB")
+    names = [n for n, _, _ in nested_ecpt.time_designs(True)]
+    assert [r[0] for r in rows] == names + [n + " + THP" for n in names]
+    assert rows[0][1:3] == ["1.00", "1.00 (baseline)"] and rows[len(names)][2] == "1.00 (baseline)"
+    assert rows[len(names) - 2][2] == "1.19 (+4.2 pts; range 1.04–1.33)" and rows[-2][2] == "1.24 (+4.1 pts; range 1.05–1.59)"
+    assert all(float(r[1]) > 0 for r in rows)
+    summary = _rows(text, "Time summary")
+    assert [r[0] for r in summary][:2] == ["GUPS over 64 MiB", "GUPS over 64 MiB + THP"] and summary[0][2] == "1.19"
+
+    text = tps.time_tables("20k", {"gups 16M": {**tiny, "footprint": "16M"}})
+    rows = _rows(text, "Time, unfragmented")
+    assert [r[1] for r in rows[:4]] == ["THP reserve 100%", "TPS 100%", "TPS 50%", "TPS 50% aggressive"]
+    assert rows[0][2] == "1.00" and rows[1][3:5] == ["1.157", "1.216"] and rows[2][3] == "–"

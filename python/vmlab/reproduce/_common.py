@@ -95,3 +95,26 @@ def md_table(header: list[str], rows: list[list[Any]], title: str | None = None)
     out.append("|" + "---|" * len(header))
     out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(out) + "\n"
+
+
+def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overrides: list[str] | dict | None = None,
+          threads: int | None = None) -> dict[str, dict]:
+    """Run ``designs`` (label -> overrides) on ``source`` under the time model with
+    `vmlab.compare` (one pass over the input; `time.model = "ooo"` and
+    `memory.data_refs = true`): label -> the design's row (cycles, ipc, cpi_data,
+    cpi_translation, walker_occupancy, mlp, ...; docs/metrics.md, `time`)."""
+    from ..api import compare
+
+    def items(o: list[str] | dict | None) -> list[str]:
+        return [f"{k}={v}" for k, v in o.items()] if isinstance(o, dict) else list(o or [])
+
+    specs = []
+    for label, o in designs.items():
+        if ":" in label or ";" in label or not o:
+            raise ValueError(f"design {label!r}: a label without ':' or ';', and at least one override")
+        specs.append(f"{label}:" + ";".join(items(o)))
+    kw: dict[str, Any] = {"trace": source["trace"]} if "trace" in source else {
+        "workload": source["workload"], **{k: v for k, v in source.items() if k != "workload"}}
+    df = compare(specs, config=config, overrides=items(overrides), threads=threads or os.cpu_count() or 1, **kw)
+    return {label: df.loc[label].to_dict() for label in designs}
+
