@@ -356,24 +356,26 @@ mod tests {
         assert!(c.stalls.data > 150 * FP, "{:?}", c.stalls);
     }
 
-    #[test]
-    fn independent_loads_in_the_window_overlap() {
+    /// A core with `n` independent 200-cycle loads dispatched.
+    fn with_loads(n: usize) -> Core {
         let mut c = core();
-        for _ in 0..4 {
+        for _ in 0..n {
             let d = c.begin(0, Cause::Base);
             c.load_done(d + 200, Cause::Mem(0));
         }
+        c
+    }
+
+    #[test]
+    fn independent_loads_in_the_window_overlap() {
+        let mut c = with_loads(4);
         let end = c.finish();
         assert!(end < 210, "four overlapping 200-cycle loads: {end}");
     }
 
     #[test]
     fn a_full_load_queue_holds_the_next_load_back() {
-        let mut c = core();
-        for _ in 0..4 {
-            let d = c.begin(0, Cause::Base);
-            c.load_done(d + 200, Cause::Mem(0));
-        }
+        let mut c = with_loads(4);
         let d = c.begin(0, Cause::Base);
         assert!(c.queue_entry(false, d) >= 200, "the fifth load waits for the first to retire");
     }
