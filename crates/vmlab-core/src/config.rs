@@ -179,6 +179,9 @@ pub struct MmuConfig {
     /// Itanium region IDs and protection-key TLB sharing (mmu/regions.rs).
     #[serde(default, skip_serializing_if = "crate::mmu::regions::RegionConfig::is_default")]
     pub regions: crate::mmu::regions::RegionConfig,
+    /// Software-managed refill as code (mmu/refill.rs).
+    #[serde(default, skip_serializing_if = "crate::mmu::refill::RefillConfig::is_default")]
+    pub refill: crate::mmu::refill::RefillConfig,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -436,6 +439,7 @@ impl Config {
             self.page_table.linear.validate(self)?;
         }
         self.mmu.regions.validate(self.mmu.asid_tags, &self.page_table.kind)?;
+        self.mmu.refill.validate(self.page_table.stlb.entries, self.mmu.fixed_miss_cycles.is_some())?;
         self.os.recolor.validate(self)?;
         if self.sim.warmup_accesses > 0 && (self.os.policy.kind != crate::os::policy::PolicyName::Fixed || !self.os.recolor.is_default()) {
             return Err(Error::config(

@@ -158,6 +158,9 @@ pub struct WalkCounters {
     pub nested_misses: u64,
     /// References made off the critical path (included in `refs`).
     pub background_refs: u64,
+    /// Walks a software refill handler made (`mmu.refill`), and its instructions.
+    pub handler_refills: u64,
+    pub handler_instructions: u64,
     pub latency: Histogram,
     /// Per step index k (the last slot gathers k ≥ its index): references issued in
     /// step k, and walks that had a step k. Sized once by the engine.

@@ -131,6 +131,12 @@ fn resolve_config(config: String, overrides: Vec<String>) -> PyResult<(String, S
     Ok((cfg.to_json().to_string(), cfg.hash()))
 }
 
+/// A named design (`vmlab compare --designs`): (label, its config overrides).
+#[pyfunction]
+fn design(name: String) -> PyResult<(String, Vec<String>)> {
+    api::design(&name).map_err(to_py)
+}
+
 /// Built-in presets as (name, TOML text).
 #[pyfunction]
 fn presets() -> Vec<(String, String)> {
@@ -245,6 +251,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(design, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;

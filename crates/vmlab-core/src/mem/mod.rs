@@ -198,6 +198,15 @@ impl MemoryHierarchy {
         self.access_path(false, self.walker_entry, pa, pa, false, RefSource::Walk, 0)
     }
 
+    /// A refill handler's instruction fetch (mmu/refill.rs): a walk's reference on the
+    /// instruction path. Returns what it took beyond a first-level hit (a hit is
+    /// pipelined with the handler's instructions).
+    #[inline]
+    pub fn handler_fetch(&mut self, pa: u64) -> u32 {
+        let l = self.access_path(true, 0, pa, pa, false, RefSource::Walk, 0);
+        l.saturating_sub(self.instr_path.first().map_or(0, |&id| self.caches[id].latency))
+    }
+
     /// A program's data or instruction reference at cycle `now`.
     #[inline]
     pub fn data_ref(&mut self, va: u64, pa: u64, write: bool, instr: bool, now: u64) -> u32 {

@@ -31,7 +31,12 @@ pub enum MemOp {
     NestedEnd { cycles: u64 },
     /// The walk ended: its latency is `cycles` (probes, handlers, translated virtual
     /// references) plus its steps', or `fixed` if set (`mmu.fixed_miss_cycles`).
-    WalkEnd { cycles: u64, fixed: Option<u64> },
+    /// `trap`: a software handler made it (an exception: the core drains first).
+    WalkEnd { cycles: u64, fixed: Option<u64>, trap: bool },
+    /// The refill handler fetches the instruction at `pa` (mmu/refill.rs): between
+    /// the walk's steps, in order; what a fetch takes beyond a first-level hit stalls
+    /// the handler.
+    HandlerFetch { pa: u64 },
     /// A program reference at core cycle `now`.
     Data { va: u64, pa: u64, now: u64, write: bool, instr: bool },
     /// The OS copies `bytes` (at most [`MemOp::MAX_COPY`]) from frame `from` to `to`.
@@ -64,10 +69,11 @@ impl From<MemOp> for PackedOp {
             MemOp::WalkRef { pa, new_step, nested } => [flag(new_step, 8) | flag(nested, 9), pa, 0, 0],
             MemOp::Background { pa } => [1, pa, 0, 0],
             MemOp::NestedEnd { cycles } => [2, cycles, 0, 0],
-            MemOp::WalkEnd { cycles, fixed } => [3 | flag(fixed.is_some(), 8), cycles, fixed.unwrap_or(0), 0],
+            MemOp::WalkEnd { cycles, fixed, trap } => [3 | flag(fixed.is_some(), 8) | flag(trap, 9), cycles, fixed.unwrap_or(0), 0],
             MemOp::Data { va, pa, now, write, instr } => [4 | flag(write, 8) | flag(instr, 9), va, pa, now],
             MemOp::Copy { from, to, now, bytes } => [5 | (bytes as u64) << 32, from, to, now],
             MemOp::Time(t) => [6 | (t.dep.0 as u64) << 8 | (t.tlb as u64) << 16, t.instrs, t.os, 0],
+            MemOp::HandlerFetch { pa } => [7, pa, 0, 0],
         })
     }
 }
@@ -82,9 +88,10 @@ impl PackedOp {
             0 => MemOp::WalkRef { pa: a, new_step: bit(8), nested: bit(9) },
             1 => MemOp::Background { pa: a },
             2 => MemOp::NestedEnd { cycles: a },
-            3 => MemOp::WalkEnd { cycles: a, fixed: bit(8).then_some(b) },
+            3 => MemOp::WalkEnd { cycles: a, fixed: bit(8).then_some(b), trap: bit(9) },
             4 => MemOp::Data { va: a, pa: b, now: c, write: bit(8), instr: bit(9) },
             5 => MemOp::Copy { from: a, to: b, now: c, bytes: (w >> 32) as u32 },
+            7 => MemOp::HandlerFetch { pa: a },
             _ => MemOp::Time(AccessTime { instrs: a, dep: Dep((w >> 8) as u8), tlb: (w >> 16) as u32, os: b }),
         }
     }
@@ -182,9 +189,13 @@ impl WalkTimer {
                 self.outer.latency += self.nested.end() + cycles;
                 Timing::None
             }
-            MemOp::WalkEnd { cycles, fixed } => {
+            MemOp::WalkEnd { cycles, fixed, .. } => {
                 let l = self.outer.end() + cycles;
                 Timing::Walk(fixed.unwrap_or(l))
+            }
+            MemOp::HandlerFetch { pa } => {
+                self.outer.latency += mem.handler_fetch(pa) as u64;
+                Timing::None
             }
             MemOp::Data { va, pa, now, write, instr } => Timing::Data(mem.data_ref(va, pa, write, instr, now) as u64),
             MemOp::Copy { from, to, now, bytes } => Timing::Copy(mem.copy(from, to, bytes as u64, now)),
@@ -475,7 +486,10 @@ mod tests {
             if i % 7 == 0 {
                 v.push(MemOp::Background { pa: pa ^ 0x80_0000 });
             }
-            v.push(MemOp::WalkEnd { cycles: 1, fixed: (i % 11 == 0).then_some(30) });
+            if i % 13 == 0 {
+                v.push(MemOp::HandlerFetch { pa: 0x7000 + i * 4 });
+            }
+            v.push(MemOp::WalkEnd { cycles: 1, fixed: (i % 11 == 0).then_some(30), trap: i % 13 == 0 });
             v.push(MemOp::Data { va: x, pa: pa ^ 0x20_0000, now: i, write: i % 2 == 0, instr: false });
             if i % 1000 == 0 {
                 v.push(MemOp::Copy { from: pa & !0xfff, to: (pa ^ 0x100_0000) & !0xfff, now: i, bytes: 4096 });
@@ -553,12 +567,12 @@ mod tests {
         for op in walk {
             assert_eq!(timer.apply(&mut mem, op), Timing::None);
         }
-        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 3, fixed: None }), Timing::Walk(200 + 205 + 200 + 3));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 3, fixed: None, trap: false }), Timing::Walk(200 + 205 + 200 + 3));
         // Warm: L1 hits (4 cycles) per step.
         for op in walk {
             timer.apply(&mut mem, op);
         }
-        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: None }), Timing::Walk(4 + 9 + 4));
-        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: Some(77) }), Timing::Walk(77));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: None, trap: false }), Timing::Walk(4 + 9 + 4));
+        assert_eq!(timer.apply(&mut mem, MemOp::WalkEnd { cycles: 0, fixed: Some(77), trap: false }), Timing::Walk(77));
     }
 }

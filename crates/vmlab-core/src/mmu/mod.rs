@@ -5,6 +5,7 @@
 pub mod assoc;
 pub mod fully_assoc;
 pub mod pair_tlb;
+pub mod refill;
 pub mod regions;
 pub mod stack_distance;
 pub mod tlb;

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::mem::thread::{OpSink, OpThread};
 use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
+use crate::mmu::refill::RefillHandler;
 use crate::mmu::TlbHierarchy;
 use crate::os::Shootdown;
 use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
@@ -67,6 +68,10 @@ pub struct Walker<P: PageTable> {
     pub cycles: CycleCounters,
     /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
     fixed_miss_cycles: Option<u64>,
+    /// A software refill handler (`mmu.refill`), and the latency of a walk reference
+    /// that hits the first level (pipelined with the handler's load instruction).
+    refill: Option<RefillHandler>,
+    first_hit: u64,
 }
 
 /// What a TLB lookup found: a hit at a level (0-based), or a miss and its walk's result.
@@ -136,7 +141,11 @@ impl<P: PageTable> Mmu<P> {
             },
             cycles: CycleCounters::default(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
+            refill: RefillHandler::new(&cfg.mmu.refill, &cfg.page_table.kind, cfg.page_table.hashed.subblock as u32, cfg.machine.phys_mem.0),
+            first_hit: 0,
         };
+        let first_hit = walker.mem.paths().walk.first().map_or(0, |&id| walker.mem.caches[id].latency as u64);
+        let walker = Walker { first_hit, ..walker };
         Ok(Mmu {
             tlbs,
             tlb_latency,
@@ -367,9 +376,12 @@ impl<P: PageTable> Walker<P> {
         let mut cycles = self.walk_caches.probe_latency() + self.path.extra_cycles();
         let mut step = u16::MAX;
         let (mut refs, mut steps) = (self.path.refs().len() as u64, self.path.steps() as u64);
+        // The steps a software handler runs (its code's fetches go between them).
+        let handler = self.refill.take();
+        let handled = handler.as_ref().and_then(|h| h.handled_steps(steps));
         let batched = match &mut self.mem_thread {
             // Physical references only, to the memory thread: queued in one batch.
-            Some(t) if !self.path.has_virtual_refs() => {
+            Some(t) if !self.path.has_virtual_refs() && handled.is_none() => {
                 let ops = self.path.refs().iter().map(|r| {
                     let new_step = r.step != step;
                     step = r.step;
@@ -380,6 +392,10 @@ impl<P: PageTable> Walker<P> {
             }
             _ => false,
         };
+        if let (Some(h), Some(0)) = (&handler, handled.as_ref().map(|r| r.start)) {
+            // Every refill is the handler's: it starts before the first step.
+            h.prologue_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+        }
         // References left to send one by one.
         let one_by_one = if batched { 0 } else { self.path.refs().len() };
         for i in 0..one_by_one {
@@ -402,8 +418,28 @@ impl<P: PageTable> Walker<P> {
             };
             let new_step = r.step != step;
             step = r.step;
+            if let (true, Some(h), Some(steps)) = (new_step, &handler, &handled) {
+                let k = r.step as u64;
+                if k == steps.start && k > 0 {
+                    h.prologue_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+                }
+                if steps.contains(&k) {
+                    h.step_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+                }
+            }
             self.mem_op(MemOp::WalkRef { pa, new_step, nested: false });
         }
+        if let (Some(h), Some(steps)) = (&handler, &handled) {
+            // Exception entry and return and the instructions; a load that hits the
+            // first level hides behind its own instruction (refill.rs).
+            let n = steps.end - steps.start;
+            h.epilogue_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+            let code = h.cycles(n);
+            cycles += code - (n * self.first_hit).min(code);
+            self.walks.handler_refills += 1;
+            self.walks.handler_instructions += h.instructions(n);
+        }
+        self.refill = handler;
         // Background references (walk-table fills): cache traffic and MMU requests, no latency.
         for i in 0..self.path.background().len() {
             self.mem_op(MemOp::Background { pa: self.path.background()[i] });
@@ -432,7 +468,7 @@ impl<P: PageTable> Walker<P> {
         self.walks.refs += refs;
         self.walks.steps += steps;
         // A fixed miss-handler cost replaces the modelled latency (Romer §3.5.1).
-        self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles });
+        self.mem_op(MemOp::WalkEnd { cycles, fixed: self.fixed_miss_cycles, trap: handled.is_some() });
     }
 
     /// Translate an address of the page table's own virtual array: through the data TLB,

@@ -450,6 +450,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
             "count": w.count, "refs": w.refs, "steps": w.steps, "faulting": w.faulting,
             "nested_lookups": w.nested_lookups, "nested_misses": w.nested_misses,
             "background_refs": w.background_refs,
+            "handler_refills": w.handler_refills, "handler_instructions": w.handler_instructions,
             "refs_per_walk": ratio(w.refs, w.count), "steps_per_walk": ratio(w.steps, w.count),
             "per_kilo_instruction": 1000.0 * ratio(w.count, instr),
             // Memory references the MMU issued for walks, per kilo-instruction.

@@ -201,9 +201,11 @@ impl Core {
         }
     }
 
-    /// The cycle the next instruction would dispatch at, if nothing stalls it.
+    /// The cycle in which the next instruction would dispatch, if nothing stalls it.
+    /// (Rounded down: a front end that delivers by then does not delay it, so several
+    /// instructions can dispatch in one cycle.)
     pub fn next_slot(&self) -> u64 {
-        self.dispatch_fp.div_ceil(FP)
+        self.dispatch_fp / FP
     }
 
     /// Dispatch a new instruction that will make memory references, not before
@@ -258,14 +260,29 @@ impl Core {
     /// translation ended at `at`: it runs once everything older has retired, and
     /// dispatch restarts after it. Returns when it ends.
     pub fn trap(&mut self, at: u64, cycles: u64) -> u64 {
-        let start = at.max(self.retire);
-        let end = start + cycles;
+        let end = self.drained(at) + cycles;
         let e = end * FP;
         if e > self.dispatch_fp {
             self.stalls.os += e - self.dispatch_fp;
             self.dispatch_fp = e;
         }
         end
+    }
+
+    /// When an exception the open instruction raises at `at` can start: once
+    /// everything older has retired.
+    pub fn drained(&self, at: u64) -> u64 {
+        at.max(self.retire)
+    }
+
+    /// An exception's handler ran until `end`: dispatch restarts after it; the cycles
+    /// dispatch lost are charged to `cause`.
+    pub fn restart(&mut self, end: u64, cause: Cause) {
+        let e = end * FP;
+        if e > self.dispatch_fp {
+            self.stalls.charge(e - self.dispatch_fp, cause);
+            self.dispatch_fp = e;
+        }
     }
 
     /// A load of the open instruction completes at `done`.

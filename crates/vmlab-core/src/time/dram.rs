@@ -80,11 +80,62 @@ impl Calendar {
         start
     }
 
+    /// The earliest start `>= at` of `len` cycles that overlap nothing reserved (what
+    /// [`Calendar::reserve`] would return), without reserving them.
+    pub fn earliest(&self, at: u64, len: u64) -> u64 {
+        let b = &self.busy;
+        let mut i = b.len();
+        while i > 0 && b[i - 1].1 > at {
+            i -= 1;
+        }
+        let mut start = at;
+        while i < b.len() && b[i].0 < start + len {
+            start = start.max(b[i].1);
+            i += 1;
+        }
+        start
+    }
+
+    /// Mark `start..end` busy, whatever it overlaps (the union is kept).
+    pub fn occupy(&mut self, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        let b = &mut self.busy;
+        let mut i = b.len();
+        while i > 0 && b[i - 1].1 >= start {
+            i -= 1;
+        }
+        let (mut s, mut e, mut j) = (start, end, i);
+        while j < b.len() && b[j].0 <= e {
+            s = s.min(b[j].0);
+            e = e.max(b[j].1);
+            j += 1;
+        }
+        match j - i {
+            0 => b.insert(i, (s, e)),
+            1 => b[i] = (s, e),
+            _ => {
+                b[i] = (s, e);
+                b.drain(i + 1..j);
+            }
+        }
+    }
+
     /// Forget intervals that end by `horizon` (no request can arrive before it).
-    pub fn prune(&mut self, horizon: u64) {
-        while self.busy.front().is_some_and(|&(_, e)| e <= horizon) {
+    /// Returns the cycles they covered.
+    pub fn prune(&mut self, horizon: u64) -> u64 {
+        let mut covered = 0;
+        while let Some(&(s, e)) = self.busy.front().filter(|&&(_, e)| e <= horizon) {
+            covered += e - s;
             self.busy.pop_front();
         }
+        covered
+    }
+
+    /// Cycles covered by the intervals kept.
+    pub fn covered(&self) -> u64 {
+        self.busy.iter().map(|&(s, e)| e - s).sum()
     }
 }
 
@@ -220,7 +271,22 @@ mod tests {
         assert_eq!(c.reserve(50, 10), 50);
         assert_eq!(c.reserve(105, 10), 110);
         assert_eq!(c.reserve(105, 15), 140, "the gap 120..130 is too short");
-        c.prune(200);
+        assert_eq!(c.prune(200), 55);
         assert!(c.busy.is_empty());
+    }
+
+    #[test]
+    fn occupied_intervals_keep_their_union() {
+        let mut c = Calendar::default();
+        c.occupy(100, 200);
+        c.occupy(300, 400);
+        // Arriving out of order, overlapping both and the gap between.
+        c.occupy(150, 350);
+        c.occupy(50, 60);
+        assert_eq!(c.covered(), 10 + 300);
+        assert_eq!(c.earliest(55, 10), 60);
+        assert_eq!(c.earliest(55, 50), 400, "the gap 60..100 is too short");
+        assert_eq!(c.prune(70), 10);
+        assert_eq!(c.covered(), 300);
     }
 }

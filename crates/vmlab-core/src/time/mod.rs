@@ -21,7 +21,7 @@ pub mod dram;
 pub mod memory;
 
 use self::core::{Cause, Core, CoreSettings, FP};
-use self::dram::{Dram, DramCounters, DramTiming};
+use self::dram::{Calendar, Dram, DramCounters, DramTiming};
 use self::memory::{MshrCounters, Path, TimedMemory};
 use crate::config::{Bytes, Config};
 use crate::error::{Error, Result};
@@ -280,6 +280,9 @@ impl TimeConfig {
     }
 }
 
+/// Frames whose walk end the time model remembers (a power of two).
+const WALKED: usize = 64;
+
 /// What the engine tells the time model about one translation (`MemOp::Time`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AccessTime {
@@ -298,15 +301,21 @@ enum WalkItem {
     Ref { pa: u64, served: u8, new_step: bool },
     Background { pa: u64, served: u8 },
     NestedEnd(u64),
-    End { cycles: u64, fixed: Option<u64> },
+    /// A refill handler's instruction fetch, between steps.
+    Fetch { pa: u64, served: u8 },
+    End { cycles: u64, fixed: Option<u64>, trap: bool },
 }
 
 /// The time model's state.
 pub struct TimeModel {
     core: Core,
     mem: TimedMemory,
-    /// When each walker is free.
-    walkers: Vec<u64>,
+    /// When each walker is busy (walks are issued in trace order, not time order, so
+    /// a walk that is ready early can take a walker before one issued ahead of it).
+    walkers: Vec<Calendar>,
+    /// Per 4 KiB frame slot, the frame last walked for and when its walk ended: a
+    /// reference that hits the TLB entry such a walk filled waits for the walk.
+    walked: Box<[(u64, u64); WALKED]>,
     walk: Vec<WalkItem>,
     pending: Option<AccessTime>,
     /// OS cycles (page copies) to charge to the next translation.
@@ -319,6 +328,8 @@ pub struct TimeModel {
     accesses: u64,
     walks: u64,
     walk_cycles: u64,
+    /// The part of `walk_cycles` software refill handlers took (on the core, not a walker).
+    handler_cycles: u64,
     walker_wait: u64,
     /// Instructions the trace accounted for (`AccessTime::instrs`).
     traced: u64,
@@ -353,6 +364,7 @@ pub struct TimeStats {
     pub os_fp: u64,
     pub walks: u64,
     pub walk_cycles: u64,
+    pub handler_cycles: u64,
     pub walker_wait: u64,
     pub queue_wait: u64,
     pub mshrs: Vec<MshrCounters>,
@@ -369,7 +381,8 @@ impl TimeModel {
             core: Core::new(t.core_settings()),
             l1i_latency: timed.first_latency(Path::Instr),
             mem: timed,
-            walkers: vec![0; t.walkers as usize],
+            walkers: vec![Calendar::default(); t.walkers as usize],
+            walked: Box::new([(u64::MAX, 0); WALKED]),
             walk: Vec::with_capacity(64),
             pending: None,
             pending_os: 0,
@@ -379,6 +392,7 @@ impl TimeModel {
             accesses: 0,
             walks: 0,
             walk_cycles: 0,
+            handler_cycles: 0,
             walker_wait: 0,
             traced: 0,
             lat: Latencies::default(),
@@ -393,7 +407,8 @@ impl TimeModel {
             MemOp::WalkRef { pa, new_step, .. } => self.walk.push(WalkItem::Ref { pa, served: mem.served, new_step }),
             MemOp::Background { pa } => self.walk.push(WalkItem::Background { pa, served: mem.served }),
             MemOp::NestedEnd { cycles } => self.walk.push(WalkItem::NestedEnd(cycles)),
-            MemOp::WalkEnd { cycles, fixed } => self.walk.push(WalkItem::End { cycles, fixed }),
+            MemOp::WalkEnd { cycles, fixed, trap } => self.walk.push(WalkItem::End { cycles, fixed, trap }),
+            MemOp::HandlerFetch { pa } => self.walk.push(WalkItem::Fetch { pa, served: mem.served }),
             MemOp::Time(t) => self.pending = Some(t),
             MemOp::Data { pa, write, instr, .. } => {
                 self.access(pa, mem.served, write, instr);
@@ -429,14 +444,14 @@ impl TimeModel {
         self.traced += info.instrs;
         self.accesses += 1;
         if self.accesses % 256 == 0 {
-            self.mem.dram.prune(self.core.horizon());
+            self.prune();
         }
         if fetch {
             // The front-end fetches just in time for dispatch; an L1I hit is pipelined,
             // anything slower delays this instruction's dispatch.
             self.core.plain(info.instrs.saturating_sub(1));
             let issue = self.core.next_slot();
-            let translated = self.translate(issue + info.tlb as u64);
+            let translated = self.translate(issue + info.tlb as u64, pa);
             let translated_os = if os > 0 { self.core.trap(translated, os) } else { translated };
             let done = self.mem.access(Path::Instr, pa, served, translated_os);
             self.note(translated - issue, done - translated_os, info.tlb);
@@ -445,12 +460,12 @@ impl TimeModel {
             self.core.begin(front, cause);
             return;
         }
-        let d = if info.instrs >= 1 {
-            self.core.plain(info.instrs - 1);
+        let d = if info.instrs >= 1 || self.traced == 0 {
+            // In a trace that carries no instructions, each reference is one of its own.
+            self.core.plain(info.instrs.saturating_sub(1));
             self.core.begin(0, Cause::Base)
         } else {
-            // A reference of the instruction already open, or, in a trace that carries
-            // no instructions, one of its own.
+            // Another reference of the instruction already open.
             self.core.current()
         };
         let mut ready = d + 1;
@@ -465,7 +480,7 @@ impl TimeModel {
             }
         }
         let ready = self.core.queue_entry(write, ready);
-        let translated = self.translate(ready + info.tlb as u64);
+        let translated = self.translate(ready + info.tlb as u64, pa);
         let translated_os = if os > 0 { self.core.trap(translated, os) } else { translated };
         if write {
             let commit = self.core.store_commit(translated_os);
@@ -493,23 +508,50 @@ impl TimeModel {
         l.data_unloaded += self.mem.last_unloaded;
     }
 
-    /// Time the buffered walk, if this translation walked, from `at`; returns when the
-    /// translation is done.
-    fn translate(&mut self, at: u64) -> u64 {
+    /// Time the buffered walk, if this translation (of a reference to `pa`) walked,
+    /// from `at`; returns when the translation is done.
+    fn translate(&mut self, at: u64, pa: u64) -> u64 {
+        let frame = pa >> 12;
+        let slot = &mut self.walked[(frame as usize) & (WALKED - 1)];
         if self.walk.is_empty() {
-            return at;
+            // A TLB hit on an entry whose walk is still in flight waits for it.
+            return if slot.0 == frame { at.max(slot.1) } else { at };
         }
-        let w = (0..self.walkers.len()).min_by_key(|&i| self.walkers[i]).expect("at least one walker");
-        let start = at.max(self.walkers[w]);
-        self.walker_wait += start - at;
         let items = std::mem::take(&mut self.walk);
-        let end = self.time_walk(&items, start);
+        let end = if let Some(WalkItem::End { trap: true, .. }) = items.last() {
+            // A software refill is an exception: the handler runs once everything older
+            // has retired, on the core, and dispatch restarts after its return.
+            let start = self.core.drained(at);
+            let end = self.time_walk(&items, start);
+            self.core.restart(end, Cause::Mem(65535));
+            self.walk_cycles += end - start;
+            self.handler_cycles += end - start;
+            end
+        } else {
+            // The walker that is idle first. (A walk placed earlier in trace order but
+            // later in time may then overlap this one's end: walks are timed once, in
+            // trace order.)
+            let (w, start) = self.walkers.iter().map(|c| c.earliest(at, 1)).enumerate().min_by_key(|&(_, s)| s).expect("at least one walker");
+            self.walker_wait += start - at;
+            let end = self.time_walk(&items, start);
+            self.walkers[w].occupy(start, end);
+            self.walk_cycles += end - start;
+            end
+        };
         self.walk = items;
         self.walk.clear();
-        self.walkers[w] = end;
+        self.walked[(frame as usize) & (WALKED - 1)] = (frame, end);
         self.walks += 1;
-        self.walk_cycles += end - start;
         end
+    }
+
+    /// Forget what ended before any reference can still be issued.
+    fn prune(&mut self) {
+        let horizon = self.core.horizon();
+        self.mem.prune(horizon);
+        for w in &mut self.walkers {
+            w.prune(horizon);
+        }
     }
 
     /// A walk's references from `start`: a step's references issue together when the
@@ -540,7 +582,16 @@ impl TimeModel {
                     unloaded += std::mem::take(&mut step_max) + c;
                     first = true;
                 }
-                WalkItem::End { cycles, fixed } => {
+                // The handler's next instruction: a hit is pipelined; a miss stalls it.
+                WalkItem::Fetch { pa, served } => {
+                    step_end = step_end.max(step_start);
+                    let done = self.mem.access(Path::Instr, pa, served, step_end);
+                    step_end = step_end.max(done.saturating_sub(self.l1i_latency));
+                    unloaded += std::mem::take(&mut step_max) + self.mem.last_unloaded.saturating_sub(self.l1i_latency);
+                    step_start = step_end;
+                    first = true;
+                }
+                WalkItem::End { cycles, fixed, .. } => {
                     self.walk_unloaded = fixed.unwrap_or(unloaded + step_max + cycles);
                     return match fixed {
                         Some(f) => start + f,
@@ -579,6 +630,7 @@ impl TimeModel {
             os_fp: c.stalls.os,
             walks: self.walks,
             walk_cycles: self.walk_cycles,
+            handler_cycles: self.handler_cycles,
             walker_wait: self.walker_wait,
             queue_wait: c.queue_wait,
             mshrs: self.mem.mshr_counters(),
@@ -623,6 +675,7 @@ impl TimeModel {
         let seconds = cycles as f64 / (self.frequency_ghz * 1e9);
         let peak = self.mem.dram.peak_bytes_per_cycle();
         let walk_cycles = (end.walk_cycles - b.walk_cycles) as f64;
+        let handler_cycles = (end.handler_cycles - b.handler_cycles) as f64;
         let walks = end.walks - b.walks;
         let (l, lb) = (&end.lat, &b.lat);
         let refs = (l.references - lb.references) as f64;
@@ -655,7 +708,8 @@ impl TimeModel {
                 "walkers": self.walkers.len(),
                 "mean_latency": ratio(walk_cycles, walks as f64),
                 "walker_wait_cycles": end.walker_wait - b.walker_wait,
-                "walker_occupancy": ratio(walk_cycles, cycles as f64 * self.walkers.len() as f64),
+                "handler_cycles": handler_cycles,
+                "walker_occupancy": ratio(walk_cycles - handler_cycles, cycles as f64 * self.walkers.len() as f64),
                 "mean_concurrent": ratio(walk_cycles, cycles as f64),
             },
             "dram": {
@@ -703,11 +757,92 @@ mod tests {
                 tm.observe(MemOp::WalkRef { pa, new_step: i == 0, nested: false }, &mem, Timing::None);
             }
         }
-        tm.observe(MemOp::WalkEnd { cycles: 0, fixed: None }, &mem, Timing::None);
+        tm.observe(MemOp::WalkEnd { cycles: 0, fixed: None, trap: false }, &mem, Timing::None);
         tm.observe(MemOp::Time(AccessTime { instrs: 1, dep: Dep::NONE, tlb: 0, os: 0 }), &mem, Timing::None);
         mem.served = 0;
         tm.observe(MemOp::Data { va: 0, pa: 1 << 30, now: 0, write: false, instr: false }, &mem, Timing::Data(4));
         tm.snapshot().walk_cycles
+    }
+
+    /// A time model on the skylake preset, fed ops by hand.
+    struct Feed {
+        mem: MemoryHierarchy,
+        tm: TimeModel,
+    }
+
+    impl Feed {
+        fn new() -> Feed {
+            let cfg = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into(), "time.walkers=1".into()]).unwrap();
+            let mem = MemoryHierarchy::new(&cfg).unwrap();
+            let tm = TimeModel::new(&cfg, &mem);
+            Feed { mem, tm }
+        }
+
+        /// A walk of one DRAM reference to `table`.
+        fn walk(&mut self, table: u64) {
+            self.mem.served = MEMORY;
+            self.tm.observe(MemOp::WalkRef { pa: table, new_step: true, nested: false }, &self.mem, Timing::None);
+            self.tm.observe(MemOp::WalkEnd { cycles: 0, fixed: None, trap: false }, &self.mem, Timing::None);
+        }
+
+        /// A reference of `instrs` instructions' worth, served by cache `served`.
+        fn reference(&mut self, instrs: u64, dep: Dep, pa: u64, served: u8, instr: bool) {
+            self.tm.observe(MemOp::Time(AccessTime { instrs, dep, tlb: 0, os: 0 }), &self.mem, Timing::None);
+            self.mem.served = served;
+            self.tm.observe(MemOp::Data { va: 0, pa, now: 0, write: false, instr }, &self.mem, Timing::Data(4));
+        }
+    }
+
+    #[test]
+    fn fetched_instructions_dispatch_several_per_cycle() {
+        let mut f = Feed::new();
+        let l1i = f.mem.paths().instr[0] as u8;
+        for i in 0..4000u64 {
+            f.reference(1, Dep::NONE, (i % 16) * 4, l1i, true);
+        }
+        let t = f.tm.finish(4000);
+        // Four wide, every fetch an L1I hit: about 1000 cycles, not one per instruction.
+        assert!(t.cycles < 1100, "{} cycles for 4000 instructions", t.cycles);
+    }
+
+    #[test]
+    fn a_trace_without_instructions_times_one_per_reference() {
+        let mut f = Feed::new();
+        let l1d = f.mem.paths().data[0] as u8;
+        for i in 0..1000u64 {
+            f.reference(0, Dep::NONE, i * 8 % 512, l1d, false);
+        }
+        let t = f.tm.finish(0);
+        assert_eq!(t.instructions, 1000);
+        assert!(t.cycles >= 250, "{} cycles", t.cycles);
+    }
+
+    #[test]
+    fn a_tlb_hit_on_a_page_being_walked_waits_for_the_walk() {
+        let mut f = Feed::new();
+        let l1d = f.mem.paths().data[0] as u8;
+        f.walk(1 << 32);
+        f.reference(1, Dep::NONE, 0x5000, l1d, false);
+        let walk_end = f.tm.snapshot().walk_cycles;
+        // The next reference to the frame hits the TLB entry the walk is filling.
+        f.reference(1, Dep::NONE, 0x5040, l1d, false);
+        let l = f.tm.snapshot().lat;
+        assert!(walk_end > 150);
+        assert!(l.translation >= 2 * walk_end - 10, "{l:?}, walk {walk_end}");
+    }
+
+    #[test]
+    fn a_walk_ready_early_takes_the_walker_before_one_issued_ahead_of_it() {
+        let mut f = Feed::new();
+        let l1d = f.mem.paths().data[0] as u8;
+        // A load from DRAM, then a load that depends on it and walks, then an
+        // independent load that walks: its walk need not wait for the dependent one.
+        f.reference(1, Dep::NONE, 1 << 31, MEMORY, false);
+        f.walk(1 << 32);
+        f.reference(1, Dep::on_load(1), 0x5000, l1d, false);
+        f.walk(2 << 32);
+        f.reference(1, Dep::NONE, 0x9000, l1d, false);
+        assert_eq!(f.tm.snapshot().walker_wait, 0);
     }
 
     #[test]

@@ -199,8 +199,9 @@ pub const SYNTHETIC_IP_BASE: u64 = 0x40_0000;
 pub const SYNTHETIC_IP_SLOTS: u64 = 1024;
 
 /// Writes a record stream as ChampSim `input_instr` records (docs/importers.md,
-/// "Writing ChampSim traces"): one instruction per access and per ticked instruction;
-/// OS events are dropped.
+/// "Writing ChampSim traces"): one instruction per fetch and per ticked instruction, an
+/// access belonging to the instruction fetched or ticked last (so the instruction
+/// count is the one vmlab's time model runs); OS events are dropped.
 pub struct ChampSimWriter<W: Write> {
     out: W,
     path: PathBuf,
@@ -210,6 +211,9 @@ pub struct ChampSimWriter<W: Write> {
     fetch: Option<u64>,
     last_fetch: Option<u64>,
     synthetic: u64,
+    /// Ticked instructions not written yet: in a trace without fetches the last of
+    /// them is the next access's instruction.
+    ticked: u64,
     loads: u64,
     instrs: u64,
     records: u64,
@@ -218,7 +222,7 @@ pub struct ChampSimWriter<W: Write> {
 impl<W: Write> ChampSimWriter<W> {
     /// Write to `out`; `path` names it in errors.
     pub fn new(out: W, path: &Path) -> ChampSimWriter<W> {
-        ChampSimWriter { out, path: path.to_path_buf(), pid: None, fetch: None, last_fetch: None, synthetic: 0, loads: 0, instrs: 0, records: 0 }
+        ChampSimWriter { out, path: path.to_path_buf(), pid: None, fetch: None, last_fetch: None, synthetic: 0, ticked: 0, loads: 0, instrs: 0, records: 0 }
     }
 
     fn err(&self, msg: String) -> Error {
@@ -234,6 +238,15 @@ impl<W: Write> ChampSimWriter<W> {
         b[SRC_MEM..SRC_MEM + 8].copy_from_slice(&src_mem.to_le_bytes());
         self.out.write_all(&b).map_err(|e| Error::io(&self.path, e))?;
         self.instrs += 1;
+        Ok(())
+    }
+
+    /// `n` instructions that touch no data, at synthetic ips.
+    fn plain_ticked(&mut self, n: u64) -> Result<()> {
+        for _ in 0..n {
+            let ip = self.synthetic_ip();
+            self.instr(ip, 0, 0, 0, 0)?;
+        }
         Ok(())
     }
 
@@ -272,10 +285,17 @@ impl<W: Write> ChampSimWriter<W> {
                 if a.vaddr == 0 {
                     return Err(self.err(format!("input record {}: an access at address 0, which ChampSim reads as no operand", self.records)));
                 }
-                // The access belongs to the instruction fetched last, if the trace has fetches.
+                // The access belongs to the instruction fetched last, if the trace has
+                // fetches, else to the last instruction ticked (the time model counts
+                // a tick of n before an access as n instructions, the access's own
+                // included), or to one of its own.
                 let ip = match self.fetch.take().or(self.last_fetch) {
                     Some(ip) => ip,
-                    None => self.synthetic_ip(),
+                    None => {
+                        self.plain_ticked(self.ticked.saturating_sub(1))?;
+                        self.ticked = 0;
+                        self.synthetic_ip()
+                    }
                 };
                 let src_reg = match a.dep.distance() {
                     Some(k) if k as u64 <= self.loads && k as usize <= LOAD_REGS.len() => Self::load_reg(self.loads - k as u64 + 1),
@@ -289,9 +309,10 @@ impl<W: Write> ChampSimWriter<W> {
                 }
             }
             Record::Tick(n) => {
-                for _ in 0..n {
-                    let ip = self.synthetic_ip();
-                    self.instr(ip, 0, 0, 0, 0)?;
+                if self.last_fetch.is_some() {
+                    self.plain_ticked(n)?;
+                } else {
+                    self.ticked += n;
                 }
             }
             // ChampSim has no address spaces or OS events.
@@ -306,6 +327,8 @@ impl<W: Write> ChampSimWriter<W> {
         if let Some(ip) = self.fetch.take() {
             self.instr(ip, 0, 0, 0, 0)?;
         }
+        let ticked = std::mem::take(&mut self.ticked);
+        self.plain_ticked(ticked)?;
         self.out.flush().map_err(|e| Error::io(&self.path, e))?;
         Ok((self.instrs, self.out))
     }

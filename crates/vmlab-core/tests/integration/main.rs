@@ -12,6 +12,7 @@ mod mrc;
 mod one_pass;
 mod pair_tlb;
 mod pt_props;
+mod refill;
 mod regions;
 mod romer;
 mod romer_cache;
