@@ -24,7 +24,7 @@ workload the script:
    instruction fetches (this script's converter: the accesses and register-dataflow
    dependences of vmlab's importer, the instructions as ticks); also
    `vmlab convert --from champsim` (a fetch per instruction, W.rt.vmt) and, for
-   source "vmlab", the generator's own trace with instrs_per_access + 1 (W.direct.vmt):
+   source "vmlab", the generator's own trace (W.vmt, the same instructions):
    both only for the side table (docs/validation.md, "vmlab bugs found");
 3. runs ChampSim: `CHAMPSIM -w WARMUP -i INSTRUCTIONS --hide-heartbeat --json W.cs.json
    W.champsim` (the trace is longer than WARMUP + INSTRUCTIONS, so it never wraps);
@@ -390,7 +390,7 @@ def prepare(w, vmlab, wd, reuse, variant=None):
     runs = {}
     if w["source"] == "vmlab":
         ipa = int(w["params"].get("instrs_per_access", 4))
-        accesses = total // (ipa + 1) + SLACK
+        accesses = total // ipa + SLACK
         params = [f"{k}={v}" for k, v in w["params"].items() if k != "instrs_per_access"]
         params += [f"seed={w.get('seed', 1)}", f"accesses={accesses}"]
         vmt = os.path.join(wd, name + ".vmt")
@@ -399,13 +399,9 @@ def prepare(w, vmlab, wd, reuse, variant=None):
         if not (reuse and os.path.exists(cs)):
             run(vmlab + ["convert", "--to", "champsim", vmt, cs])
         if not variant:
-            # The generator's own trace with the ChampSim trace's instruction count: the
-            # converter writes ipa plain instructions and then the access, while vmlab
-            # counts the access as one of the tick's instructions (docs/validation.md).
-            direct = os.path.join(wd, name + ".direct.vmt")
-            if not (reuse and os.path.exists(direct)):
-                run(vmlab + ["generate", "-o", direct, w["workload"]] + params + [f"instrs_per_access={ipa + 1}"])
-            runs["direct"] = (direct, w["warmup"] // (ipa + 1), total // (ipa + 1))
+            # The generator's own trace: the converter gives each access the last of
+            # the tick's ipa instructions, as vmlab counts it.
+            runs["direct"] = (vmt, w["warmup"] // ipa, total // ipa)
     else:
         if not (reuse and os.path.exists(cs)):
             log(f"[{name}] writing native trace")

@@ -102,6 +102,16 @@ impl Calendar {
             return;
         }
         let b = &mut self.busy;
+        // Most intervals arrive at the back, in time order: extend or append.
+        match b.back_mut() {
+            None => return b.push_back((start, end)),
+            Some(last) if start > last.1 => return b.push_back((start, end)),
+            Some(last) if start >= last.0 => {
+                last.1 = last.1.max(end);
+                return;
+            }
+            _ => {}
+        }
         let mut i = b.len();
         while i > 0 && b[i - 1].1 >= start {
             i -= 1;
