@@ -16,11 +16,14 @@ demo: setup
 
 test: test-rust test-python
 
-# After setup: it installs valgrind and cc, which the live-tracing tests need.
+# After setup: it installs valgrind and cc, which the live-tracing tests need, and
+# clippy and rustfmt for the style checks (warnings are errors).
 # vmlab-core only: vmlab-py is an extension module (no libpython to link a test binary
 # against); the Python tests below exercise it. Built with the quick-to-build profile
 # `test-release` (Cargo.toml): the same code, less optimised.
 test-rust: setup
+	cargo fmt --all --check
+	cargo clippy -p vmlab-core -p vmlab-py --all-targets -- -D warnings
 	cargo test -p vmlab-core --profile test-release
 
 test-python: setup

@@ -8,6 +8,12 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null 2>&1 || { echo "setup: error: $PY not found (need Python >= 3.11)" >&2; exit 1; }
 command -v cargo >/dev/null 2>&1 || { echo "setup: error: cargo not found (install Rust: https://rustup.rs)" >&2; exit 1; }
+# The test command checks formatting and lints.
+if command -v rustup >/dev/null 2>&1; then
+    for c in clippy rustfmt; do
+        rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null
+    done
+fi
 
 # System packages: valgrind (live tracing, real-trace tests), a C toolchain (Rust links
 # with cc), and venv support where Debian's python3 ships without it.

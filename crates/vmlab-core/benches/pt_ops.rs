@@ -14,7 +14,10 @@ use vmlab::pt::{GuardedPageTable, HashedPageTable, InvertedPageTable, Multilevel
 const PHYS: u64 = 1 << 30;
 const BASE: u64 = 0x7f00_0000_0000;
 
-fn kinds() -> Vec<(&'static str, Box<dyn Fn() -> Box<dyn PtOps>>)> {
+/// Builds a fresh table of one kind.
+type Maker = Box<dyn Fn() -> Box<dyn PtOps>>;
+
+fn kinds() -> Vec<(&'static str, Maker)> {
     vec![
         ("radix", Box::new(|| Box::new(RadixPageTable::new(4).unwrap()) as Box<dyn PtOps>)),
         ("mpt", Box::new(|| Box::new(MultilevelPageTable::new()))),

@@ -239,7 +239,15 @@ pub fn design(name: &str) -> Result<(String, Vec<String>)> {
 /// design (`threads` threads), each on `config` + `overrides` + its own overrides, with
 /// `time.model = "ooo"` and `memory.data_refs = true` set first. One JSON row per
 /// design, in order; a design that fails fails the comparison.
-pub fn compare(config: &str, overrides: &[String], source: &SourceSpec, designs: &[String], baseline: Option<&str>, threads: usize, progress: bool) -> Result<Vec<serde_json::Value>> {
+pub fn compare(
+    config: &str,
+    overrides: &[String],
+    source: &SourceSpec,
+    designs: &[String],
+    baseline: Option<&str>,
+    threads: usize,
+    progress: bool,
+) -> Result<Vec<serde_json::Value>> {
     if designs.is_empty() {
         return Err(Error::config("--designs", "name at least one design"));
     }
@@ -258,7 +266,9 @@ pub fn compare(config: &str, overrides: &[String], source: &SourceSpec, designs:
     }
     let base = match baseline {
         None => 0,
-        Some(b) => labels.iter().position(|l| l == b).ok_or_else(|| Error::config("--baseline", format!("`{b}` is not one of the designs ({})", labels.join(", "))))?,
+        Some(b) => {
+            labels.iter().position(|l| l == b).ok_or_else(|| Error::config("--baseline", format!("`{b}` is not one of the designs ({})", labels.join(", "))))?
+        }
     };
     let mut docs = Vec::new();
     for (label, doc) in labels.iter().zip(run_many(&configs, source, threads, progress)?) {

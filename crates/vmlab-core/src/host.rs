@@ -26,7 +26,7 @@ pub fn prefetch<T>(p: *const T) {
 /// `dst` is valid for a write of `N` words and aligned to 16 bytes; `N` is even.
 #[inline(always)]
 pub unsafe fn stream_store<const N: usize>(dst: *mut [u64; N], v: [u64; N]) {
-    debug_assert!(N % 2 == 0 && (dst as usize).is_multiple_of(16));
+    debug_assert!(N.is_multiple_of(2) && (dst as usize).is_multiple_of(16));
     #[cfg(target_arch = "x86_64")]
     for k in 0..N / 2 {
         use std::arch::x86_64::{__m128i, _mm_set_epi64x, _mm_stream_si128};
@@ -133,8 +133,10 @@ pub struct HugeArray<T: Zeroable> {
     len: usize,
 }
 
-// SAFETY: the array owns its allocation exclusively; T is plain data.
+// SAFETY: the array owns its allocation exclusively; T is plain data, so moving the
+// owner moves the only access to it.
 unsafe impl<T: Zeroable + Send> Send for HugeArray<T> {}
+// SAFETY: shared references only read through `&self`, as a `[T]` would.
 unsafe impl<T: Zeroable + Sync> Sync for HugeArray<T> {}
 
 impl<T: Zeroable> HugeArray<T> {

@@ -110,7 +110,10 @@ impl CmlBuffer {
 mod tests {
     use super::*;
 
-    fn state(b: &CmlBuffer) -> (Vec<(u64, u32)>, Vec<(u64, u32)>) {
+    /// (page, count) tuples in use.
+    type Tuples = Vec<(u64, u32)>;
+
+    fn state(b: &CmlBuffer) -> (Tuples, Tuples) {
         let f = |v: &[CmlTuple]| v.iter().filter(|t| t.page != EMPTY).map(|t| (t.page, t.count)).collect();
         (f(&b.hot), f(&b.lru))
     }

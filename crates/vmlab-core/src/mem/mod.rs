@@ -125,6 +125,7 @@ impl MemoryHierarchy {
     /// directly (the core waits for the level below). `now` is the core's cycle, for the
     /// write buffers.
     #[inline]
+    #[allow(clippy::too_many_arguments)] // the per-reference path: plain values, no struct to build
     fn access_path(&mut self, instr: bool, from: usize, va: u64, pa: u64, write: bool, src: RefSource, now: u64) -> u32 {
         let len = if instr { self.instr_path.len() } else { self.data_path.len() };
         let mut missed: Option<usize> = None;

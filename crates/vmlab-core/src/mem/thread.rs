@@ -284,6 +284,8 @@ impl MemoryThread {
     /// Move `mem` to a new thread. Fails only if the host cannot start a thread; then
     /// `mem` comes back (after a warning), so the caller can run it inline.
     /// `timer` (with the time model, if one runs) goes along.
+    // The failure hands the hierarchy back by value, at most once per run.
+    #[allow(clippy::result_large_err)]
     pub fn start_memory(mem: MemoryHierarchy, timer: WalkTimer) -> std::result::Result<MemoryThread, (MemoryHierarchy, WalkTimer)> {
         let d = Detached { mem, cycles: CycleCounters::default(), walk_latency: Histogram::default(), timer };
         OpThread::start_or_inline("vmlab-memory", d, "the caches").map_err(|d| (d.mem, d.timer))

@@ -71,14 +71,24 @@ impl RefillConfig {
             return Err(Error::config("mmu.refill.cycles_per_instruction", format!("must be a positive number, not {c}")));
         }
         if self.kind == RefillKind::Hardware {
-            let set = [self.entry_cycles.is_some(), self.exit_cycles.is_some(), self.instructions.is_some(), self.instructions_per_step.is_some(), self.cycles_per_instruction.is_some(), self.code.is_some()];
+            let set = [
+                self.entry_cycles.is_some(),
+                self.exit_cycles.is_some(),
+                self.instructions.is_some(),
+                self.instructions_per_step.is_some(),
+                self.cycles_per_instruction.is_some(),
+                self.code.is_some(),
+            ];
             if set.contains(&true) {
                 return Err(Error::config("mmu.refill.kind", "the handler's settings apply to a software refill: set kind = \"software\" or \"stlb-miss\""));
             }
             return Ok(());
         }
         if fixed_miss_cycles {
-            return Err(Error::config("mmu.refill.kind", "a software handler's cost is modelled from its code; unset mmu.fixed_miss_cycles, which replaces it"));
+            return Err(Error::config(
+                "mmu.refill.kind",
+                "a software handler's cost is modelled from its code; unset mmu.fixed_miss_cycles, which replaces it",
+            ));
         }
         if self.kind == RefillKind::StlbMiss && stlb_entries == 0 {
             return Err(Error::config("mmu.refill.kind", "\"stlb-miss\" traps on a miss of the page table's STLB; set page_table.stlb.entries"));

@@ -452,6 +452,7 @@ impl<P: PageTable> Mm<P> {
     /// accounting (pages by size, peak). The frames must already be accounted as data.
     /// A page-table allocation that finds memory exhausted breaks reservations and
     /// retries. On error nothing is recorded (the caller still owns the frames).
+    #[allow(clippy::too_many_arguments)] // what a mapping is: no subset makes a type of its own
     pub fn map_page(&mut self, pid: Pid, asid: Asid, base: u64, pa: u64, size: PageSize, perms: Perms, object: Option<u32>) -> Result<Translation> {
         loop {
             match self.pt.map(&mut self.mem, asid, base, pa, size, perms) {

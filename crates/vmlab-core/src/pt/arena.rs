@@ -14,7 +14,9 @@ pub struct NodeArena<const N: usize> {
     free: Vec<u32>,
 }
 
-// The arena owns its chunks exclusively.
+// SAFETY: the arena owns its chunks exclusively (no other pointer to them exists), and
+// u64 entries are plain data, so moving the arena to another thread moves the only
+// access to them.
 unsafe impl<const N: usize> Send for NodeArena<N> {}
 
 impl<const N: usize> NodeArena<N> {
@@ -51,17 +53,23 @@ impl<const N: usize> NodeArena<N> {
         self.free.push(i);
     }
 
+    /// Node `i`'s first entry. Panics if `i` lies beyond every chunk; an `i` past
+    /// `len` inside the last chunk reads zeroed, unused memory of the arena (never out
+    /// of its allocation).
     #[inline(always)]
     fn ptr(&self, i: u32) -> *mut u64 {
         let (c, o) = (i as usize / Self::PER_CHUNK, i as usize % Self::PER_CHUNK);
-        // SAFETY: `i < len`, so chunk `c` exists and offset `o * N` is inside it.
+        // SAFETY: `self.chunks[c]` is bounds-checked, so the chunk exists: CHUNK_BYTES,
+        // allocated by `alloc`. `o < PER_CHUNK = CHUNK_BYTES / (8 N)`, so the node's N
+        // entries at `o * N` end inside it.
         unsafe { self.chunks[c].add(o * N) }
     }
 
     #[inline(always)]
     pub fn get(&self, i: u32) -> &[u64; N] {
         debug_assert!(i < self.len);
-        // SAFETY: see `ptr`; nodes never overlap and live as long as the arena.
+        // SAFETY: `ptr` points at N entries inside a live chunk (its note); nodes never
+        // overlap, and chunks live as long as the arena, which `&self` borrows.
         unsafe { &*(self.ptr(i) as *const [u64; N]) }
     }
 
@@ -75,8 +83,9 @@ impl<const N: usize> NodeArena<N> {
     /// Hint the host to bring entry `e` of node `i` into its cache.
     #[inline(always)]
     pub fn prefetch(&self, i: u32, e: usize) {
-        // SAFETY: the address is inside node i (in bounds of the arena's allocation).
-        crate::host::prefetch(unsafe { self.ptr(i).add(e) });
+        debug_assert!(e < N);
+        // A prefetch of any address is harmless: no pointer arithmetic to justify.
+        crate::host::prefetch(self.ptr(i).wrapping_add(e));
     }
 }
 

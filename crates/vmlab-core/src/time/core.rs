@@ -369,7 +369,7 @@ mod tests {
         c.plain(100);
         let end = c.finish();
         // 7 instructions fit behind the load; the rest wait for it to retire.
-        assert!(end >= 200 + 23 && end <= 200 + 30, "{end}");
+        assert!((200 + 23..=200 + 30).contains(&end), "{end}");
         assert!(c.stalls.data > 150 * FP, "{:?}", c.stalls);
     }
 

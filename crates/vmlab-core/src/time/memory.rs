@@ -328,7 +328,12 @@ impl TimedMemory {
                 self.last_unloaded = lvl.latency;
                 return self.finish(&held[..n], done);
             }
-            let (slot, start) = if lvl.mshr.never_full { (line, t) } else { let (s, t) = lvl.mshr.allocate(line, t); (s as u64, t) };
+            let (slot, start) = if lvl.mshr.never_full {
+                (line, t)
+            } else {
+                let (s, t) = lvl.mshr.allocate(line, t);
+                (s as u64, t)
+            };
             if n < held.len() {
                 held[n] = (id, slot, start);
                 n += 1;
@@ -432,7 +437,7 @@ mod tests {
             x ^= x << 17;
             // Few distinct lines, so probe chains collide and wrap around.
             let line = x % 24;
-            if model.len() < 8 && x % 3 != 0 {
+            if model.len() < 8 && !x.is_multiple_of(3) {
                 ix.insert(line, (step % 8) as usize);
                 model.insert(line, (step % 8) as usize);
             } else if let Some(&k) = model.keys().next() {
@@ -485,7 +490,7 @@ mod tests {
         let mut x = 5u64;
         for i in 0..5000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let pa = (x >> 24) % (1 << 20) << 6;
+            let pa = ((x >> 24) % (1 << 20)) << 6;
             let served = [0, 1, MEMORY, MEMORY][(x >> 60) as usize & 3];
             assert_eq!(fast.access(Path::Data, pa, served, i * 7), slots.access(Path::Data, pa, served, i * 7), "reference {i}");
         }

@@ -174,7 +174,13 @@ impl Default for TimeConfig {
 
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
-        CoreConfig { width: default_width(), rob: default_rob(), load_queue: default_load_queue(), store_queue: default_store_queue(), base_cpi: default_base_cpi() }
+        CoreConfig {
+            width: default_width(),
+            rob: default_rob(),
+            load_queue: default_load_queue(),
+            store_queue: default_store_queue(),
+            base_cpi: default_base_cpi(),
+        }
     }
 }
 
@@ -234,7 +240,12 @@ impl TimeConfig {
         if d.row.0 < 64 || !d.row.0.is_power_of_two() {
             return Err(Error::config("time.dram.row", "must be a power of two of at least 64 bytes"));
         }
-        for (k, v) in [("time.dram.t_cas_ns", d.t_cas_ns), ("time.dram.t_rcd_ns", d.t_rcd_ns), ("time.dram.t_rp_ns", d.t_rp_ns), ("time.dram.controller_ns", d.controller_ns)] {
+        for (k, v) in [
+            ("time.dram.t_cas_ns", d.t_cas_ns),
+            ("time.dram.t_rcd_ns", d.t_rcd_ns),
+            ("time.dram.t_rp_ns", d.t_rp_ns),
+            ("time.dram.controller_ns", d.controller_ns),
+        ] {
             if !v.is_finite() || v < 0.0 {
                 return Err(Error::config(k, format!("must be a number of nanoseconds >= 0, not {v}")));
             }
@@ -246,10 +257,7 @@ impl TimeConfig {
             }
         }
         if self.model == TimeModelKind::Ooo && !cfg.memory.data_refs {
-            return Err(Error::config(
-                "time.model",
-                "\"ooo\" times every program reference through the caches: set memory.data_refs = true as well",
-            ));
+            return Err(Error::config("time.model", "\"ooo\" times every program reference through the caches: set memory.data_refs = true as well"));
         }
         Ok(())
     }
@@ -298,12 +306,26 @@ pub struct AccessTime {
 /// One walk reference as the time model keeps it until its access is timed.
 #[derive(Clone, Copy, Debug)]
 enum WalkItem {
-    Ref { pa: u64, served: u8, new_step: bool },
-    Background { pa: u64, served: u8 },
+    Ref {
+        pa: u64,
+        served: u8,
+        new_step: bool,
+    },
+    Background {
+        pa: u64,
+        served: u8,
+    },
     NestedEnd(u64),
     /// A refill handler's instruction fetch, between steps.
-    Fetch { pa: u64, served: u8 },
-    End { cycles: u64, fixed: Option<u64>, trap: bool },
+    Fetch {
+        pa: u64,
+        served: u8,
+    },
+    End {
+        cycles: u64,
+        fixed: Option<u64>,
+        trap: bool,
+    },
 }
 
 /// The time model's state.
@@ -443,7 +465,7 @@ impl TimeModel {
         let os = info.os + std::mem::take(&mut self.pending_os);
         self.traced += info.instrs;
         self.accesses += 1;
-        if self.accesses % 256 == 0 {
+        if self.accesses.is_multiple_of(256) {
             self.prune();
         }
         if fetch {

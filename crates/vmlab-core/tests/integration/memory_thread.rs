@@ -28,7 +28,9 @@ fn document(config: &str, overrides: &[&str], workload: &str, params: &[(&str, &
 #[test]
 fn documents_are_identical_with_the_memory_model_on_its_own_thread() {
     let gups: &[(&str, &str)] = &[("footprint", "256M"), ("accesses", "150000")];
-    let cases: &[(&str, &[&str], &str, &[(&str, &str)])] = &[
+    // (config, overrides, workload, its parameters)
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, &'a [(&'a str, &'a str)]);
+    let cases: &[Case] = &[
         ("skylake", &[], "gups", gups),
         ("skylake", &["memory.data_refs=true", "sim.warmup_accesses=40000"], "gups", gups),
         ("skylake", &["mmu.fixed_miss_cycles=40"], "gups", gups),

@@ -96,7 +96,12 @@ fn counters(mut d: Value) -> Value {
 
 #[test]
 fn the_time_model_changes_no_counter() {
-    for (name, params) in [("gups", &["footprint=1G", "accesses=50k"][..]), ("kv", &["accesses=50k"]), ("graph", &["accesses=50k"]), ("pchase", &["footprint=64M", "accesses=50k"])] {
+    for (name, params) in [
+        ("gups", &["footprint=1G", "accesses=50k"][..]),
+        ("kv", &["accesses=50k"]),
+        ("graph", &["accesses=50k"]),
+        ("pchase", &["footprint=64M", "accesses=50k"]),
+    ] {
         for kind in ["radix", "nested-ecpt"] {
             let base = ["memory.data_refs=true".to_string(), format!("page_table.kind=\"{kind}\"")];
             let count = run(&RunRequest { config: "skylake".into(), overrides: base.to_vec(), source: workload(name, params), progress: false }).unwrap();

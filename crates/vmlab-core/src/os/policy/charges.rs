@@ -479,6 +479,7 @@ impl SuperpageCharges {
     /// The caller promotes (or blocks) every superpage in `ready`, so after a miss no
     /// unblocked counter is at its threshold: a counter this miss does not charge
     /// cannot reach it, and is not read.
+    #[allow(clippy::too_many_arguments)] // the per-miss path: the tables are the policy's, passed in
     pub fn charge_miss(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, prefetch_at: &[u32; 64], capacity_at: &[u32; 64], ready: &mut Vec<(u8, u64)>) {
         ready.clear();
         // Prefetch charges go to the pages from 2^from up (§3.3.2).

@@ -241,7 +241,10 @@ pub trait PageSizePolicy {
     }
 }
 
-/// The policies vmlab has, one variant each.
+/// The policies vmlab has, one variant each. (One lives per run, and the engine
+/// consults it on TLB misses: its variants stay inline rather than boxed, which would
+/// put a pointer chase on that path.)
+#[allow(clippy::large_enum_variant)]
 pub enum PolicyKind {
     Fixed(Fixed),
     ThpEager(ThpEager),

@@ -31,7 +31,7 @@ impl ThpReserve {
 
     /// Map the faulting 4K page from the reservation covering it, then promote if the
     /// threshold is reached. None if no reservation covers `f.va`.
-    fn from_reservation<P: PageTable>(&self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Option<Translation>> {
+    fn map_from_reservation<P: PageTable>(&self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Option<Translation>> {
         let Some((pa, key, populated)) = mm.populate_reserved(f.pid, f.va) else { return Ok(None) };
         let t = mm.map_page(f.pid, f.asid, PageSize::K4.align_down(f.va), pa, PageSize::K4, f.perms, None)?;
         if populated >= self.needed && mm.promote_reservation(key)? {
@@ -47,12 +47,12 @@ impl PageSizePolicy for ThpReserve {
     }
 
     fn fault<P: PageTable>(&mut self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
-        if let Some(t) = self.from_reservation(mm, f)? {
+        if let Some(t) = self.map_from_reservation(mm, f)? {
             return Ok(t);
         }
         if let Some(base) = mm.region_free(f.pid, f.va, self.huge, &f.vma) {
             if mm.reserve(f.pid, base, self.huge).is_some() {
-                return Ok(self.from_reservation(mm, f)?.expect("just reserved"));
+                return Ok(self.map_from_reservation(mm, f)?.expect("just reserved"));
             }
             mm.counters.fallbacks += 1;
         }

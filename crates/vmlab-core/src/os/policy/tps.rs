@@ -106,7 +106,7 @@ impl TailoredPageSizes {
 
     /// Map the fault's 4K page from the reservation covering it, then grow the page
     /// around it. None if no reservation covers the address.
-    fn from_reservation<P: PageTable>(&self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Option<Translation>> {
+    fn map_from_reservation<P: PageTable>(&self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Option<Translation>> {
         let Some((pa, key, _)) = mm.populate_reserved(f.pid, f.va) else { return Ok(None) };
         let t = mm.map_page(f.pid, f.asid, PageSize::K4.align_down(f.va), pa, PageSize::K4, f.perms, None)?;
         let r = mm.reservations.get(key).expect("the reservation just populated");
@@ -140,7 +140,7 @@ impl PageSizePolicy for TailoredPageSizes {
     }
 
     fn fault<P: PageTable>(&mut self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
-        if let Some(t) = self.from_reservation(mm, f)? {
+        if let Some(t) = self.map_from_reservation(mm, f)? {
             return Ok(t);
         }
         let mut wanted = false;
@@ -154,7 +154,7 @@ impl PageSizePolicy for TailoredPageSizes {
                 if wanted {
                     mm.counters.fallbacks += 1;
                 }
-                return Ok(self.from_reservation(mm, f)?.expect("just reserved"));
+                return Ok(self.map_from_reservation(mm, f)?.expect("just reserved"));
             }
             wanted = true;
         }

@@ -25,8 +25,11 @@ use params::Params;
 /// 48-bit address space.
 pub const DEFAULT_BASE: u64 = 0x7f00_0000_0000;
 
+/// Builds a workload's generator from its parameters.
+type Constructor = fn(&mut Params) -> Result<Box<dyn Generator>>;
+
 /// Every workload: name, description, constructor.
-fn registry() -> Vec<(WorkloadInfo, fn(&mut Params) -> Result<Box<dyn Generator>>)> {
+fn registry() -> Vec<(WorkloadInfo, Constructor)> {
     vec![
         (simple::gups_info(), simple::gups),
         (simple::stream_info(), simple::stream),
