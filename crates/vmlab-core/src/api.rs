@@ -228,7 +228,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
 /// [`pt_design`], or `label:key=value;key=value`. Returns (label, overrides).
 pub fn design(name: &str) -> Result<(String, Vec<String>)> {
     let label = name.split(':').next().unwrap_or(name).to_string();
-    if crate::config::PAGE_TABLE_KINDS.contains(&name) {
+    if crate::config::PageTableKind::from_name(name).is_some() {
         return Ok((label, vec![format!("page_table.kind={name}")]));
     }
     Ok((label, pt_design(name)?))

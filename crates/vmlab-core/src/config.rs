@@ -20,8 +20,70 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("combined", include_str!("../../../configs/combined.toml")),
 ];
 
-/// Page-table organisations `page_table.kind` accepts.
-pub const PAGE_TABLE_KINDS: &[&str] = &["radix", "mpt", "hashed", "inverted", "guarded", "linear", "ecpt", "nested-radix", "nested-ecpt", "hybrid"];
+/// `page_table.kind`: the page-table organisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PageTableKind {
+    /// x86-64 multi-level radix table (pt/radix.rs).
+    Radix,
+    /// Elphinstone's six-level MIPS MPT (pt/mpt.rs).
+    Mpt,
+    /// Hashed and clustered tables (pt/hashed.rs).
+    Hashed,
+    Inverted,
+    Guarded,
+    /// Linear virtual array (pt/linear.rs).
+    Linear,
+    /// Elastic cuckoo page tables (pt/ecpt.rs).
+    Ecpt,
+    /// Nested translation: radix guest and host, ECPT guest and host, radix guest and
+    /// ECPT host (pt/nested.rs, pt/nested_ecpt.rs).
+    NestedRadix,
+    NestedEcpt,
+    Hybrid,
+}
+
+impl PageTableKind {
+    pub const ALL: [PageTableKind; 10] = [
+        PageTableKind::Radix,
+        PageTableKind::Mpt,
+        PageTableKind::Hashed,
+        PageTableKind::Inverted,
+        PageTableKind::Guarded,
+        PageTableKind::Linear,
+        PageTableKind::Ecpt,
+        PageTableKind::NestedRadix,
+        PageTableKind::NestedEcpt,
+        PageTableKind::Hybrid,
+    ];
+
+    /// The name `page_table.kind` takes (and the stats document reports).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PageTableKind::Radix => "radix",
+            PageTableKind::Mpt => "mpt",
+            PageTableKind::Hashed => "hashed",
+            PageTableKind::Inverted => "inverted",
+            PageTableKind::Guarded => "guarded",
+            PageTableKind::Linear => "linear",
+            PageTableKind::Ecpt => "ecpt",
+            PageTableKind::NestedRadix => "nested-radix",
+            PageTableKind::NestedEcpt => "nested-ecpt",
+            PageTableKind::Hybrid => "hybrid",
+        }
+    }
+
+    /// The kind named `name`, if any.
+    pub fn from_name(name: &str) -> Option<PageTableKind> {
+        PageTableKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for PageTableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A byte size written as "4K", "2MiB", "16G" or a plain integer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,8 +182,7 @@ pub struct OsConfig {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
-    /// Organisation: "radix", "mpt" (Elphinstone's MIPS MPT), "hashed" (hashed and clustered tables), "inverted", "guarded", "linear", ... (`PAGE_TABLE_KINDS`).
-    pub kind: String,
+    pub kind: PageTableKind,
     #[serde(default)]
     pub radix: RadixConfig,
     #[serde(default)]
@@ -430,15 +491,12 @@ impl Config {
 
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
     pub fn validate(&self) -> Result<()> {
-        if !PAGE_TABLE_KINDS.contains(&self.page_table.kind.as_str()) {
-            return Err(Error::config("page_table.kind", format!("unknown kind `{}` (known: {})", self.page_table.kind, PAGE_TABLE_KINDS.join(", "))));
-        }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         self.os.policy.validate(self)?;
-        if self.page_table.kind == "linear" {
+        if self.page_table.kind == PageTableKind::Linear {
             self.page_table.linear.validate(self)?;
         }
-        self.mmu.regions.validate(self.mmu.asid_tags, &self.page_table.kind)?;
+        self.mmu.regions.validate(self.mmu.asid_tags, self.page_table.kind)?;
         self.mmu.refill.validate(self.page_table.stlb.entries, self.mmu.fixed_miss_cycles.is_some())?;
         self.os.recolor.validate(self)?;
         if self.sim.warmup_accesses > 0 && (self.os.policy.kind != crate::os::policy::PolicyName::Fixed || !self.os.recolor.is_default()) {

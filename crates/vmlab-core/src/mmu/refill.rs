@@ -17,6 +17,7 @@
 //! (the R4x00's load delay slot is filled, Elphinstone App. B.1.3); anything slower
 //! stalls the handler, as an I-cache miss does.
 
+use crate::config::PageTableKind;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -109,13 +110,13 @@ impl RefillConfig {
 /// - linear array: 10 cycles at best on earlier MIPS ([DMM86], §6.4.2): 6 + 4;
 /// - radix: the MPT's 4 per level; inverted: the HPT's probe per chain link; other
 ///   kinds (never software-refilled in their papers): 4 per step.
-pub fn handler_length(kind: &str, subblock: u32) -> (u64, u64) {
+pub fn handler_length(kind: PageTableKind, subblock: u32) -> (u64, u64) {
     match kind {
-        "mpt" | "radix" => (10, 4),
-        "hashed" if subblock > 2 => (18, 9),
-        "hashed" | "inverted" => (10, 9),
-        "guarded" => (10, 8),
-        "linear" => (6, 4),
+        PageTableKind::Mpt | PageTableKind::Radix => (10, 4),
+        PageTableKind::Hashed if subblock > 2 => (18, 9),
+        PageTableKind::Hashed | PageTableKind::Inverted => (10, 9),
+        PageTableKind::Guarded => (10, 8),
+        PageTableKind::Linear => (6, 4),
         _ => (10, 4),
     }
 }
@@ -138,7 +139,7 @@ const INSTRUCTION_BYTES: u64 = 4;
 impl RefillHandler {
     /// The handler `c` describes for a `pt_kind` table (`subblock`: a hashed table's
     /// PTEs per bucket) on a machine of `phys_mem` bytes; `None` for hardware refill.
-    pub fn new(c: &RefillConfig, pt_kind: &str, subblock: u32, phys_mem: u64) -> Option<RefillHandler> {
+    pub fn new(c: &RefillConfig, pt_kind: PageTableKind, subblock: u32, phys_mem: u64) -> Option<RefillHandler> {
         if c.kind == RefillKind::Hardware {
             return None;
         }
@@ -202,22 +203,22 @@ impl RefillHandler {
 mod tests {
     use super::*;
 
-    fn software(kind: &str, subblock: u32) -> RefillHandler {
+    fn software(kind: PageTableKind, subblock: u32) -> RefillHandler {
         RefillHandler::new(&RefillConfig { kind: RefillKind::Software, ..Default::default() }, kind, subblock, 1 << 30).unwrap()
     }
 
     #[test]
     fn best_case_lengths_match_elphinstones_table_6_4() {
         // All hits, no exception cost: instructions = cycles on the R4700.
-        assert_eq!(software("mpt", 2).instructions(6), 34);
-        assert_eq!(software("hashed", 2).instructions(1), 19);
-        assert_eq!(software("hashed", 4).instructions(1), 27);
-        assert_eq!(software("guarded", 0).instructions(1), 18, "an STLB hit in front of a GPT (§5.2.2)");
+        assert_eq!(software(PageTableKind::Mpt, 2).instructions(6), 34);
+        assert_eq!(software(PageTableKind::Hashed, 2).instructions(1), 19);
+        assert_eq!(software(PageTableKind::Hashed, 4).instructions(1), 27);
+        assert_eq!(software(PageTableKind::Guarded, 0).instructions(1), 18, "an STLB hit in front of a GPT (§5.2.2)");
     }
 
     #[test]
     fn the_handler_fetches_each_instruction_once_per_run_of_its_code() {
-        let h = software("guarded", 0);
+        let h = software(PageTableKind::Guarded, 0);
         let steps = 3;
         let n = h.prologue_fetches().count() + steps * h.step_fetches().count() + h.epilogue_fetches().count();
         assert_eq!(n as u64, h.instructions(steps as u64));
@@ -229,8 +230,8 @@ mod tests {
 
     #[test]
     fn hardware_refill_has_no_handler_and_an_stlb_hit_runs_none() {
-        assert!(RefillHandler::new(&RefillConfig::default(), "radix", 0, 1 << 30).is_none());
-        let h = RefillHandler::new(&RefillConfig { kind: RefillKind::StlbMiss, ..Default::default() }, "radix", 0, 1 << 30).unwrap();
+        assert!(RefillHandler::new(&RefillConfig::default(), PageTableKind::Radix, 0, 1 << 30).is_none());
+        let h = RefillHandler::new(&RefillConfig { kind: RefillKind::StlbMiss, ..Default::default() }, PageTableKind::Radix, 0, 1 << 30).unwrap();
         assert_eq!(h.handled_steps(1), None);
         assert_eq!(h.handled_steps(5), Some(1..5));
     }

@@ -80,14 +80,14 @@ impl RegionConfig {
         *self == RegionConfig::default()
     }
 
-    pub fn validate(&self, asid_tags: bool, page_table: &str) -> Result<()> {
+    pub fn validate(&self, asid_tags: bool, page_table: crate::config::PageTableKind) -> Result<()> {
         if self.share && !asid_tags {
             return Err(Error::config("mmu.regions.share", "needs tagged TLB entries (mmu.asid_tags = true)"));
         }
         if self.share_text && !asid_tags {
             return Err(Error::config("mmu.regions.share_text", "needs tagged TLB entries (mmu.asid_tags = true)"));
         }
-        if self.share && page_table == "linear" {
+        if self.share && page_table == crate::config::PageTableKind::Linear {
             // §2.2.3: short-VHPT entries take their key from the region register, so
             // selected pages of a region cannot be shared; sharing needs the long format.
             return Err(Error::config(

@@ -141,7 +141,7 @@ impl<P: PageTable> Mmu<P> {
             },
             cycles: CycleCounters::default(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
-            refill: RefillHandler::new(&cfg.mmu.refill, &cfg.page_table.kind, cfg.page_table.hashed.subblock as u32, cfg.machine.phys_mem.0),
+            refill: RefillHandler::new(&cfg.mmu.refill, cfg.page_table.kind, cfg.page_table.hashed.subblock as u32, cfg.machine.phys_mem.0),
             first_hit: 0,
         };
         let first_hit = walker.mem.paths().walk.first().map_or(0, |&id| walker.mem.caches[id].latency as u64);

@@ -6,7 +6,7 @@ pub mod mmu;
 
 pub use engine::Engine;
 
-use crate::config::Config;
+use crate::config::{Config, PageTableKind};
 use crate::error::Result;
 use crate::os::policy::{OfflinePlan, PolicyName};
 use crate::pt::cwc::EcptWalkCaches;
@@ -71,37 +71,33 @@ pub fn run_source(
 /// kind is chosen here, once, so each engine's per-access path stays monomorphised.
 pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Result<Box<dyn Simulation>> {
     let info = info.clone();
-    match cfg.page_table.kind.as_str() {
-        "radix" => {
+    let pwc = || PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed);
+    match cfg.page_table.kind {
+        PageTableKind::Radix => {
             let pt = RadixPageTable::from_config(&cfg.page_table.radix)?;
-            let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
-            with_stlb(cfg, pt, pwc, plan, info)
+            with_stlb(cfg, pt, pwc()?, plan, info)
         }
-        "hashed" => with_stlb(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, plan, info),
-        "linear" => {
+        PageTableKind::Hashed => with_stlb(cfg, HashedPageTable::new(&cfg.page_table.hashed)?, NoWalkCaches, plan, info),
+        PageTableKind::Linear => {
             let pt = LinearPageTable::new(&cfg.page_table.linear)?;
-            let pwc = PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?;
-            with_stlb(cfg, pt, pwc, plan, info)
+            with_stlb(cfg, pt, pwc()?, plan, info)
         }
-        "guarded" => with_stlb(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, plan, info),
-        "mpt" => with_stlb(cfg, MultilevelPageTable::new(), NoWalkCaches, plan, info),
-        "ecpt" => {
+        PageTableKind::Guarded => with_stlb(cfg, GuardedPageTable::new(&cfg.page_table.guarded)?, NoWalkCaches, plan, info),
+        PageTableKind::Mpt => with_stlb(cfg, MultilevelPageTable::new(), NoWalkCaches, plan, info),
+        PageTableKind::Ecpt => {
             let e = &cfg.page_table.ecpt;
             let cwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency)?;
             with_stlb(cfg, ElasticCuckooPageTable::new(e)?, cwc, plan, info)
         }
-        "inverted" => {
+        PageTableKind::Inverted => {
             let pt = InvertedPageTable::new(&cfg.page_table.inverted, cfg.machine.phys_mem.0)?;
             with_stlb(cfg, pt, NoWalkCaches, plan, info)
         }
-        "nested-radix" | "nested-ecpt" | "hybrid" => {
+        kind @ (PageTableKind::NestedRadix | PageTableKind::NestedEcpt | PageTableKind::Hybrid) => {
             let n = &cfg.page_table.nested;
             let e = &cfg.page_table.ecpt;
             let radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
-                Ok((
-                    RadixPageTable::from_config(&cfg.page_table.radix)?,
-                    PageWalkCache::new(&cfg.pwc.entries, cfg.pwc.ways, cfg.pwc.replacement, cfg.pwc.latency, cfg.mmu.seed)?,
-                ))
+                Ok((RadixPageTable::from_config(&cfg.page_table.radix)?, pwc()?))
             };
             let host_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
                 let keys = ["page_table.nested.host_pte_cwc", "page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"];
@@ -113,13 +109,13 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
                 Ok((host, nested_pwc(n, cfg.mmu.seed)?))
             };
             let seed = cfg.mmu.seed;
-            match cfg.page_table.kind.as_str() {
-                "nested-radix" => {
+            match kind {
+                PageTableKind::NestedRadix => {
                     let ((g, gc), (h, hc)) = (radix()?, host_radix()?);
                     let caches = NestedWalkCaches::new(gc, hc, n, seed)?;
                     with_stlb(cfg, NestedPageTable::new("nested-radix", g, h, n)?, caches, plan, info)
                 }
-                "nested-ecpt" => {
+                PageTableKind::NestedEcpt => {
                     let gcwc = EcptWalkCaches::new(e.pte_cwc, e.pmd_cwc, e.pud_cwc, e.cwc_latency)?;
                     let caches = NestedEcptCaches::new(gcwc, n, e.cwc_latency)?;
                     // The host keeps a PTE-CWT when an hCWC caches it (§4.2).
@@ -134,7 +130,6 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
                 }
             }
         }
-        other => Err(crate::Error::config("page_table.kind", format!("unknown kind `{other}`"))),
     }
 }
 

@@ -137,7 +137,8 @@ impl TraceSource for SynthSource {
         }
         // Generators emit exactly the number of data accesses asked for.
         let made = n;
-        debug_assert_eq!(buf[before..].iter().filter(|r| matches!(r, Record::Access(_))).count() as u64, n * per as u64);
+        // (Each access, and its fetch if code is simulated; the ticks come below.)
+        debug_assert_eq!(buf[before..].iter().filter(|r| matches!(r, Record::Access(_))).count() as u64, n * (1 + (self.common.code > 0) as u64));
         self.emitted += made;
         // The non-memory instructions before each access (before its fetch, if any), so
         // the time model sees the instructions between two accesses where they are.
