@@ -96,9 +96,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
         kind @ (PageTableKind::NestedRadix | PageTableKind::NestedEcpt | PageTableKind::Hybrid) => {
             let n = &cfg.page_table.nested;
             let e = &cfg.page_table.ecpt;
-            let radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> {
-                Ok((RadixPageTable::from_config(&cfg.page_table.radix)?, pwc()?))
-            };
+            let radix = || -> crate::Result<(RadixPageTable, PageWalkCache)> { Ok((RadixPageTable::from_config(&cfg.page_table.radix)?, pwc()?)) };
             let host_ecpt = || -> crate::Result<(ElasticCuckooPageTable, EcptWalkCaches)> {
                 let keys = ["page_table.nested.host_pte_cwc", "page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"];
                 let caches = EcptWalkCaches::with_keys([0, n.host_pmd_cwc, n.host_pud_cwc], e.cwc_latency, keys)?;

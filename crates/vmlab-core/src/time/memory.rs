@@ -372,6 +372,18 @@ impl TimedMemory {
         self.paths[Path::Data as usize].first().copied()
     }
 
+    /// The latency of a reference along `path` served by `served` (a cache id or
+    /// [`MEMORY`]) had it found every MSHR, bank and bus free (a closed DRAM row).
+    pub fn unloaded(&self, path: Path, served: u8) -> u64 {
+        if served == MEMORY {
+            let last = self.paths[path as usize].last().map_or(0, |&id| self.levels[id].latency);
+            let t = self.dram.timing();
+            last + t.controller + t.t_rcd + t.t_cas + t.t_burst
+        } else {
+            self.levels.get(served as usize).map_or(0, |l| l.latency)
+        }
+    }
+
     /// The latency of a hit in the first level of `path` (a pipelined load's base).
     pub fn first_latency(&self, path: Path) -> u64 {
         self.paths[path as usize].first().map_or(0, |&id| self.levels[id].latency)

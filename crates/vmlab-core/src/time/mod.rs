@@ -352,6 +352,8 @@ pub struct TimeModel {
     walk_cycles: u64,
     /// The part of `walk_cycles` software refill handlers took (on the core, not a walker).
     handler_cycles: u64,
+    /// Cycles walkers were busy, summed over walkers (their calendars' pruned part).
+    walker_busy: u64,
     walker_wait: u64,
     /// Instructions the trace accounted for (`AccessTime::instrs`).
     traced: u64,
@@ -387,6 +389,8 @@ pub struct TimeStats {
     pub walks: u64,
     pub walk_cycles: u64,
     pub handler_cycles: u64,
+    /// Cycles walkers were busy (a union per walker), summed over walkers.
+    pub walker_busy: u64,
     pub walker_wait: u64,
     pub queue_wait: u64,
     pub mshrs: Vec<MshrCounters>,
@@ -415,6 +419,7 @@ impl TimeModel {
             walks: 0,
             walk_cycles: 0,
             handler_cycles: 0,
+            walker_busy: 0,
             walker_wait: 0,
             traced: 0,
             lat: Latencies::default(),
@@ -550,10 +555,11 @@ impl TimeModel {
             self.handler_cycles += end - start;
             end
         } else {
-            // The walker that is idle first. (A walk placed earlier in trace order but
-            // later in time may then overlap this one's end: walks are timed once, in
-            // trace order.)
-            let (w, start) = self.walkers.iter().map(|c| c.earliest(at, 1)).enumerate().min_by_key(|&(_, s)| s).expect("at least one walker");
+            // The walker that is idle first for as long as the walk takes unloaded.
+            // (Walks are timed once, in trace order: one placed earlier in trace order
+            // but later in time may still overlap the loaded excess of this one.)
+            let need = self.unloaded_walk(&items).max(1);
+            let (w, start) = self.walkers.iter().map(|c| c.earliest(at, need)).enumerate().min_by_key(|&(_, s)| s).expect("at least one walker");
             self.walker_wait += start - at;
             let end = self.time_walk(&items, start);
             self.walkers[w].occupy(start, end);
@@ -567,12 +573,32 @@ impl TimeModel {
         end
     }
 
+    /// What the walk in `items` would take with every walker, MSHR, bank and bus free.
+    fn unloaded_walk(&self, items: &[WalkItem]) -> u64 {
+        let (mut total, mut step) = (0, 0);
+        for &item in items {
+            match item {
+                WalkItem::Ref { served, new_step, .. } => {
+                    if new_step {
+                        total += std::mem::take(&mut step);
+                    }
+                    step = step.max(self.mem.unloaded(Path::Walk, served));
+                }
+                WalkItem::Background { .. } => {}
+                WalkItem::NestedEnd(c) => total += std::mem::take(&mut step) + c,
+                WalkItem::Fetch { served, .. } => total += std::mem::take(&mut step) + self.mem.unloaded(Path::Instr, served).saturating_sub(self.l1i_latency),
+                WalkItem::End { cycles, fixed, .. } => return fixed.unwrap_or(total + step + cycles),
+            }
+        }
+        total + step
+    }
+
     /// Forget what ended before any reference can still be issued.
     fn prune(&mut self) {
         let horizon = self.core.horizon();
         self.mem.prune(horizon);
         for w in &mut self.walkers {
-            w.prune(horizon);
+            self.walker_busy += w.prune(horizon);
         }
     }
 
@@ -653,6 +679,7 @@ impl TimeModel {
             walks: self.walks,
             walk_cycles: self.walk_cycles,
             handler_cycles: self.handler_cycles,
+            walker_busy: self.walker_busy + self.walkers.iter().map(Calendar::covered).sum::<u64>(),
             walker_wait: self.walker_wait,
             queue_wait: c.queue_wait,
             mshrs: self.mem.mshr_counters(),
@@ -698,6 +725,7 @@ impl TimeModel {
         let peak = self.mem.dram.peak_bytes_per_cycle();
         let walk_cycles = (end.walk_cycles - b.walk_cycles) as f64;
         let handler_cycles = (end.handler_cycles - b.handler_cycles) as f64;
+        let walker_busy = (end.walker_busy - b.walker_busy) as f64;
         let walks = end.walks - b.walks;
         let (l, lb) = (&end.lat, &b.lat);
         let refs = (l.references - lb.references) as f64;
@@ -731,7 +759,7 @@ impl TimeModel {
                 "mean_latency": ratio(walk_cycles, walks as f64),
                 "walker_wait_cycles": end.walker_wait - b.walker_wait,
                 "handler_cycles": handler_cycles,
-                "walker_occupancy": ratio(walk_cycles - handler_cycles, cycles as f64 * self.walkers.len() as f64),
+                "walker_occupancy": ratio(walker_busy, cycles as f64 * self.walkers.len() as f64),
                 "mean_concurrent": ratio(walk_cycles, cycles as f64),
             },
             "dram": {
@@ -857,9 +885,10 @@ mod tests {
     fn a_walk_ready_early_takes_the_walker_before_one_issued_ahead_of_it() {
         let mut f = Feed::new();
         let l1d = f.mem.paths().data[0] as u8;
-        // A load from DRAM, then a load that depends on it and walks, then an
-        // independent load that walks: its walk need not wait for the dependent one.
+        // Two chained loads from DRAM, then a load that depends on them and walks, then
+        // an independent load that walks: its walk fits before the dependent one's.
         f.reference(1, Dep::NONE, 1 << 31, MEMORY, false);
+        f.reference(1, Dep::on_load(1), 3 << 31, MEMORY, false);
         f.walk(1 << 32);
         f.reference(1, Dep::on_load(1), 0x5000, l1d, false);
         f.walk(2 << 32);

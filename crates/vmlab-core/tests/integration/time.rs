@@ -78,10 +78,12 @@ fn a_second_walker_overlaps_walks() {
     // time is the walks' total divided by the walkers.
     for (d, walkers) in [(&one, 1.0), (&two, 2.0)] {
         let occupancy = f(d, "time.walks.walker_occupancy");
-        assert!(occupancy > 0.9, "{walkers} walkers busy {occupancy:.2} of the time");
+        assert!((0.9..=1.0).contains(&occupancy), "{walkers} walkers busy {occupancy:.2} of the time");
+        // The walks' total over the walkers is the time they were busy (walks placed in
+        // trace order overlap little).
         let walk_cycles = f(d, "time.walks.count") * f(d, "time.walks.mean_latency");
-        let explained = walk_cycles / walkers / occupancy;
-        assert!((explained - f(d, "time.cycles")).abs() < 0.01 * explained);
+        let busy = walk_cycles / walkers / f(d, "time.cycles");
+        assert!((busy - occupancy).abs() < 0.02, "walks {busy:.3} of the time, walkers busy {occupancy:.3}");
     }
 }
 
