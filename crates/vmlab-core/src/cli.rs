@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::trace::{self, TraceSource};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(name = "vmlab", version, about = "vmlab: a laboratory for virtual-memory address translation")]
@@ -420,13 +420,13 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 }
                 _ => Box::new(trace::champsim::ChampSimReader::open(&input, pid)?),
             };
-            let n = write_vmt(src.as_mut(), &output)?;
+            let n = trace::vmt::write_file(src.as_mut(), &output)?;
             eprintln!("vmlab: wrote {n} records to {}", output.display());
             Ok(0)
         }
         Cmd::Generate { workload, params, output } => {
             let mut src = trace::synth::open(&workload, &api::parse_params(&params)?)?;
-            let n = write_vmt(src.as_mut(), &output)?;
+            let n = trace::vmt::write_file(src.as_mut(), &output)?;
             eprintln!("vmlab: wrote {n} records to {}", output.display());
             Ok(0)
         }
@@ -455,7 +455,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Bench { quick, repeat, only, json } => crate::sim::bench::run_cli(quick, repeat, only.as_deref(), json),
+        Cmd::Bench { quick, repeat, only, json } => bench(quick, repeat, only.as_deref(), json),
         Cmd::Pt { cmd } => {
             let (input, view) = match cmd {
                 PtCmd::Compare(i) => (i, 'c'),
@@ -476,14 +476,30 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
     }
 }
 
-/// Stream a source into a .vmt file.
-pub fn write_vmt(src: &mut dyn TraceSource, out: &Path) -> Result<u64> {
-    let mut w = trace::vmt::VmtWriter::create(out, src.meta())?;
-    let mut buf = Vec::with_capacity(trace::BATCH);
-    while src.next_batch(&mut buf)? {
-        w.write_all(&buf)?;
+/// `vmlab bench`: run the benchmarks and print their table (or JSON).
+fn bench(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32> {
+    use crate::sim::bench::{peak_rss_bytes, run_benchmarks};
+    let rows = run_benchmarks(quick, repeat, only)?;
+    if rows.is_empty() {
+        eprintln!("vmlab: error: bench --only {:?}: no benchmark's name contains it", only.unwrap_or_default());
+        return Ok(2);
     }
-    w.finish()
+    let rss = peak_rss_bytes();
+    if json {
+        println!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
+    } else {
+        if repeat > 1 {
+            println!("best of {repeat} runs each (median seconds beside)");
+        }
+        println!("{:<44} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
+        for r in &rows {
+            println!("{:<44} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
+        }
+        if let Some(b) = rss {
+            println!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
+        }
+    }
+    Ok(0)
 }
 
 /// A short human-readable summary of a stats document.

@@ -77,7 +77,7 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
         let path = dir.join("stream.vmt");
         let n = 5_000_000 * scale;
         let (mut src, _) = open_source(&workload("stream", &[("accesses", n.to_string()), ("instrs_per_access", "0".into())]))?;
-        crate::cli::write_vmt(src.as_mut(), &path)?;
+        crate::trace::vmt::write_file(src.as_mut(), &path)?;
         let decode = row(DECODE, "records", &mut || {
             let t = Instant::now();
             let mut r = trace::vmt::VmtReader::open(&path)?;
@@ -140,28 +140,4 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
         row(&format!("gups 1G, {kind} + time model"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
     Ok(rows)
-}
-
-pub fn run_cli(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32> {
-    let rows = run_benchmarks(quick, repeat, only)?;
-    if rows.is_empty() {
-        eprintln!("vmlab: error: bench --only {:?}: no benchmark's name contains it", only.unwrap_or_default());
-        return Ok(2);
-    }
-    let rss = peak_rss_bytes();
-    if json {
-        println!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
-    } else {
-        if repeat > 1 {
-            println!("best of {repeat} runs each (median seconds beside)");
-        }
-        println!("{:<44} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
-        for r in &rows {
-            println!("{:<44} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
-        }
-        if let Some(b) = rss {
-            println!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
-        }
-    }
-    Ok(0)
 }

@@ -844,3 +844,13 @@ pub fn content_hash(path: &Path) -> Result<String> {
         r.offset += comp_len as u64;
     }
 }
+
+/// Write every record of `src` to a new `.vmt` file at `out`; returns the records written.
+pub fn write_file(src: &mut dyn super::TraceSource, out: &Path) -> Result<u64> {
+    let mut w = VmtWriter::create(out, src.meta())?;
+    let mut buf = Vec::with_capacity(super::BATCH);
+    while src.next_batch(&mut buf)? {
+        w.write_all(&buf)?;
+    }
+    w.finish()
+}

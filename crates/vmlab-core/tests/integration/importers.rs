@@ -279,7 +279,7 @@ fn convert_to_champsim_writes_through_a_temporary_file() {
     let dir = tempfile::tempdir().unwrap();
     let vmt = dir.path().join("p.vmt");
     let mut src = synth::open("pchase", &[("footprint".into(), "1M".into()), ("accesses".into(), "1000".into())]).unwrap();
-    vmlab::cli::write_vmt(src.as_mut(), &vmt).unwrap();
+    vmlab::trace::vmt::write_file(src.as_mut(), &vmt).unwrap();
     let arg = |p: &Path| p.display().to_string();
     let (plain, xz) = (dir.path().join("p.champsim"), dir.path().join("p.champsim.xz"));
     let run = |args: &[String]| vmlab::cli::main([vec!["vmlab".to_string(), "convert".into()], args.to_vec()].concat());
@@ -296,7 +296,7 @@ fn convert_to_champsim_writes_through_a_temporary_file() {
     assert_ne!(run(&["--to".into(), "champsim".into(), arg(&bad), arg(&dir.path().join("q.champsim"))]), 0);
     let multi = dir.path().join("shared.vmt");
     let mut src = synth::open("shared", &[("accesses".into(), "1000".into())]).unwrap();
-    vmlab::cli::write_vmt(src.as_mut(), &multi).unwrap();
+    vmlab::trace::vmt::write_file(src.as_mut(), &multi).unwrap();
     let e = vmlab::trace::champsim::write_file(&mut vmlab::trace::vmt::VmtReader::open(&multi).unwrap(), &dir.path().join("q.champsim")).unwrap_err();
     assert!(e.to_string().contains("one process"), "{e}");
     assert_ne!(run(&["--to".into(), "champsim".into(), arg(&vmt), arg(&dir.path().join("q.champsim.gz"))]), 0);
