@@ -50,10 +50,11 @@ pub struct Calendar {
 }
 
 impl Calendar {
-    /// Reserve `len` cycles at the earliest start `>= at` that overlaps nothing
-    /// reserved; returns the start.
-    pub fn reserve(&mut self, at: u64, len: u64) -> u64 {
-        let b = &mut self.busy;
+    /// The earliest start `>= at` of `len` cycles that overlap nothing reserved, and
+    /// the index of the first interval after it.
+    #[inline(always)]
+    fn gap(&self, at: u64, len: u64) -> (usize, u64) {
+        let b = &self.busy;
         // Requests arrive nearly in time order: search from the back.
         let mut i = b.len();
         while i > 0 && b[i - 1].1 > at {
@@ -64,6 +65,14 @@ impl Calendar {
             start = start.max(b[i].1);
             i += 1;
         }
+        (i, start)
+    }
+
+    /// Reserve `len` cycles at the earliest start `>= at` that overlaps nothing
+    /// reserved; returns the start.
+    pub fn reserve(&mut self, at: u64, len: u64) -> u64 {
+        let (i, start) = self.gap(at, len);
+        let b = &mut self.busy;
         let end = start + len;
         // Insert at i, merging with a touching neighbour on either side.
         let joins_prev = i > 0 && b[i - 1].1 == start;
@@ -83,17 +92,7 @@ impl Calendar {
     /// The earliest start `>= at` of `len` cycles that overlap nothing reserved (what
     /// [`Calendar::reserve`] would return), without reserving them.
     pub fn earliest(&self, at: u64, len: u64) -> u64 {
-        let b = &self.busy;
-        let mut i = b.len();
-        while i > 0 && b[i - 1].1 > at {
-            i -= 1;
-        }
-        let mut start = at;
-        while i < b.len() && b[i].0 < start + len {
-            start = start.max(b[i].1);
-            i += 1;
-        }
-        start
+        self.gap(at, len).1
     }
 
     /// Mark `start..end` busy, whatever it overlaps (the union is kept).
