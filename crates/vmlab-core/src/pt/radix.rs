@@ -131,15 +131,6 @@ impl RadixPath {
     }
 }
 
-/// What a walk down the table meets (`RadixPageTable::descend`).
-#[derive(Clone, Copy)]
-enum Step {
-    /// An entry read: its physical address and level.
-    Read(u64, u8),
-    /// A non-leaf entry followed at this level.
-    Passed(u8),
-}
-
 /// The radix page table of every address space.
 pub struct RadixPageTable {
     levels: u8,
@@ -318,25 +309,15 @@ impl RadixPageTable {
     /// mapping it finds.
     #[inline(always)]
     fn cold_path(&self, asid: Asid, va: u64, full: &mut RadixPath) -> Option<Translation> {
-        let idx = self.root(asid)?;
+        let mut idx = self.root(asid)?;
         full.rooted = true;
-        self.descend(idx, self.levels, va, |step| match step {
-            Step::Read(pa, level) => full.push(pa, level),
-            Step::Passed(_) => full.descend += 1,
-        })
-    }
-
-    /// Read entries from node `idx` at `level` down to `va`'s leaf, telling `visit` of
-    /// each entry read (a tailored alias adds the true PTE's) and each non-leaf entry
-    /// followed, in order. Returns the mapping found.
-    #[inline(always)]
-    fn descend(&self, mut idx: u32, mut level: u8, va: u64, mut visit: impl FnMut(Step)) -> Option<Translation> {
+        let mut level = self.levels;
         loop {
             let i = index(va, level);
-            visit(Step::Read(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level));
+            full.push(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
             let e = self.entry(idx, i);
             if e & P_PRESENT == 0 {
-                return None;
+                break None;
             }
             if e & P_LEAF != 0 {
                 if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
@@ -344,13 +325,13 @@ impl RadixPageTable {
                     // index with the page-offset bits cleared: one more reference.
                     let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
                     if ti != i {
-                        visit(Step::Read(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level));
-                        return Some(leaf_translation(self.entry(idx, ti), level));
+                        full.push(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
+                        break Some(leaf_translation(self.entry(idx, ti), level));
                     }
                 }
-                return Some(leaf_translation(e, level));
+                break Some(leaf_translation(e, level));
             }
-            visit(Step::Passed(level));
+            full.descend += 1;
             idx = (e >> 12) as u32;
             level -= 1;
         }
@@ -544,12 +525,31 @@ impl PageTable for RadixPageTable {
             idx = root;
             level = self.levels;
         }
-        // A non-leaf entry read at a level may be cached by the PWC. Levels at or below
-        // `start` missed in `start_level` (a hit there would start lower).
-        self.descend(idx, level, va, |step| match step {
-            Step::Read(pa, level) => path.push_step(pa, level),
-            Step::Passed(level) => pwc.fill(asid, va, level, level <= start),
-        })
+        loop {
+            let i = index(va, level);
+            path.push_step(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
+            let e = self.entry(idx, i);
+            if e & P_PRESENT == 0 {
+                return None;
+            }
+            if e & P_LEAF != 0 {
+                if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
+                    // TPS Fig. 6: an alias sends the walker to the true PTE, at the
+                    // index with the page-offset bits cleared: one more reference.
+                    let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
+                    if ti != i {
+                        path.push_step(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
+                        return Some(leaf_translation(self.entry(idx, ti), level));
+                    }
+                }
+                return Some(leaf_translation(e, level));
+            }
+            // A non-leaf entry read at `level` may be cached by the PWC. Levels at or
+            // below `start` missed in `start_level` (a hit there would start lower).
+            pwc.fill(asid, va, level, level <= start);
+            idx = (e >> 12) as u32;
+            level -= 1;
+        }
     }
 
     const SPLITS: bool = true;
