@@ -196,6 +196,12 @@ pub trait PageTable: 'static {
     fn protect(&mut self, asid: Asid, va: u64, perms: Perms) -> bool;
     /// Functional lookup: the mapping covering `va`, with no side effects or costs.
     fn translate(&self, asid: Asid, va: u64) -> Option<Translation>;
+    /// The frame the OS mapped at `va` (what its frame accounting counts), given `t`,
+    /// the translation the MMU holds for it: `t`'s frame, except in a nested table,
+    /// whose translations end in host memory while the guest OS maps guest frames.
+    fn mapped_frame(&self, _asid: Asid, va: u64, t: &Translation) -> u64 {
+        t.phys(va)
+    }
     /// What a TLB refill does for `va`: the physical references it makes go into `path`
     /// (cleared by the caller), consulting and filling `caches`. A walk may reorganise
     /// the table (hashed tables promote chain hits). Returns the mapping, or

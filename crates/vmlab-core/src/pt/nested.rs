@@ -729,6 +729,10 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         self.compose(va, self.guest.translate(asid, va)?)
     }
 
+    fn mapped_frame(&self, asid: Asid, va: u64, t: &Translation) -> u64 {
+        self.guest.translate(asid, va).map_or(t.phys(va), |g| g.phys(va))
+    }
+
     /// Radix over radix: the table finds the paths, the walker makes the walk with
     /// every walk cache (the walker thread then does all of a walk's cache work).
     const SPLITS: bool = G::SPLITS && H::SPLITS;

@@ -312,6 +312,9 @@ impl PageTable for NestedEcptPageTable {
     fn translate(&self, asid: Asid, va: u64) -> Option<Translation> {
         self.inner.translate(asid, va)
     }
+    fn mapped_frame(&self, asid: Asid, va: u64, t: &Translation) -> u64 {
+        self.inner.mapped_frame(asid, va, t)
+    }
 
     fn walk(&mut self, asid: Asid, va: u64, c: &mut NestedEcptCaches, path: &mut WalkPath) -> Option<Translation> {
         let found = self.inner.guest.probe(asid, va, &mut c.gcwc, ALL_SIZES, true, &mut self.guest_probe);

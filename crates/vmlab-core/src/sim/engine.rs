@@ -522,8 +522,10 @@ impl<P: PageTable> Engine<P> {
         }
         let (t, missed) = self.translate_tlbs(kind, va, asid, need)?;
         if t.size != PageSize::K4 {
-            // Base pages are touched when mapped; pages of larger ones when translated.
-            self.os.mm.touched.touch(t.phys(va));
+            // Base pages are touched when mapped; pages of larger ones when translated
+            // (the guest frame, in a nested run: the OS counts guest memory).
+            let frame = self.os.mm.pt.mapped_frame(asid, va, &t);
+            self.os.mm.touched.touch(frame);
         }
         if keyed {
             // A shared object's translation: its protection key must be in a PKR. The
