@@ -744,6 +744,18 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_page_table_kind_names_the_key_and_the_kinds() {
+        let e = Config::load("tiny", &["page_table.kind=foo".into()]).unwrap_err().to_string();
+        assert!(e.contains("page_table.kind") && e.contains("foo"), "{e}");
+        for k in PageTableKind::ALL {
+            assert!(e.contains(k.as_str()), "{e} should list {k}");
+            // Every kind's name reads back as itself.
+            let c = Config::load("tiny", &[format!("page_table.kind={k}")]).unwrap();
+            assert_eq!(c.page_table.kind, k);
+        }
+    }
+
+    #[test]
     fn zero_entry_tlb_is_rejected() {
         let e = Config::load("tiny", &["tlb.l1d.entries=0".into()]).unwrap_err();
         assert!(e.to_string().contains("tlb.l1d.entries"), "{e}");

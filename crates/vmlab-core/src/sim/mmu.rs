@@ -126,6 +126,7 @@ impl<P: PageTable> Mmu<P> {
                 lat.push(acc);
             }
         }
+        let first_hit = mem.paths().walk.first().map_or(0, |&id| mem.caches[id].latency as u64);
         let walker = Walker {
             walk_caches,
             mem,
@@ -142,10 +143,8 @@ impl<P: PageTable> Mmu<P> {
             cycles: CycleCounters::default(),
             fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
             refill: RefillHandler::new(&cfg.mmu.refill, cfg.page_table.kind, cfg.page_table.hashed.subblock as u32, cfg.machine.phys_mem.0),
-            first_hit: 0,
+            first_hit,
         };
-        let first_hit = walker.mem.paths().walk.first().map_or(0, |&id| walker.mem.caches[id].latency as u64);
-        let walker = Walker { first_hit, ..walker };
         Ok(Mmu {
             tlbs,
             tlb_latency,
@@ -394,7 +393,7 @@ impl<P: PageTable> Walker<P> {
         };
         if let (Some(h), Some(0)) = (&handler, handled.as_ref().map(|r| r.start)) {
             // Every refill is the handler's: it starts before the first step.
-            h.prologue_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+            self.handler_fetches(h.prologue_fetches());
         }
         // References left to send one by one.
         let one_by_one = if batched { 0 } else { self.path.refs().len() };
@@ -421,10 +420,10 @@ impl<P: PageTable> Walker<P> {
             if let (true, Some(h), Some(steps)) = (new_step, &handler, &handled) {
                 let k = r.step as u64;
                 if k == steps.start && k > 0 {
-                    h.prologue_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+                    self.handler_fetches(h.prologue_fetches());
                 }
                 if steps.contains(&k) {
-                    h.step_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+                    self.handler_fetches(h.step_fetches());
                 }
             }
             self.mem_op(MemOp::WalkRef { pa, new_step, nested: false });
@@ -433,7 +432,7 @@ impl<P: PageTable> Walker<P> {
             // Exception entry and return and the instructions; a load that hits the
             // first level hides behind its own instruction (refill.rs).
             let n = steps.end - steps.start;
-            h.epilogue_fetches().for_each(|pa| self.mem_op(MemOp::HandlerFetch { pa }));
+            self.handler_fetches(h.epilogue_fetches());
             let code = h.cycles(n);
             cycles += code - (n * self.first_hit).min(code);
             self.walks.handler_refills += 1;
@@ -503,6 +502,13 @@ impl<P: PageTable> Walker<P> {
             t.phys(va)
         });
         (pa, 0, n_refs, n_steps)
+    }
+
+    /// The refill handler fetches its instructions at `pcs`, in order.
+    fn handler_fetches(&mut self, pcs: impl Iterator<Item = u64>) {
+        for pa in pcs {
+            self.mem_op(MemOp::HandlerFetch { pa });
+        }
     }
 
     /// Send one op to the memory model: inline, or to its thread.

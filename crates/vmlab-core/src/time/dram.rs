@@ -35,6 +35,15 @@ pub struct DramTiming {
     pub controller: u64,
 }
 
+impl DramTiming {
+    /// A request's latency with its bank and bus idle, `to_cas` cycles from its bank's
+    /// state to the column command (0 for the open row, tRCD for a closed bank, tRP +
+    /// tRCD for another row).
+    pub fn unloaded(&self, to_cas: u64) -> u64 {
+        self.controller + to_cas + self.t_cas + self.t_burst
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Bank {
     /// The open row, or `u64::MAX`.
@@ -216,7 +225,7 @@ impl Dram {
         let ready = cas + t.t_cas;
         let burst = self.bus[channel].reserve(ready, t.t_burst);
         let done = burst + t.t_burst + t.controller - t.controller / 2;
-        let unloaded = t.controller + to_cas + t.t_cas + t.t_burst;
+        let unloaded = t.unloaded(to_cas);
         c.queue_cycles += (done - at).saturating_sub(unloaded);
         self.last_unloaded = unloaded;
         if write {

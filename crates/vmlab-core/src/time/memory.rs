@@ -378,7 +378,7 @@ impl TimedMemory {
         if served == MEMORY {
             let last = self.paths[path as usize].last().map_or(0, |&id| self.levels[id].latency);
             let t = self.dram.timing();
-            last + t.controller + t.t_rcd + t.t_cas + t.t_burst
+            last + t.unloaded(t.t_rcd)
         } else {
             self.levels.get(served as usize).map_or(0, |l| l.latency)
         }

@@ -798,20 +798,10 @@ mod tests {
     /// The walk of one load whose walk has `steps` (each a list of addresses issued
     /// together, all served by DRAM): the walk's cycles.
     fn walk_cycles(steps: &[&[u64]]) -> u64 {
-        let cfg = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into()]).unwrap();
-        let mut mem = MemoryHierarchy::new(&cfg).unwrap();
-        let mut tm = TimeModel::new(&cfg, &mem);
-        mem.served = MEMORY;
-        for step in steps {
-            for (i, &pa) in step.iter().enumerate() {
-                tm.observe(MemOp::WalkRef { pa, new_step: i == 0, nested: false }, &mem, Timing::None);
-            }
-        }
-        tm.observe(MemOp::WalkEnd { cycles: 0, fixed: None, trap: false }, &mem, Timing::None);
-        tm.observe(MemOp::Time(AccessTime { instrs: 1, dep: Dep::NONE, tlb: 0, os: 0 }), &mem, Timing::None);
-        mem.served = 0;
-        tm.observe(MemOp::Data { va: 0, pa: 1 << 30, now: 0, write: false, instr: false }, &mem, Timing::Data(4));
-        tm.snapshot().walk_cycles
+        let mut f = Feed::new();
+        f.walk(steps);
+        f.reference(1, Dep::NONE, 1 << 30, 0, false);
+        f.tm.snapshot().walk_cycles
     }
 
     /// A time model on the skylake preset, fed ops by hand.
@@ -828,10 +818,15 @@ mod tests {
             Feed { mem, tm }
         }
 
-        /// A walk of one DRAM reference to `table`.
-        fn walk(&mut self, table: u64) {
+        /// A walk of `steps` (each a list of addresses issued together), every
+        /// reference served by DRAM.
+        fn walk(&mut self, steps: &[&[u64]]) {
             self.mem.served = MEMORY;
-            self.tm.observe(MemOp::WalkRef { pa: table, new_step: true, nested: false }, &self.mem, Timing::None);
+            for step in steps {
+                for (i, &pa) in step.iter().enumerate() {
+                    self.tm.observe(MemOp::WalkRef { pa, new_step: i == 0, nested: false }, &self.mem, Timing::None);
+                }
+            }
             self.tm.observe(MemOp::WalkEnd { cycles: 0, fixed: None, trap: false }, &self.mem, Timing::None);
         }
 
@@ -871,7 +866,7 @@ mod tests {
     fn a_tlb_hit_on_a_page_being_walked_waits_for_the_walk() {
         let mut f = Feed::new();
         let l1d = f.mem.paths().data[0] as u8;
-        f.walk(1 << 32);
+        f.walk(&[&[1 << 32]]);
         f.reference(1, Dep::NONE, 0x5000, l1d, false);
         let walk_end = f.tm.snapshot().walk_cycles;
         // The next reference to the frame hits the TLB entry the walk is filling.
@@ -889,9 +884,9 @@ mod tests {
         // an independent load that walks: its walk fits before the dependent one's.
         f.reference(1, Dep::NONE, 1 << 31, MEMORY, false);
         f.reference(1, Dep::on_load(1), 3 << 31, MEMORY, false);
-        f.walk(1 << 32);
+        f.walk(&[&[1 << 32]]);
         f.reference(1, Dep::on_load(1), 0x5000, l1d, false);
-        f.walk(2 << 32);
+        f.walk(&[&[2 << 32]]);
         f.reference(1, Dep::NONE, 0x9000, l1d, false);
         assert_eq!(f.tm.snapshot().walker_wait, 0);
     }
