@@ -44,12 +44,22 @@ pub enum MemOp {
     /// For the time model only, before a translation's `Data`: what the caches do not
     /// see of it (instructions, dependence, TLB and OS cycles).
     Time(AccessTime),
+    /// `Time` and `Data` in one op, when the time fits in the packed op's spare bits
+    /// ([`MemOp::timed_data`]): one op per reference instead of two.
+    TimedData { va: u64, pa: u64, now: u64, write: bool, instr: bool, time: AccessTime },
 }
 
 impl MemOp {
     /// The largest copy one op carries (larger copies are split; splitting is exact,
     /// since a copy is a sequence of line references).
     pub const MAX_COPY: u64 = 1 << 30;
+
+    /// A program reference with its time, as one op if the time fits (no OS cycles,
+    /// fewer than 2^30 instructions, fewer than 2^16 TLB cycles).
+    #[inline(always)]
+    pub fn timed_data(va: u64, pa: u64, now: u64, write: bool, instr: bool, time: AccessTime) -> Option<MemOp> {
+        (time.os == 0 && time.instrs < 1 << 30 && time.tlb < 1 << 16).then_some(MemOp::TimedData { va, pa, now, write, instr, time })
+    }
 }
 
 /// A [`MemOp`] as the memory thread's buffers hold it: four words with no padding, so
@@ -74,6 +84,10 @@ impl From<MemOp> for PackedOp {
             MemOp::Copy { from, to, now, bytes } => [5 | (bytes as u64) << 32, from, to, now],
             MemOp::Time(t) => [6 | (t.dep.0 as u64) << 8 | (t.tlb as u64) << 16, t.instrs, t.os, 0],
             MemOp::HandlerFetch { pa } => [7, pa, 0, 0],
+            // Bits 10..: dependence (8), TLB cycles (16), instructions (30).
+            MemOp::TimedData { va, pa, now, write, instr, time } => {
+                [8 | flag(write, 8) | flag(instr, 9) | (time.dep.0 as u64) << 10 | (time.tlb as u64) << 18 | time.instrs << 34, va, pa, now]
+            }
         })
     }
 }
@@ -92,6 +106,14 @@ impl PackedOp {
             4 => MemOp::Data { va: a, pa: b, now: c, write: bit(8), instr: bit(9) },
             5 => MemOp::Copy { from: a, to: b, now: c, bytes: (w >> 32) as u32 },
             7 => MemOp::HandlerFetch { pa: a },
+            8 => MemOp::TimedData {
+                va: a,
+                pa: b,
+                now: c,
+                write: bit(8),
+                instr: bit(9),
+                time: AccessTime { instrs: w >> 34, dep: Dep((w >> 10) as u8), tlb: (w >> 18) as u32 & 0xffff, os: 0 },
+            },
             _ => MemOp::Time(AccessTime { instrs: a, dep: Dep((w >> 8) as u8), tlb: (w >> 16) as u32, os: b }),
         }
     }
@@ -197,7 +219,9 @@ impl WalkTimer {
                 self.outer.latency += mem.handler_fetch(pa) as u64;
                 Timing::None
             }
-            MemOp::Data { va, pa, now, write, instr } => Timing::Data(mem.data_ref(va, pa, write, instr, now) as u64),
+            MemOp::Data { va, pa, now, write, instr } | MemOp::TimedData { va, pa, now, write, instr, .. } => {
+                Timing::Data(mem.data_ref(va, pa, write, instr, now) as u64)
+            }
             MemOp::Copy { from, to, now, bytes } => Timing::Copy(mem.copy(from, to, bytes as u64, now)),
             MemOp::Time(_) => Timing::None,
         }
@@ -493,6 +517,10 @@ mod tests {
             }
             v.push(MemOp::WalkEnd { cycles: 1, fixed: (i % 11 == 0).then_some(30), trap: i % 13 == 0 });
             v.push(MemOp::Data { va: x, pa: pa ^ 0x20_0000, now: i, write: i % 2 == 0, instr: false });
+            if i % 3 == 0 {
+                let time = AccessTime { instrs: (x >> 34) | (i % 2) << 29, dep: Dep((x >> 8) as u8), tlb: (x >> 16) as u32 & 0xffff, os: 0 };
+                v.push(MemOp::timed_data(x, pa ^ 0x30_0000, i, i % 4 == 0, i % 9 == 0, time).expect("the time fits"));
+            }
             if i % 1000 == 0 {
                 v.push(MemOp::Copy { from: pa & !0xfff, to: (pa ^ 0x100_0000) & !0xfff, now: i, bytes: 4096 });
             }

@@ -55,6 +55,10 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The sampled time model's rows: 1,000 references measured in every 100,000, after
+/// 2,000 of warm-up (docs/config.md `[time.sampling]`).
+const SAMPLED: &str = "time.sampling.period=100000";
+
 /// Every benchmark whose name contains `only` (all if None), each run `repeat` times (on
 /// a noisy host, the best of several runs is the machine's speed; the median shows the
 /// noise).
@@ -101,12 +105,15 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
     // The time model (time/) on the same run: its rows sit beside the count-only ones.
     let sky_time = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into()])?;
     row("stream, skylake + time model", "accesses", &mut || simulate(&sky_time, &stream))?;
+    let sky_sampled = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into(), SAMPLED.into()])?;
+    row("stream, skylake + time model, sampled", "accesses", &mut || simulate(&sky_sampled, &stream))?;
 
     // 3. GUPS over 4 GiB, walks through the cache hierarchy.
     let gups = workload("gups", &[("footprint", "4G".into()), ("accesses", (2_000_000 * scale).to_string())]);
     row("gups 4G, skylake", "accesses", &mut || simulate(&sky, &gups))?;
     row("gups 4G, skylake + data refs through caches", "accesses", &mut || simulate(&sky_data, &gups))?;
     row("gups 4G, skylake + time model", "accesses", &mut || simulate(&sky_time, &gups))?;
+    row("gups 4G, skylake + time model, sampled", "accesses", &mut || simulate(&sky_sampled, &gups))?;
 
     // 4. Romer's cache study: conflict misses, recolouring, COMBINED (data refs on).
     let strawman = workload("strawman", &[("accesses", (5_000_000 * scale).to_string())]);
@@ -138,6 +145,9 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
         row(&format!("gups 1G, {kind} + data refs"), "accesses", &mut || simulate(&cfg, &gups))?;
         let cfg = Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\""), "memory.data_refs=true".into(), "time.model=ooo".into()])?;
         row(&format!("gups 1G, {kind} + time model"), "accesses", &mut || simulate(&cfg, &gups))?;
+        let cfg =
+            Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\""), "memory.data_refs=true".into(), "time.model=ooo".into(), SAMPLED.into()])?;
+        row(&format!("gups 1G, {kind} + time model, sampled"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
     Ok(rows)
 }

@@ -467,24 +467,30 @@ impl<P: PageTable> Engine<P> {
             self.translate_slow(kind, va)?
         };
         if self.data_refs {
-            if self.timed {
-                self.time_op(dep);
-            }
             let now = self.mem_clock();
-            self.mem_op(MemOp::Data { va, pa, now, write: kind == AccessKind::Write, instr: kind.is_instr() });
+            let (write, instr) = (kind == AccessKind::Write, kind.is_instr());
+            if self.timed {
+                let time = self.access_time(dep);
+                if let Some(op) = MemOp::timed_data(va, pa, now, write, instr, time) {
+                    self.mem_op(op);
+                    return Ok(());
+                }
+                self.mem_op(MemOp::Time(time));
+            }
+            self.mem_op(MemOp::Data { va, pa, now, write, instr });
         }
         Ok(())
     }
 
-    /// Tell the time model what the caches do not see of the translation just made.
+    /// What the caches do not see of the translation just made, for the time model.
     #[inline]
-    fn time_op(&mut self, dep: Dep) {
+    fn access_time(&mut self, dep: Dep) -> AccessTime {
         // TLB cycles move from the MMU to the engine's counters at a warm-up's end: the
         // sum only grows.
         let now = [self.run.instructions, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
         let [i, t, o] = [0, 1, 2].map(|k| now[k] - self.time_mark[k]);
         self.time_mark = now;
-        self.mem_op(MemOp::Time(AccessTime { instrs: i, dep, tlb: t.min(u32::MAX as u64) as u32, os: o }));
+        AccessTime { instrs: i, dep, tlb: t.min(u32::MAX as u64) as u32, os: o }
     }
 
     /// The OS's cycles so far: faults and key misses, recolouring and page-size policy

@@ -18,6 +18,7 @@
 //! whatever was scheduled on other banks in between.
 
 use std::collections::VecDeque;
+use strength_reduce::StrengthReducedU64;
 
 /// DRAM timing, in core cycles (built from `[time.dram]` by [`super::TimeConfig`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -171,6 +172,10 @@ pub struct DramCounters {
 
 pub struct Dram {
     t: DramTiming,
+    /// `t.channels` and `t.banks` as divisors (a 64-bit division is tens of cycles, and
+    /// every DRAM reference takes two).
+    channels: StrengthReducedU64,
+    banks_per_channel: StrengthReducedU64,
     banks: Vec<Bank>,
     bus: Vec<Calendar>,
     pub counters: DramCounters,
@@ -187,6 +192,8 @@ impl Dram {
         Dram {
             banks: vec![Bank { row: u64::MAX, free: 0 }; n],
             bus: vec![Calendar::default(); t.channels as usize],
+            channels: StrengthReducedU64::new(t.channels as u64),
+            banks_per_channel: StrengthReducedU64::new(t.banks as u64),
             t,
             counters: DramCounters::default(),
             last_unloaded: 0,
@@ -201,13 +208,9 @@ impl Dram {
     /// the last-level cache. A write (a dirty line written back) takes its bank and a
     /// burst; nothing waits for it.
     pub fn access(&mut self, pa: u64, at: u64, write: bool) -> u64 {
+        let (channel, bank, row) = self.locate(pa);
         let t = &self.t;
-        let chunk = pa >> t.row_shift;
-        let channel = (chunk % t.channels as u64) as usize;
-        let rest = chunk / t.channels as u64;
-        let bank_no = (rest % t.banks as u64) as usize;
-        let row = rest / t.banks as u64;
-        let bank = &mut self.banks[channel * t.banks as usize + bank_no];
+        let bank = &mut self.banks[bank];
         let arrive = at + t.controller / 2;
         let start = arrive.max(bank.free);
         let c = &mut self.counters;
@@ -234,6 +237,22 @@ impl Dram {
             c.reads += 1;
         }
         done
+    }
+
+    /// Where the row:bank:channel:column mapping puts `pa`: its channel, bank (an
+    /// index into `banks`) and row.
+    #[inline(always)]
+    fn locate(&self, pa: u64) -> (usize, usize, u64) {
+        let (rest, channel) = StrengthReducedU64::div_rem(pa >> self.t.row_shift, self.channels);
+        let (row, bank_no) = StrengthReducedU64::div_rem(rest, self.banks_per_channel);
+        (channel as usize, channel as usize * self.t.banks as usize + bank_no as usize, row)
+    }
+
+    /// A request sampled timing skips: it leaves its row open, and takes no time.
+    #[inline]
+    pub fn warm(&mut self, pa: u64) {
+        let (_, bank, row) = self.locate(pa);
+        self.banks[bank].row = row;
     }
 
     /// No request will arrive before `horizon`.

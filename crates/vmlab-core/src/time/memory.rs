@@ -147,6 +147,19 @@ pub struct MshrCounters {
     pub active_cycles: u64,
 }
 
+impl MshrCounters {
+    /// `f` applied to each counter of `self` and `o`.
+    pub fn zip(&self, o: &MshrCounters, f: impl Fn(u64, u64) -> u64) -> MshrCounters {
+        MshrCounters {
+            misses: f(self.misses, o.misses),
+            merged: f(self.merged, o.merged),
+            full_cycles: f(self.full_cycles, o.full_cycles),
+            busy_cycles: f(self.busy_cycles, o.busy_cycles),
+            active_cycles: f(self.active_cycles, o.active_cycles),
+        }
+    }
+}
+
 impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
         let n = entries as usize;

@@ -12,6 +12,7 @@
 //! - [`core`]: an out-of-order window (ROB, load and store queues, dependences);
 //! - [`memory`]: MSHRs per cache level, merging misses to a line in flight;
 //! - [`dram`]: channels, banks, row buffers and a bandwidth-limited bus;
+//! - [`sampling`]: timing a systematic sample of the references and estimating the rest;
 //! - here: the page walkers (a pool; a walk holds one from start to end; the
 //!   references of one walk step issue together and the step ends with the slowest),
 //!   and the `time` section of the stats document.
@@ -19,13 +20,15 @@
 pub mod core;
 pub mod dram;
 pub mod memory;
+pub mod sampling;
 
 use self::core::{Cause, Core, CoreSettings, FP};
 use self::dram::{Calendar, Dram, DramCounters, DramTiming};
 use self::memory::{MshrCounters, Path, TimedMemory};
+use self::sampling::{Phase, SampleSums, Sampler, SamplingConfig};
 use crate::config::{Bytes, Config};
 use crate::error::{Error, Result};
-use crate::mem::{MemOp, MemoryHierarchy, Timing};
+use crate::mem::{MemOp, MemoryHierarchy, Timing, MEMORY};
 use crate::trace::Dep;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -71,6 +74,9 @@ pub struct TimeConfig {
     pub core: CoreConfig,
     #[serde(default)]
     pub dram: DramConfig,
+    /// Left out of the config echo when off (so the hashes of configs without it stay).
+    #[serde(default, skip_serializing_if = "SamplingConfig::is_default")]
+    pub sampling: SamplingConfig,
 }
 
 /// `[time.core]`.
@@ -168,6 +174,7 @@ impl Default for TimeConfig {
             walkers: default_walkers(),
             core: CoreConfig::default(),
             dram: DramConfig::default(),
+            sampling: SamplingConfig::default(),
         }
     }
 }
@@ -251,6 +258,7 @@ impl TimeConfig {
             }
         }
         positive("time.dram.channel_gbs", d.channel_gbs)?;
+        self.sampling.validate()?;
         for (name, cache) in &cfg.cache {
             if let Some(m) = cache.mshrs.filter(|&m| m == 0 || m > memory::MAX_MSHRS) {
                 return Err(Error::config(format!("cache.{name}.mshrs"), format!("{m}: must be between 1 and {}", memory::MAX_MSHRS)));
@@ -360,6 +368,13 @@ pub struct TimeModel {
     lat: Latencies,
     /// The unloaded latency of the walk just timed.
     walk_unloaded: u64,
+    /// Sampled timing (`[time.sampling]`), if on; `phase` and `left` are its phase and
+    /// the references left in it (never running out when every reference is timed).
+    sampler: Option<Sampler>,
+    phase: Phase,
+    left: u64,
+    /// OS cycles of the references timed but not measured.
+    unmeasured_os: u64,
 }
 
 /// Sums over every program reference of its translation latency (from when its
@@ -396,6 +411,69 @@ pub struct TimeStats {
     pub mshrs: Vec<MshrCounters>,
     pub dram: DramCounters,
     pub lat: Latencies,
+    /// With sampled timing: the counters above are the measured units' sums, and
+    /// these the whole run's totals (`sampling::estimate`).
+    pub sample: Option<SampleSums>,
+}
+
+impl TimeStats {
+    /// `f` applied to each counter of `self` and `o` (`sample` is left out).
+    fn zip(&self, o: &TimeStats, f: impl Fn(u64, u64) -> u64 + Copy) -> TimeStats {
+        let zero = MshrCounters::default();
+        let n = self.mshrs.len().max(o.mshrs.len());
+        let (a, b, l, m) = (&self.dram, &o.dram, &self.lat, &o.lat);
+        TimeStats {
+            cycles: f(self.cycles, o.cycles),
+            instructions: f(self.instructions, o.instructions),
+            loads: f(self.loads, o.loads),
+            stores: f(self.stores, o.stores),
+            data_fp: f(self.data_fp, o.data_fp),
+            translation_fp: f(self.translation_fp, o.translation_fp),
+            os_fp: f(self.os_fp, o.os_fp),
+            walks: f(self.walks, o.walks),
+            walk_cycles: f(self.walk_cycles, o.walk_cycles),
+            handler_cycles: f(self.handler_cycles, o.handler_cycles),
+            walker_busy: f(self.walker_busy, o.walker_busy),
+            walker_wait: f(self.walker_wait, o.walker_wait),
+            queue_wait: f(self.queue_wait, o.queue_wait),
+            mshrs: (0..n).map(|i| self.mshrs.get(i).unwrap_or(&zero).zip(o.mshrs.get(i).unwrap_or(&zero), f)).collect(),
+            dram: DramCounters {
+                reads: f(a.reads, b.reads),
+                writes: f(a.writes, b.writes),
+                row_hits: f(a.row_hits, b.row_hits),
+                row_misses: f(a.row_misses, b.row_misses),
+                row_conflicts: f(a.row_conflicts, b.row_conflicts),
+                queue_cycles: f(a.queue_cycles, b.queue_cycles),
+            },
+            lat: Latencies {
+                references: f(l.references, m.references),
+                translation: f(l.translation, m.translation),
+                data: f(l.data, m.data),
+                translation_unloaded: f(l.translation_unloaded, m.translation_unloaded),
+                data_unloaded: f(l.data_unloaded, m.data_unloaded),
+            },
+            sample: None,
+        }
+    }
+
+    pub fn plus(&self, o: &TimeStats) -> TimeStats {
+        self.zip(o, |a, b| a + b)
+    }
+
+    /// `self` since `base` (counters are cumulative).
+    pub fn minus(&self, base: &TimeStats) -> TimeStats {
+        let mut d = self.zip(base, u64::saturating_sub);
+        d.sample = match (&self.sample, &base.sample) {
+            (Some(s), Some(b)) => Some(s.minus(b)),
+            (s, _) => s.clone(),
+        };
+        d
+    }
+
+    /// Every counter times `k`.
+    pub fn scaled(&self, k: f64) -> TimeStats {
+        self.zip(self, |a, _| (a as f64 * k).round() as u64)
+    }
 }
 
 impl TimeModel {
@@ -424,12 +502,36 @@ impl TimeModel {
             traced: 0,
             lat: Latencies::default(),
             walk_unloaded: 0,
+            sampler: None,
+            phase: Phase::Measure,
+            left: u64::MAX,
+            unmeasured_os: 0,
         }
+        .with_sampling(&t.sampling)
+    }
+
+    fn with_sampling(mut self, cfg: &SamplingConfig) -> TimeModel {
+        if let Some(mut s) = Sampler::new(cfg) {
+            s.begin_unit(self.detailed(0));
+            self.left = s.left;
+            self.sampler = Some(s);
+        }
+        self
     }
 
     /// Observe one op the hierarchy has just applied (`mem.served` is its reference's).
-    #[inline]
+    #[inline(always)]
     pub fn observe(&mut self, op: MemOp, mem: &MemoryHierarchy, timing: Timing) {
+        if self.phase == Phase::Skip {
+            self.skip(op, mem, timing)
+        } else {
+            self.time(op, mem, timing)
+        }
+    }
+
+    /// `observe` of a reference timed in detail.
+    #[inline]
+    fn time(&mut self, op: MemOp, mem: &MemoryHierarchy, timing: Timing) {
         match op {
             MemOp::WalkRef { pa, new_step, .. } => self.walk.push(WalkItem::Ref { pa, served: mem.served, new_step }),
             MemOp::Background { pa } => self.walk.push(WalkItem::Background { pa, served: mem.served }),
@@ -437,9 +539,16 @@ impl TimeModel {
             MemOp::WalkEnd { cycles, fixed, trap } => self.walk.push(WalkItem::End { cycles, fixed, trap }),
             MemOp::HandlerFetch { pa } => self.walk.push(WalkItem::Fetch { pa, served: mem.served }),
             MemOp::Time(t) => self.pending = Some(t),
+            MemOp::TimedData { pa, write, instr, time, .. } => {
+                self.pending = Some(time);
+                self.access(pa, mem.served, write, instr);
+                self.writebacks(mem, pa);
+                self.next_reference();
+            }
             MemOp::Data { pa, write, instr, .. } => {
                 self.access(pa, mem.served, write, instr);
                 self.writebacks(mem, pa);
+                self.next_reference();
             }
             MemOp::Copy { .. } => {
                 if let Timing::Copy(c) = timing {
@@ -447,6 +556,69 @@ impl TimeModel {
                 }
             }
         }
+    }
+
+    /// Observe an op of a reference sampling skips: count its instructions and OS
+    /// cycles; a DRAM reference leaves its row open.
+    #[inline(always)]
+    fn skip(&mut self, op: MemOp, mem: &MemoryHierarchy, timing: Timing) {
+        match op {
+            MemOp::Time(t) => self.pending = Some(t),
+            MemOp::WalkRef { pa, .. } | MemOp::Background { pa } if mem.served == MEMORY => self.mem.dram.warm(pa),
+            MemOp::Data { pa, instr, .. } | MemOp::TimedData { pa, instr, .. } => {
+                let info = match op {
+                    MemOp::TimedData { time, .. } => time,
+                    _ => self.pending.take().unwrap_or_default(),
+                };
+                self.traced += info.instrs;
+                // As `access` counts them: a fetch, or any reference of a trace without
+                // instructions, is one at least.
+                let n = if instr || self.traced == 0 { info.instrs.max(1) } else { info.instrs };
+                self.unmeasured_os += info.os + std::mem::take(&mut self.pending_os);
+                if mem.served == MEMORY {
+                    self.mem.dram.warm(pa);
+                }
+                if let Some(last) = self.mem.last_level {
+                    self.writebacks_seen = mem.caches[last].counters.writebacks;
+                }
+                if let Some(s) = &mut self.sampler {
+                    s.skipped_instructions += n;
+                    s.skipped_references += 1;
+                }
+                self.next_reference();
+            }
+            MemOp::Copy { .. } => {
+                if let Timing::Copy(c) = timing {
+                    self.pending_os += c;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[inline(always)]
+    fn next_reference(&mut self) {
+        self.left -= 1;
+        if self.left == 0 {
+            self.next_phase();
+        }
+    }
+
+    /// The sampling phase ran out: close or open a measured unit.
+    #[cold]
+    fn next_phase(&mut self) {
+        let now = self.sampler.as_ref().map(|_| self.detailed(self.core.horizon()));
+        let Some((s, now)) = self.sampler.as_mut().zip(now) else {
+            self.left = u64::MAX;
+            return;
+        };
+        if s.phase == Phase::Measure {
+            s.end_unit(&now);
+        }
+        if s.next_phase() == Phase::Measure {
+            s.begin_unit(now);
+        }
+        (self.phase, self.left) = (s.phase, s.left);
     }
 
     /// Dirty lines the last level evicted go to DRAM. The evicted line's address is not
@@ -468,6 +640,9 @@ impl TimeModel {
     fn access(&mut self, pa: u64, served: u8, write: bool, fetch: bool) {
         let info = self.pending.take().unwrap_or_default();
         let os = info.os + std::mem::take(&mut self.pending_os);
+        if self.phase == Phase::Warm {
+            self.unmeasured_os += os;
+        }
         self.traced += info.instrs;
         self.accesses += 1;
         if self.accesses.is_multiple_of(256) {
@@ -652,21 +827,45 @@ impl TimeModel {
         step_end
     }
 
-    /// The counters so far (the core's cycle is its dispatch point).
+    /// The counters so far (the core's cycle is its dispatch point; with sampling, the
+    /// units measured so far and the run's totals).
     pub fn snapshot(&self) -> TimeStats {
-        self.stats(self.core.horizon())
+        match &self.sampler {
+            None => self.detailed(self.core.horizon()),
+            Some(s) => self.sampled(s),
+        }
     }
 
     /// End of the run: `instructions` is the trace's total (ticks after the last
     /// reference still run).
     pub fn finish(&mut self, instructions: u64) -> TimeStats {
-        self.core.plain(instructions.saturating_sub(self.traced));
+        let trailing = instructions.saturating_sub(self.traced);
         self.traced = self.traced.max(instructions);
+        let now = self.sampler.as_ref().map(|_| self.detailed(self.core.horizon()));
+        if let Some((s, now)) = self.sampler.as_mut().zip(now) {
+            s.end_unit(&now);
+            s.skipped_instructions += trailing;
+            return self.snapshot();
+        }
+        self.core.plain(trailing);
         let cycles = self.core.finish();
-        self.stats(cycles)
+        self.detailed(cycles)
     }
 
-    fn stats(&self, cycles: u64) -> TimeStats {
+    /// The measured units' counters, with the run's totals.
+    fn sampled(&self, s: &Sampler) -> TimeStats {
+        let mut m = s.measured.clone();
+        m.sample = Some(SampleSums {
+            references: self.accesses + s.skipped_references,
+            instructions: self.core.instructions + s.skipped_instructions,
+            unmeasured_os: self.unmeasured_os,
+            ..s.sums.clone()
+        });
+        m
+    }
+
+    /// The detailed model's counters, `cycles` its cycle.
+    fn detailed(&self, cycles: u64) -> TimeStats {
         let c = &self.core;
         TimeStats {
             cycles,
@@ -685,71 +884,72 @@ impl TimeModel {
             mshrs: self.mem.mshr_counters(),
             dram: self.mem.dram.counters.clone(),
             lat: self.lat,
+            sample: None,
         }
     }
 
     /// The `time` section (docs/metrics.md) of `end` minus `base` (the warm-up).
     pub fn section(&self, cfg: &Config, end: &TimeStats, base: Option<&TimeStats>, cache_names: &[String]) -> Value {
-        let zero = TimeStats { mshrs: vec![MshrCounters::default(); end.mshrs.len()], ..Default::default() };
-        let b = base.unwrap_or(&zero);
-        let cycles = end.cycles.saturating_sub(b.cycles);
-        let instr = end.instructions - b.instructions;
+        let d = base.map_or_else(|| end.clone(), |b| end.minus(b));
+        let measured_references = d.lat.references;
+        let d = if d.sample.is_some() { sampling::estimate(&d) } else { d };
+        let cycles = d.cycles;
+        let instr = d.instructions;
         let ratio = |a: f64, b: f64| if b == 0.0 { 0.0 } else { a / b };
         let c = |fp: u64| fp as f64 / FP as f64;
-        let data = c(end.data_fp - b.data_fp);
-        let translation = c(end.translation_fp - b.translation_fp);
-        let os = c(end.os_fp - b.os_fp);
+        let (data, translation, os) = (c(d.data_fp), c(d.translation_fp), c(d.os_fp));
         let base_cycles = (cycles as f64 - data - translation - os).max(0.0);
+        let zero = MshrCounters::default();
         let mut levels = serde_json::Map::new();
         for (i, name) in cache_names.iter().enumerate() {
-            let (e, s) = (&end.mshrs[i], &b.mshrs[i]);
-            let busy = (e.busy_cycles - s.busy_cycles) as f64;
+            let e = d.mshrs.get(i).unwrap_or(&zero);
+            let busy = e.busy_cycles as f64;
             levels.insert(
                 name.clone(),
                 json!({
                     "mshrs": cfg.cache[name].mshrs.unwrap_or(DEFAULT_MSHRS),
-                    "misses": e.misses - s.misses, "merged": e.merged - s.merged,
-                    "mshr_full_cycles": e.full_cycles - s.full_cycles,
+                    "misses": e.misses, "merged": e.merged,
+                    "mshr_full_cycles": e.full_cycles,
                     "mean_outstanding": ratio(busy, cycles as f64),
-                    "mlp": ratio(busy, (e.active_cycles - s.active_cycles) as f64),
+                    "mlp": ratio(busy, e.active_cycles as f64),
                 }),
             );
         }
         let first_data = self.mem.paths_data_first().map(|i| &cache_names[i]);
         let mlp = first_data.and_then(|n| levels.get(n)).map_or(0.0, |v| v["mlp"].as_f64().unwrap_or(0.0));
-        let (d, db) = (&end.dram, &b.dram);
-        let (reads, writes) = (d.reads - db.reads, d.writes - db.writes);
-        let (hits, misses, conflicts) = (d.row_hits - db.row_hits, d.row_misses - db.row_misses, d.row_conflicts - db.row_conflicts);
+        let dr = &d.dram;
+        let (reads, writes) = (dr.reads, dr.writes);
+        let (hits, misses, conflicts) = (dr.row_hits, dr.row_misses, dr.row_conflicts);
         let bytes = (reads + writes) * dram::BURST_BYTES;
         let seconds = cycles as f64 / (self.frequency_ghz * 1e9);
         let peak = self.mem.dram.peak_bytes_per_cycle();
-        let walk_cycles = (end.walk_cycles - b.walk_cycles) as f64;
-        let handler_cycles = (end.handler_cycles - b.handler_cycles) as f64;
-        let walker_busy = (end.walker_busy - b.walker_busy) as f64;
-        let walks = end.walks - b.walks;
-        let (l, lb) = (&end.lat, &b.lat);
-        let refs = (l.references - lb.references) as f64;
-        let serialized = (l.translation_unloaded - lb.translation_unloaded) + (l.data_unloaded - lb.data_unloaded);
-        json!({
+        let walk_cycles = d.walk_cycles as f64;
+        let handler_cycles = d.handler_cycles as f64;
+        let walker_busy = d.walker_busy as f64;
+        let walks = d.walks;
+        let l = &d.lat;
+        let refs = l.references as f64;
+        let serialized = l.translation_unloaded + l.data_unloaded;
+        let mut section = json!({
             "model": "ooo",
             "cycles": cycles,
             "instructions": instr,
             "ipc": ratio(instr as f64, cycles as f64),
             "cpi": ratio(cycles as f64, instr as f64),
             "seconds": seconds,
-            "loads": end.loads - b.loads,
-            "stores": end.stores - b.stores,
+            "loads": d.loads,
+            "stores": d.stores,
             "stalls": {"base": base_cycles, "data": data, "translation": translation, "os": os},
             "cpi_stack": {"base": ratio(base_cycles, instr as f64), "data": ratio(data, instr as f64),
                           "translation": ratio(translation, instr as f64), "os": ratio(os, instr as f64)},
             "mlp": mlp,
-            "queue_wait_cycles": end.queue_wait - b.queue_wait,
+            "queue_wait_cycles": d.queue_wait,
             "latency": {
                 "references": refs as u64,
-                "translation": ratio((l.translation - lb.translation) as f64, refs),
-                "data": ratio((l.data - lb.data) as f64, refs),
-                "translation_unloaded": ratio((l.translation_unloaded - lb.translation_unloaded) as f64, refs),
-                "data_unloaded": ratio((l.data_unloaded - lb.data_unloaded) as f64, refs),
+                "translation": ratio(l.translation as f64, refs),
+                "data": ratio(l.data as f64, refs),
+                "translation_unloaded": ratio(l.translation_unloaded as f64, refs),
+                "data_unloaded": ratio(l.data_unloaded as f64, refs),
                 "serialized_cycles": serialized,
             },
             "caches": levels,
@@ -757,7 +957,7 @@ impl TimeModel {
                 "count": walks,
                 "walkers": self.walkers.len(),
                 "mean_latency": ratio(walk_cycles, walks as f64),
-                "walker_wait_cycles": end.walker_wait - b.walker_wait,
+                "walker_wait_cycles": d.walker_wait,
                 "handler_cycles": handler_cycles,
                 "walker_occupancy": ratio(walker_busy, cycles as f64 * self.walkers.len() as f64),
                 "mean_concurrent": ratio(walk_cycles, cycles as f64),
@@ -766,13 +966,17 @@ impl TimeModel {
                 "reads": reads, "writes": writes,
                 "row_hits": hits, "row_misses": misses, "row_conflicts": conflicts,
                 "row_hit_rate": ratio(hits as f64, (hits + misses + conflicts) as f64),
-                "queue_cycles": d.queue_cycles - db.queue_cycles,
+                "queue_cycles": dr.queue_cycles,
                 "bytes": bytes,
                 "bandwidth_gbs": ratio(bytes as f64, seconds) / 1e9,
                 "peak_gbs": peak * self.frequency_ghz,
                 "bandwidth_utilisation": ratio(bytes as f64, cycles as f64 * peak),
             },
-        })
+        });
+        if let (Some(s), Some(sums)) = (&self.sampler, &d.sample) {
+            section["sampling"] = s.section(sums, measured_references);
+        }
+        section
     }
 }
 

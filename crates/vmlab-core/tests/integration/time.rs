@@ -107,11 +107,16 @@ fn the_time_model_changes_no_counter() {
         for kind in ["radix", "nested-ecpt"] {
             let base = ["memory.data_refs=true".to_string(), format!("page_table.kind=\"{kind}\"")];
             let count = run(&RunRequest { config: "skylake".into(), overrides: base.to_vec(), source: workload(name, params), progress: false }).unwrap();
-            let mut with_time = base.to_vec();
-            with_time.push("time.model=\"ooo\"".into());
-            let timed = run(&RunRequest { config: "skylake".into(), overrides: with_time, source: workload(name, params), progress: false }).unwrap();
-            assert!(timed["time"]["cycles"].as_u64().unwrap() > 0);
-            assert_eq!(counters(count), counters(timed), "{name} on {kind}");
+            let count = counters(count);
+            // Timed in full, and sampled (which skips most references).
+            for sampling in [None, Some(SAMPLED)] {
+                let mut with_time = base.to_vec();
+                with_time.push("time.model=\"ooo\"".into());
+                with_time.extend(sampling.into_iter().flatten().map(|s| s.to_string()));
+                let timed = run(&RunRequest { config: "skylake".into(), overrides: with_time, source: workload(name, params), progress: false }).unwrap();
+                assert!(timed["time"]["cycles"].as_u64().unwrap() > 0);
+                assert_eq!(count, counters(timed), "{name} on {kind}, sampling {sampling:?}");
+            }
         }
     }
 }
@@ -131,8 +136,41 @@ fn run_threaded(cfg: &Config, threaded: bool) -> Value {
 #[test]
 fn the_time_model_times_the_same_on_the_memory_thread() {
     for kind in ["radix", "ecpt"] {
-        let cfg = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=\"ooo\"".into(), format!("page_table.kind=\"{kind}\"")]).unwrap();
-        assert_eq!(run_threaded(&cfg, false)["time"], run_threaded(&cfg, true)["time"], "{kind}");
+        for sampling in [&[][..], &SAMPLED] {
+            let mut sets = vec!["memory.data_refs=true".to_string(), "time.model=\"ooo\"".into(), format!("page_table.kind=\"{kind}\"")];
+            sets.extend(sampling.iter().map(|s| s.to_string()));
+            let cfg = Config::load("skylake", &sets).unwrap();
+            assert_eq!(run_threaded(&cfg, false)["time"], run_threaded(&cfg, true)["time"], "{kind} {sampling:?}");
+        }
+    }
+}
+
+/// Sampling a tenth of the references in detail, a twentieth measured.
+const SAMPLED: [&str; 3] = ["time.sampling.period=20000", "time.sampling.unit=1000", "time.sampling.warmup=1000"];
+
+#[test]
+fn sampled_timing_estimates_the_fully_timed_run() {
+    for (name, params) in [
+        ("gups", &["footprint=1G", "accesses=400k"][..]),
+        ("stream", &["footprint=1G", "accesses=400k"]),
+        ("pchase", &["footprint=256M", "accesses=400k"]),
+        ("kv", &["accesses=400k"]),
+    ] {
+        let full = timed(name, params, &[]);
+        let sampled = timed(name, params, &SAMPLED);
+        let (c_full, c_sampled) = (f(&full, "time.cycles"), f(&sampled, "time.cycles"));
+        let error = (c_sampled - c_full).abs() / c_full;
+        let interval = f(&sampled, "time.sampling.cpi_error");
+        assert!(error < 0.05, "{name}: sampled {c_sampled} cycles, timed in full {c_full}");
+        assert!(interval > 0.0 && interval < 0.15, "{name}: a 95% interval of ±{interval}");
+        assert_eq!(f(&sampled, "time.sampling.units"), 20.0, "{name}");
+        assert_eq!(f(&sampled, "time.sampling.measured_references"), 20_000.0, "{name}");
+        // Every instruction is in the estimate; the counts scale to the whole run.
+        assert_eq!(f(&sampled, "time.instructions"), f(&full, "time.instructions"), "{name}");
+        for path in ["time.loads", "time.dram.reads"] {
+            let (a, b) = (f(&sampled, path), f(&full, path));
+            assert!((a - b).abs() <= 0.1 * b + 100.0, "{name}: {path} sampled {a}, in full {b}");
+        }
     }
 }
 
@@ -143,6 +181,11 @@ fn a_warm_up_leaves_the_time_of_the_rest() {
     let (c_all, c_warm) = (f(&all, "time.cycles"), f(&warm, "time.cycles"));
     assert!(c_warm < 0.6 * c_all && c_warm > 0.3 * c_all, "{c_warm} of {c_all}");
     assert_eq!(f(&warm, "time.instructions"), f(&warm, "totals.instructions"));
+    let sampled = timed("gups", &["footprint=256M", "accesses=100k"], &[&["sim.warmup_accesses=50000"][..], &SAMPLED].concat());
+    assert_eq!(f(&sampled, "time.instructions"), f(&warm, "totals.instructions"));
+    assert_eq!(f(&sampled, "time.sampling.references"), 50_000.0);
+    let c_sampled = f(&sampled, "time.cycles");
+    assert!((c_sampled - c_warm).abs() < 0.1 * c_warm, "sampled {c_sampled}, in full {c_warm}");
 }
 
 #[test]
@@ -155,6 +198,9 @@ fn bad_time_settings_are_one_line_errors_naming_the_key() {
         ("time.core.base_cpi=0.1", "time.core.base_cpi"),
         ("time.dram.row=\"100\"", "time.dram.row"),
         ("time.model=\"fast\"", "time.model"),
+        ("time.sampling.unit=0", "time.sampling.unit"),
+        ("time.sampling.period=2000", "time.sampling.period"),
+        ("time.sampling.rate=2", "time.sampling.rate"),
     ] {
         let e = Config::load("skylake", &["memory.data_refs=true".into(), set.into()]).unwrap_err().to_string();
         assert!(e.contains(key) && !e.contains('\n'), "{set}: {e}");
