@@ -146,10 +146,11 @@ pub struct MachineConfig {
     pub fragmentation: crate::os::fragmentation::FragmentationConfig,
 }
 
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum OomPolicy {
     /// Stop the run with an error naming the faulting address.
+    #[default]
     Error,
 }
 
@@ -162,7 +163,7 @@ pub struct OsConfig {
     /// Treat accesses outside every announced VMA as anonymous read/write memory.
     #[serde(default = "yes")]
     pub implicit_anon: bool,
-    #[serde(default = "oom_error")]
+    #[serde(default)]
     pub on_oom: OomPolicy,
     /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
     #[serde(default)]
@@ -245,11 +246,12 @@ pub struct MmuConfig {
     pub refill: crate::mmu::refill::RefillConfig,
 }
 
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Serves {
     Data,
     Instr,
+    #[default]
     Unified,
 }
 
@@ -324,7 +326,7 @@ pub struct PwcConfig {
 pub struct CacheConfig {
     /// 1 = closest to the core. Level 1 may have a "data" and an "instr" cache.
     pub level: u8,
-    #[serde(default = "unified")]
+    #[serde(default)]
     pub serves: Serves,
     pub size: Bytes,
     pub ways: usize,
@@ -431,12 +433,6 @@ fn yes() -> bool {
 }
 fn one() -> u8 {
     1
-}
-fn oom_error() -> OomPolicy {
-    OomPolicy::Error
-}
-fn unified() -> Serves {
-    Serves::Unified
 }
 fn line64() -> Bytes {
     Bytes(64)

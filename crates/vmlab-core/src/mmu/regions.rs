@@ -31,26 +31,21 @@ pub const GLOBAL_RID_BASE: Asid = 0x8000;
 
 /// `[mmu.regions]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RegionConfig {
     /// Give each shared object a region with a global RID, its TLB entries a protection
     /// key (the paper's TLB sharing). Off: every translation is tagged per process.
-    #[serde(default)]
     pub share: bool,
     /// Give each program's text a region with one RID for all the processes running it
     /// (§3.2): their TLB entries for text are shared, with no key check.
-    #[serde(default)]
     pub share_text: bool,
     /// Protection key registers per CPU (Itanium has at least 16).
-    #[serde(default = "sixteen")]
     pub pkrs: usize,
     /// Cycles of a key-miss fault: the OS handler that loads a key into a PKR.
-    #[serde(default = "hundred")]
     pub key_miss_cycles: u64,
     /// What a context switch does to the PKRs, which are process context (§2.2.2):
     /// `reload` the new process's keys (as many as fit; part of the switch, not
     /// charged here) or `flush` them (each key then costs a key-miss fault).
-    #[serde(default)]
     pub pkr_switch: PkrSwitch,
 }
 
@@ -62,16 +57,9 @@ pub enum PkrSwitch {
     Flush,
 }
 
-fn sixteen() -> usize {
-    16
-}
-fn hundred() -> u64 {
-    100
-}
-
 impl Default for RegionConfig {
     fn default() -> Self {
-        RegionConfig { share: false, share_text: false, pkrs: sixteen(), key_miss_cycles: hundred(), pkr_switch: PkrSwitch::Reload }
+        RegionConfig { share: false, share_text: false, pkrs: 16, key_miss_cycles: 100, pkr_switch: PkrSwitch::Reload }
     }
 }
 

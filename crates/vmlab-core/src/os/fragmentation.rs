@@ -14,29 +14,17 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct FragmentationConfig {
     /// Fraction of physical memory left free at start-up (the rest is "other").
-    #[serde(default = "one")]
     pub free: f64,
     /// Fraction of the free memory that lies only in blocks smaller than `order`.
-    #[serde(default)]
     pub level: f64,
     /// The block order (log2 of 4 KiB frames) `level` refers to: 9 = 2 MiB.
-    #[serde(default = "nine")]
     pub order: u8,
-    #[serde(default)]
     pub seed: u64,
     /// An allocation history to replay instead (path; empty = none).
-    #[serde(default)]
     pub history: String,
-}
-
-fn one() -> f64 {
-    1.0
-}
-fn nine() -> u8 {
-    9
 }
 
 impl Default for FragmentationConfig {

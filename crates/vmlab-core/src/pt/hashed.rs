@@ -60,30 +60,22 @@ pub struct HashedConfig {
     pub buckets: usize,
     /// 4 KiB pages per bucket: 1 or 2 (HPT), up to 16 (CPT).
     pub subblock: usize,
-    #[serde(default)]
     pub hash: HashFunction,
-    #[serde(default)]
     pub scope: TableScope,
     /// Swap a chain hit into the head bucket.
-    #[serde(default = "yes")]
     pub promote: bool,
     /// Page sizes above the block size the table can map (e.g. `["2M"]`).
-    #[serde(default)]
     pub page_sizes: Vec<crate::config::Bytes>,
     /// How those large pages are held.
-    #[serde(default)]
     pub large_pages: LargePages,
     /// Buckets of each large-page table (`large_pages = "per-size"`; a power of two).
-    #[serde(default = "default_large_buckets")]
     pub large_buckets: usize,
     /// Bytes per bucket; 0 = the minimum, 16 + 8 × subblock. Itanium's long-format VHPT
     /// entries are 32 bytes (tag, PTE, page size/key, chain) with one PTE.
-    #[serde(default)]
     pub bucket_bytes: u64,
     /// Cycles charged when a walk must go past the head bucket. Itanium's hardware
     /// walker reads one entry; a collision traps to a software handler that follows the
     /// chain (Chapman et al. §2.3.2). 0: the walker follows chains itself.
-    #[serde(default)]
     pub chain_trap_cycles: u64,
 }
 
@@ -97,14 +89,6 @@ pub enum LargePages {
     PerSize,
 }
 
-fn default_large_buckets() -> usize {
-    1024
-}
-
-fn yes() -> bool {
-    true
-}
-
 impl Default for HashedConfig {
     fn default() -> Self {
         HashedConfig {
@@ -115,7 +99,7 @@ impl Default for HashedConfig {
             promote: true,
             page_sizes: Vec::new(),
             large_pages: LargePages::Replicate,
-            large_buckets: default_large_buckets(),
+            large_buckets: 1024,
             bucket_bytes: 0,
             chain_trap_cycles: 0,
         }

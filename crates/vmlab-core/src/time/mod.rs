@@ -56,122 +56,63 @@ pub enum UnknownDeps {
     PreviousLoad,
 }
 
-/// `[time]`: the time model's settings.
+/// `[time]`: the time model's settings (a key left out takes its value in `default()`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct TimeConfig {
-    #[serde(default)]
     pub model: TimeModelKind,
     /// Core clock, for the DRAM's nanoseconds and bandwidth and for seconds.
-    #[serde(default = "default_frequency")]
     pub frequency_ghz: f64,
-    #[serde(default)]
     pub unknown_deps: UnknownDeps,
     /// Concurrent hardware page walkers (Skylake has 2).
-    #[serde(default = "default_walkers")]
     pub walkers: u32,
-    #[serde(default)]
     pub core: CoreConfig,
-    #[serde(default)]
     pub dram: DramConfig,
     /// Left out of the config echo when off (so the hashes of configs without it stay).
-    #[serde(default, skip_serializing_if = "SamplingConfig::is_default")]
+    #[serde(skip_serializing_if = "SamplingConfig::is_default")]
     pub sampling: SamplingConfig,
 }
 
 /// `[time.core]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct CoreConfig {
     /// Instructions dispatched per cycle at most.
-    #[serde(default = "default_width")]
     pub width: u32,
     /// Reorder-buffer entries (instructions in flight).
-    #[serde(default = "default_rob")]
     pub rob: u32,
-    #[serde(default = "default_load_queue")]
     pub load_queue: u32,
-    #[serde(default = "default_store_queue")]
     pub store_queue: u32,
     /// Cycles per instruction when nothing stalls (at least 1 / width).
-    #[serde(default = "default_base_cpi")]
     pub base_cpi: f64,
 }
 
 /// `[time.dram]`: DDR timings in nanoseconds, bandwidth per channel in GB/s.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct DramConfig {
-    #[serde(default = "one_u32")]
     pub channels: u32,
     /// Banks per channel.
-    #[serde(default = "default_banks")]
     pub banks: u32,
     /// Row-buffer bytes per bank.
-    #[serde(default = "default_row")]
     pub row: Bytes,
-    #[serde(default = "default_t")]
     pub t_cas_ns: f64,
-    #[serde(default = "default_t")]
     pub t_rcd_ns: f64,
-    #[serde(default = "default_t")]
     pub t_rp_ns: f64,
     /// Peak data bandwidth of one channel.
-    #[serde(default = "default_gbs")]
     pub channel_gbs: f64,
     /// Memory controller and interconnect, there and back.
-    #[serde(default = "default_controller")]
     pub controller_ns: f64,
 }
 
 // Defaults: a Skylake-like core with one DDR4-2400 channel (CL17: 14.16 ns).
-fn default_frequency() -> f64 {
-    4.0
-}
-fn default_walkers() -> u32 {
-    2
-}
-fn default_width() -> u32 {
-    4
-}
-fn default_rob() -> u32 {
-    224
-}
-fn default_load_queue() -> u32 {
-    72
-}
-fn default_store_queue() -> u32 {
-    56
-}
-fn default_base_cpi() -> f64 {
-    0.25
-}
-fn one_u32() -> u32 {
-    1
-}
-fn default_banks() -> u32 {
-    16
-}
-fn default_row() -> Bytes {
-    Bytes(8192)
-}
-fn default_t() -> f64 {
-    14.16
-}
-fn default_gbs() -> f64 {
-    19.2
-}
-fn default_controller() -> f64 {
-    10.0
-}
-
 impl Default for TimeConfig {
     fn default() -> TimeConfig {
         TimeConfig {
             model: TimeModelKind::None,
-            frequency_ghz: default_frequency(),
+            frequency_ghz: 4.0,
             unknown_deps: UnknownDeps::default(),
-            walkers: default_walkers(),
+            walkers: 2,
             core: CoreConfig::default(),
             dram: DramConfig::default(),
             sampling: SamplingConfig::default(),
@@ -181,28 +122,13 @@ impl Default for TimeConfig {
 
 impl Default for CoreConfig {
     fn default() -> CoreConfig {
-        CoreConfig {
-            width: default_width(),
-            rob: default_rob(),
-            load_queue: default_load_queue(),
-            store_queue: default_store_queue(),
-            base_cpi: default_base_cpi(),
-        }
+        CoreConfig { width: 4, rob: 224, load_queue: 72, store_queue: 56, base_cpi: 0.25 }
     }
 }
 
 impl Default for DramConfig {
     fn default() -> DramConfig {
-        DramConfig {
-            channels: 1,
-            banks: default_banks(),
-            row: default_row(),
-            t_cas_ns: default_t(),
-            t_rcd_ns: default_t(),
-            t_rp_ns: default_t(),
-            channel_gbs: default_gbs(),
-            controller_ns: default_controller(),
-        }
+        DramConfig { channels: 1, banks: 16, row: Bytes(8192), t_cas_ns: 14.16, t_rcd_ns: 14.16, t_rp_ns: 14.16, channel_gbs: 19.2, controller_ns: 10.0 }
     }
 }
 

@@ -23,31 +23,21 @@ use serde_json::{json, Value};
 
 /// `[time.sampling]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SamplingConfig {
     /// References per sampling period; 0 times every reference.
-    #[serde(default)]
     pub period: u64,
     /// References measured per period.
-    #[serde(default = "default_unit")]
     pub unit: u64,
     /// References timed, unmeasured, before each unit but the first.
-    #[serde(default = "default_warmup")]
     pub warmup: u64,
 }
 
-// Units of 1,000 references after 2,000 of warm-up: a 224-entry ROB refills within a
-// few hundred instructions, MSHRs and DRAM queues within a few microseconds.
-fn default_unit() -> u64 {
-    1000
-}
-fn default_warmup() -> u64 {
-    2000
-}
-
 impl Default for SamplingConfig {
+    // Units of 1,000 references after 2,000 of warm-up: a 224-entry ROB refills within a
+    // few hundred instructions, MSHRs and DRAM queues within a few microseconds.
     fn default() -> SamplingConfig {
-        SamplingConfig { period: 0, unit: default_unit(), warmup: default_warmup() }
+        SamplingConfig { period: 0, unit: 1000, warmup: 2000 }
     }
 }
 

@@ -25,23 +25,16 @@ pub enum ClockUnit {
 
 /// `[os.policy.khugepaged]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct KhugepagedConfig {
     /// Wake up every this many accesses or instructions; 0 = off.
-    #[serde(default)]
     pub every: u64,
-    #[serde(default)]
     pub unit: ClockUnit,
     /// Base pages scanned per wake-up (Linux's default: 4096, i.e. 8 regions of 2M).
-    #[serde(default = "pages4096")]
     pub pages_to_scan: u64,
     /// Unpopulated base pages a collapsed region may have (default: pages − 1, Linux's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_ptes_none: Option<u64>,
-}
-
-fn pages4096() -> u64 {
-    4096
 }
 
 impl Default for KhugepagedConfig {

@@ -103,48 +103,33 @@ impl PolicyName {
 
 /// `[os.policy]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PolicyConfig {
-    #[serde(default)]
     pub kind: PolicyName,
     /// The huge page size of the THP policies (and of khugepaged).
-    #[serde(default = "m2")]
     pub huge_size: Bytes,
     /// thp-reserve: promote when this fraction of the huge page's base pages is populated.
-    #[serde(default = "one")]
     pub threshold: f64,
     /// Cycles charged per last-level TLB miss for the policy's bookkeeping (Romer §3.5.4;
     /// unset: the policy's own, Table 3-3: ONLINE 2570, APPROX-ONLINE and THROTTLE 100).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub bookkeeping_cycles: Option<u64>,
     /// Cycles charged per KiB a promotion copies (Romer §3.5.1: 3000).
-    #[serde(default = "c3000")]
     pub copy_cycles_per_kb: u64,
-    #[serde(default)]
     pub khugepaged: KhugepagedConfig,
     /// The constants of Romer's policies.
-    #[serde(default, skip_serializing_if = "RomerConfig::is_default")]
+    #[serde(skip_serializing_if = "RomerConfig::is_default")]
     pub romer: RomerConfig,
     /// Tailored Page Sizes.
-    #[serde(default, skip_serializing_if = "TpsConfig::is_default")]
+    #[serde(skip_serializing_if = "TpsConfig::is_default")]
     pub tps: TpsConfig,
-}
-
-fn m2() -> Bytes {
-    Bytes(2 << 20)
-}
-fn one() -> f64 {
-    1.0
-}
-fn c3000() -> u64 {
-    3000
 }
 
 impl Default for PolicyConfig {
     fn default() -> Self {
         PolicyConfig {
             kind: PolicyName::Fixed,
-            huge_size: m2(),
+            huge_size: Bytes(2 << 20),
             threshold: 1.0,
             bookkeeping_cycles: None,
             copy_cycles_per_kb: 3000,

@@ -37,77 +37,40 @@ use std::collections::BinaryHeap;
 
 /// `[os.policy.romer]`: the constants of Romer's policies; the defaults are his.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct RomerConfig {
     /// Largest superpage (§3.2: 8M).
-    #[serde(default = "m8")]
     pub max_size: Bytes,
     /// The TLB miss cost in R = promotion cost / miss cost (§3.5.1: 30 cycles).
-    #[serde(default = "c30")]
     pub miss_cycles: u64,
     /// Promote at this fraction of R in prefetch charges (§3.4.2: 0.125).
-    #[serde(default = "p0125")]
     pub prefetch_threshold: f64,
     /// ONLINE: or at this fraction of R in capacity charges (§3.4.2: 0.625).
-    #[serde(default = "p0625")]
     pub capacity_threshold: f64,
     /// ASAP-4-64's one superpage size (§3.4.4: 64K).
-    #[serde(default = "k64")]
     pub asap_4_64_size: Bytes,
     /// ASAP-4-64 promotes when this fraction of the superpage's base pages is mapped (half).
-    #[serde(default = "half")]
     pub asap_4_64_fraction: f64,
     /// THROTTLE's window w, in instructions (§6.5.2: 10,000,000).
-    #[serde(default = "w10m")]
     pub throttle_window: u64,
     /// THROTTLE activates above this many misses per instruction in a window (f = 0.001).
-    #[serde(default = "f0001")]
     pub throttle_frequency: f64,
     /// THROTTLE stays active until the policy's overhead is below this CPI (t = 0.02).
-    #[serde(default = "t002")]
     pub throttle_target: f64,
-}
-
-fn m8() -> Bytes {
-    Bytes(8 << 20)
-}
-fn c30() -> u64 {
-    30
-}
-fn p0125() -> f64 {
-    0.125
-}
-fn p0625() -> f64 {
-    0.625
-}
-fn k64() -> Bytes {
-    Bytes(64 << 10)
-}
-fn half() -> f64 {
-    0.5
-}
-fn w10m() -> u64 {
-    10_000_000
-}
-fn f0001() -> f64 {
-    0.001
-}
-fn t002() -> f64 {
-    0.02
 }
 
 impl Default for RomerConfig {
     fn default() -> Self {
         RomerConfig {
-            max_size: m8(),
-            miss_cycles: c30(),
-            prefetch_threshold: p0125(),
-            capacity_threshold: p0625(),
-            asap_4_64_size: k64(),
-            asap_4_64_fraction: half(),
-            throttle_window: w10m(),
-            throttle_frequency: f0001(),
-            throttle_target: t002(),
+            max_size: Bytes(8 << 20),
+            miss_cycles: 30,
+            prefetch_threshold: 0.125,
+            capacity_threshold: 0.625,
+            asap_4_64_size: Bytes(64 << 10),
+            asap_4_64_fraction: 0.5,
+            throttle_window: 10_000_000,
+            throttle_frequency: 0.001,
+            throttle_target: 0.02,
         }
     }
 }

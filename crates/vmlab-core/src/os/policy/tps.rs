@@ -31,13 +31,11 @@ use serde::{Deserialize, Serialize};
 
 /// `[os.policy.tps]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct TpsConfig {
     /// Largest reservation (and page).
-    #[serde(default = "g1")]
     pub max_size: Bytes,
     /// How a request that is not a power of two is covered (§III-B2).
-    #[serde(default)]
     pub rounding: Rounding,
 }
 
@@ -52,13 +50,9 @@ pub enum Rounding {
     Aggressive,
 }
 
-fn g1() -> Bytes {
-    Bytes(1 << 30)
-}
-
 impl Default for TpsConfig {
     fn default() -> Self {
-        TpsConfig { max_size: g1(), rounding: Rounding::default() }
+        TpsConfig { max_size: Bytes(1 << 30), rounding: Rounding::default() }
     }
 }
 
