@@ -4,11 +4,11 @@
 //! - [`trace`]: record stream, the .vmt format, importers, synthetic generators;
 //! - [`os`]: address spaces, VMAs, demand paging, the buddy frame allocator;
 //! - [`pt`]: page tables behind one trait ([`pt::PageTable`]), each with its walk caches;
-//! - [`mmu`]: the TLB structures and hierarchy, and the set-associative stores they and
-//!   the radix walk caches are built from;
+//! - [`mmu`]: the TLB structures and hierarchy, the set-associative stores they and the
+//!   walk caches are built from, and the walker (walk caches, walk timing, software
+//!   refill);
 //! - [`mem`]: the physically indexed cache hierarchy, and the thread it can run on;
-//! - [`sim`]: the engine that ties them together and produces the stats document; the
-//!   walker (walk caches, walk timing, the caches behind it) is `sim::mmu`.
+//! - [`sim`]: the engine that ties them together and produces the stats document.
 
 pub mod addr;
 pub mod api;

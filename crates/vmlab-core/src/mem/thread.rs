@@ -291,7 +291,7 @@ fn next_buffer<T>(rx: &Receiver<Vec<T>>) -> Option<Vec<T>> {
 }
 
 /// A state `S` running on a thread of its own, fed ops in order (the memory hierarchy,
-/// or the MMU's whole walker: `crate::sim::mmu::Walker`).
+/// or the MMU's whole walker: `crate::mmu::Walker`).
 pub struct OpThread<S: OpSink> {
     buf: Vec<S::Op>,
     full: Option<SyncSender<Vec<S::Op>>>,
@@ -467,7 +467,7 @@ pub fn memory_thread_wanted() -> crate::Result<bool> {
     parse_thread_setting("VMLAB_MEMORY_THREAD", std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)
 }
 
-/// Whether that second thread may run the MMU's whole walker (`crate::sim::mmu::Walker`)
+/// Whether that second thread may run the MMU's whole walker (`crate::mmu::Walker`)
 /// where the configuration allows, rather than the cache hierarchy only:
 /// `VMLAB_TIMING_THREAD` other than `off` (its value is vetted by
 /// [`memory_thread_wanted`]).

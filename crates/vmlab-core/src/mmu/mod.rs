@@ -1,16 +1,22 @@
-//! The MMU's translation structures: a hierarchy of TLBs (any number of levels, split
-//! or unified, per-page-size or mixed) in front of a page table's walker and its walk
-//! caches. The translation flow itself lives in [`crate::sim`].
+//! The MMU: a hierarchy of TLBs (any number of levels, split or unified, per-page-size
+//! or mixed) in front of the walker ([`walker`]), which walks the page table through
+//! its walk caches and the cache hierarchy, in hardware or as a software refill
+//! ([`refill`]). The engine ([`crate::sim`]) drives it per access.
 
 pub mod assoc;
+pub mod cwc;
 pub mod fully_assoc;
 pub mod pair_tlb;
+pub mod pwc;
 pub mod refill;
 pub mod regions;
 pub mod stack_distance;
+pub mod stc;
 pub mod tlb;
+pub mod walker;
 
 pub use tlb::{Tlb, TlbCounters, TlbPayload};
+pub use walker::{Lookup, Mmu, Walker};
 
 use tlb::{piece_of, ANY_SIZE};
 

@@ -23,10 +23,10 @@
 //! entries, as in the paper); that update cost is not modelled.
 
 use super::cuckoo::{CuckooParams, ElasticCuckooTable, CLUSTER};
-use super::cwc::{EcptWalkCaches, PMD_SHIFT, PUD_SHIFT};
 use super::{PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
+use crate::mmu::cwc::{EcptWalkCaches, PMD_SHIFT, PUD_SHIFT};
 use crate::os::buddy::BuddyAllocator;
 use serde::{Deserialize, Serialize};
 

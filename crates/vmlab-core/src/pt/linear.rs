@@ -25,12 +25,12 @@
 //! indexed by the page number *at the region's page size*: with every region at 4 KiB
 //! this is exactly the one array indexed by VA >> 12.
 
-use super::radix::PageWalkCache;
 use super::stlb::{SoftwareTlb, StlbConfig};
 use super::{PageTable, PtFootprint, RadixPageTable, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::{Bytes, Config, TlbConfig};
 use crate::error::{Error, Result};
+use crate::mmu::pwc::PageWalkCache;
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

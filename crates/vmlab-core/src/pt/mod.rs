@@ -9,7 +9,6 @@
 pub mod adaptive;
 pub mod arena;
 pub mod cuckoo;
-pub mod cwc;
 pub mod ecpt;
 pub mod guarded;
 pub mod hashed;
@@ -20,7 +19,6 @@ pub mod nested;
 pub mod nested_ecpt;
 pub mod radix;
 pub mod slab;
-pub mod stc;
 pub mod stlb;
 pub mod walk;
 

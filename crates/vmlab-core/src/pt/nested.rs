@@ -36,12 +36,12 @@
 //! every walk cache (guest PWC, NTLB, nested PWC), exactly as the fused walk does
 //! (docs/performance.md, "The nested walker thread").
 
-use super::radix::PageWalkCache;
 use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::Bytes;
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{AssocCache, Replacement};
+use crate::mmu::pwc::PageWalkCache;
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -1153,7 +1153,7 @@ pub(crate) mod tests {
     /// guest entry, then the data page's host step: 9 sequential steps.
     #[test]
     fn hybrid_walks_in_nine_steps() {
-        use crate::pt::cwc::EcptWalkCaches;
+        use crate::mmu::cwc::EcptWalkCaches;
         let cfg = NestedConfig { host_phys_mem: Bytes(8 << 30), ntlb_entries: 0, ..Default::default() };
         let mut pt = NestedPageTable::new("hybrid", RadixPageTable::new(4).unwrap(), small_ecpt(), &cfg).unwrap();
         let mut c = NestedWalkCaches::new(PageWalkCache::none(), EcptWalkCaches::none(), &cfg, 0).unwrap();
@@ -1171,7 +1171,7 @@ pub(crate) mod tests {
     /// guest's and the host's, and every walk agrees with it.
     #[test]
     fn nested_translation_composes_guest_and_host() {
-        use crate::pt::cwc::EcptWalkCaches;
+        use crate::mmu::cwc::EcptWalkCaches;
         for host_page in [4096u64, 2 << 20] {
             let (pt, c, mem) = bare(4, 4, host_page);
             check_composition(pt, c, mem, host_page, |pt, a, va| compose_by_hand(&pt.guest, &pt.host, a, va));

@@ -22,13 +22,13 @@
 //! nested TLB (Table 2).
 
 use super::adaptive::{AdaptivePteCaching, Transition};
-use super::cwc::EcptWalkCaches;
 use super::ecpt::{EcptProbe, Probed, ALL_SIZES, ONLY_4K};
 use super::nested::{NestedConfig, NestedPageTable, PtBacking};
-use super::stc::ShortcutTranslationCache;
 use super::{CacheCounters, ElasticCuckooPageTable, PageTable, PtFootprint, Translation, WalkCaches, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
+use crate::mmu::cwc::EcptWalkCaches;
+use crate::mmu::stc::ShortcutTranslationCache;
 use crate::os::buddy::BuddyAllocator;
 use serde::Serialize;
 

@@ -278,7 +278,7 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pt::radix::PageWalkCache;
+    use crate::mmu::pwc::PageWalkCache;
     use crate::pt::RadixPageTable;
 
     #[test]

@@ -2,20 +2,20 @@
 //! source, and assemble the stats document (schema in docs/metrics.md).
 
 pub mod engine;
-pub mod mmu;
 
 pub use engine::Engine;
 
 use crate::config::{Config, PageTableKind};
 use crate::error::Result;
+use crate::mmu::cwc::EcptWalkCaches;
+use crate::mmu::pwc::PageWalkCache;
 use crate::os::policy::{OfflinePlan, PolicyName};
-use crate::pt::cwc::EcptWalkCaches;
 use crate::pt::ecpt::EcptConfig;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
 use crate::pt::nested_ecpt::{NestedEcptCaches, NestedEcptPageTable};
 use crate::pt::{
-    radix::PageWalkCache, ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches,
-    PageTable, RadixPageTable, SoftwareTlb, WalkCaches,
+    ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches, PageTable,
+    RadixPageTable, SoftwareTlb, WalkCaches,
 };
 use crate::stats::SCHEMA;
 use crate::trace::{Record, TraceMeta, TraceSource};
@@ -165,7 +165,7 @@ pub trait Simulation: Send {
     /// Run the memory model on a thread of its own if `on` and the configuration allows
     /// ([`Engine::use_memory_thread`]); returns whether it will.
     fn use_memory_thread(&mut self, on: bool) -> bool;
-    /// Whether that thread runs the whole walker (`sim::mmu::Walker`: walk caches, walk
+    /// Whether that thread runs the whole walker (`mmu::Walker`: walk caches, walk
     /// accounting and caches), not only the cache hierarchy.
     fn mmu_on_thread(&self) -> bool;
     /// End the run: its stats document, and the OFFLINE plan a first pass made.

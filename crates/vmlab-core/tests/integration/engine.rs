@@ -555,7 +555,8 @@ proptest! {
         threshold in prop_oneof![Just("1.0"), Just("0.5")],
         unmap_one in any::<bool>(),
     ) {
-        use vmlab::pt::{radix::PageWalkCache, RadixPageTable};
+        use vmlab::mmu::pwc::PageWalkCache;
+use vmlab::pt::{RadixPageTable};
         let cfg = Config::load("tiny", &[
             "machine.phys_mem=1G".to_string(),
             format!("os.policy.kind={policy}"),
@@ -577,7 +578,8 @@ proptest! {
 /// shifted by the hole.
 #[test]
 fn a_shared_mapping_split_by_munmap_still_shares_the_right_frames() {
-    use vmlab::pt::{radix::PageWalkCache, RadixPageTable};
+    use vmlab::mmu::pwc::PageWalkCache;
+    use vmlab::pt::RadixPageTable;
     let cfg = Config::load("tiny", &[]).unwrap();
     let mut e = vmlab::sim::Engine::new(&cfg, RadixPageTable::new(4).unwrap(), PageWalkCache::none()).unwrap();
     const B: u64 = 0x5000_0000;

@@ -6,8 +6,9 @@
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use vmlab::addr::{Asid, PageSize, Perms};
+use vmlab::mmu::cwc::EcptWalkCaches;
+use vmlab::mmu::pwc::PageWalkCache;
 use vmlab::os::buddy::{BuddyAllocator, FrameUse};
-use vmlab::pt::cwc::EcptWalkCaches;
 use vmlab::pt::ecpt::EcptConfig;
 use vmlab::pt::guarded::GuardedConfig;
 use vmlab::pt::hashed::{HashFunction, HashedConfig, LargePages, TableScope};
@@ -15,8 +16,8 @@ use vmlab::pt::inverted::InvertedConfig;
 use vmlab::pt::stlb::StlbConfig;
 use vmlab::pt::SoftwareTlb;
 use vmlab::pt::{linear::LinearConfig, LinearPageTable};
-use vmlab::pt::{radix::PageWalkCache, HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
 use vmlab::pt::{ElasticCuckooPageTable, GuardedPageTable, MultilevelPageTable};
+use vmlab::pt::{HashedPageTable, InvertedPageTable, NoWalkCaches, PageTable, RadixPageTable, WalkCaches, WalkPath};
 
 #[derive(Clone, Debug)]
 enum Op {

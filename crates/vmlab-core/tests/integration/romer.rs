@@ -7,7 +7,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 use vmlab::api::{run, RunRequest, SourceSpec};
 use vmlab::config::Config;
-use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
+use vmlab::mmu::pwc::PageWalkCache;
+use vmlab::pt::{PageTable, RadixPageTable};
 
 const BASE: u64 = 0x7f00_0000_0000;
 

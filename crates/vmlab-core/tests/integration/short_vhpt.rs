@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use serde_json::Value;
 use vmlab::addr::{PageSize, Perms};
 use vmlab::config::Config;
-use vmlab::pt::{radix::PageWalkCache, LinearPageTable, PageTable};
+use vmlab::mmu::pwc::PageWalkCache;
+use vmlab::pt::{LinearPageTable, PageTable};
 use vmlab::sim::{run, Engine, SourceInfo};
 use vmlab::trace::{MapFlags, Record, VecSource};
 

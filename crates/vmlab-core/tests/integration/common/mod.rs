@@ -3,8 +3,9 @@
 
 use proptest::prelude::*;
 use vmlab::config::Config;
+use vmlab::mmu::pwc::PageWalkCache;
 use vmlab::os::address_space::Mapping;
-use vmlab::pt::{radix::PageWalkCache, PageTable, RadixPageTable};
+use vmlab::pt::{PageTable, RadixPageTable};
 use vmlab::sim::Engine;
 use vmlab::trace::{MapFlags, Record};
 

@@ -4,10 +4,10 @@
 //! an STC hit gives its hPA without a host lookup. Probed only on gCWC misses. An entry
 //! is one host PTE (Table 2's byte budget: 8 bytes), so it covers one host page.
 
-use super::{CacheCounters, Translation};
 use crate::addr::{Asid, PageSize};
 use crate::error::Result;
 use crate::mmu::fully_assoc::FullyAssocLru;
+use crate::pt::{CacheCounters, Translation};
 
 /// The host address space the entries belong to (one virtual machine).
 const VM: Asid = 0;

@@ -1,6 +1,6 @@
 //! The MMU's timing side: the TLB hierarchy (`Mmu`), and the walker (`Walker`): the
 //! walk caches, the walker's accounting and the cache hierarchy the walks go through.
-//! The engine (`super::engine`) keeps the functional side (trace, OS model, page table)
+//! The engine (`crate::sim::engine`) keeps the functional side (trace, OS model, page table)
 //! and the TLBs, and drives the walker inline. When the page table splits its walk
 //! ([`PageTable::SPLITS`]) and nothing on the engine's side reads the walker per
 //! access, the walker runs on a thread of its own instead: on a TLB miss the engine

@@ -5,10 +5,10 @@
 //! of a 2 MiB region's 4K entries. A hit lets the walker skip page sizes and ways it
 //! would otherwise probe.
 
-use super::{CacheCounters, WalkCaches};
 use crate::addr::Asid;
 use crate::error::Result;
 use crate::mmu::fully_assoc::FullyAssocLru;
+use crate::pt::{CacheCounters, WalkCaches};
 
 /// Region shifts of the PMD and PUD walk tables.
 pub const PMD_SHIFT: u32 = 21;
