@@ -349,8 +349,8 @@ pub struct CacheConfig {
     pub indexing: Indexing,
     /// "set-associative" or "column-associative" (Agarwal & Pudar 1993: a direct-mapped
     /// array probed a second time at the index with its top bit flipped; needs ways = 1).
-    #[serde(default, skip_serializing_if = "crate::config::is_default")]
-    pub organisation: Organisation,
+    #[serde(default, rename = "organisation", skip_serializing_if = "crate::config::is_default")]
+    pub organization: Organization,
     /// Column-associative: cycles of a hit on the second probe (default latency + 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_latency: Option<u32>,
@@ -387,7 +387,7 @@ pub enum Indexing {
 
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
-pub enum Organisation {
+pub enum Organization {
     #[default]
     SetAssociative,
     ColumnAssociative,
@@ -558,7 +558,7 @@ impl Config {
             if c.level == 0 {
                 return Err(Error::config(format!("{key}.level"), "levels start at 1"));
             }
-            if c.organisation == Organisation::ColumnAssociative {
+            if c.organization == Organization::ColumnAssociative {
                 let lines = c.size.0 / line;
                 if c.ways != 1 || lines < 2 {
                     return Err(Error::config(

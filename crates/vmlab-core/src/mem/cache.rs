@@ -12,7 +12,7 @@
 use super::column::ColumnStore;
 use super::victim::VictimCache;
 use super::write_buffer::WriteBuffer;
-use crate::config::{CacheConfig, Indexing, Organisation, Serves, WritePolicy};
+use crate::config::{CacheConfig, Indexing, Organization, Serves, WritePolicy};
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{
     check_geometry, fingerprint, lru_initial_order, lru_to_front, lru_victim, lru_victim_to_front, match_mask_ignoring, plru_touch, plru_victim, Replacement,
@@ -346,9 +346,9 @@ impl Cache {
     pub fn new(name: &str, c: &CacheConfig, seed: u64) -> Result<Cache> {
         let lines = (c.size.0 / c.line.0) as usize;
         let key = format!("cache.{name}");
-        let store = match c.organisation {
-            Organisation::SetAssociative => TagStore::SetAssociative(LineStore::new(lines, c.ways, c.replacement, seed, &key)?),
-            Organisation::ColumnAssociative => {
+        let store = match c.organization {
+            Organization::SetAssociative => TagStore::SetAssociative(LineStore::new(lines, c.ways, c.replacement, seed, &key)?),
+            Organization::ColumnAssociative => {
                 if lines < 2 || c.ways != 1 {
                     return Err(Error::config(format!("{key}.organisation"), "a column-associative cache needs ways = 1 and at least 2 lines"));
                 }

@@ -49,7 +49,7 @@ pub struct MemoryHierarchy {
     pub interrupt: bool,
     /// Program references per cache page (colour), if a recolouring policy's
     /// coldest-ref target selection needs them: (colours, counts).
-    pub colour_refs: Option<(u64, Vec<u64>)>,
+    pub color_refs: Option<(u64, Vec<u64>)>,
     /// Where the last reference was served: a cache id, or [`MEMORY`]. The time model
     /// reads it to know which levels' miss resources the reference held.
     pub served: u8,
@@ -113,7 +113,7 @@ impl MemoryHierarchy {
             cml: None,
             miss_alarm: u64::MAX,
             interrupt: false,
-            colour_refs: None,
+            color_refs: None,
             served: MEMORY,
         })
     }
@@ -211,7 +211,7 @@ impl MemoryHierarchy {
     /// A program's data or instruction reference at cycle `now`.
     #[inline]
     pub fn data_ref(&mut self, va: u64, pa: u64, write: bool, instr: bool, now: u64) -> u32 {
-        if let Some((n, refs)) = &mut self.colour_refs {
+        if let Some((n, refs)) = &mut self.color_refs {
             refs[((pa >> 12) % *n) as usize] += 1;
         }
         if self.program_refs_plain[instr as usize] {
@@ -268,7 +268,7 @@ impl MemoryHierarchy {
             && self.caches.iter().all(|c| c.write_buffer.is_none())
             && self.cml.is_none()
             && self.miss_alarm == u64::MAX
-            && self.colour_refs.is_none()
+            && self.color_refs.is_none()
     }
 
     /// The data, instruction and walk paths (for the time model).
@@ -277,7 +277,7 @@ impl MemoryHierarchy {
     }
 
     /// The level the page colours are taken from: the largest cache on the data path.
-    pub fn colour_cache(&self) -> Option<&Cache> {
+    pub fn color_cache(&self) -> Option<&Cache> {
         self.data_path.last().map(|&i| &self.caches[i])
     }
 }

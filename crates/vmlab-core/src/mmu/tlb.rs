@@ -558,13 +558,13 @@ mod tests {
             for &o in &offsets {
                 fill_splintered(&mut t, va + o, &page).unwrap();
             }
-            let neighbour = va + (1 << shift);
-            t.fill(neighbour, 1, &tr(0x9000_0000, 12));
+            let neighbor = va + (1 << shift);
+            t.fill(neighbor, 1, &tr(0x9000_0000, 12));
             t.invalidate_page(va, PageSize::from_valid_shift(shift), 1, true);
             for &o in &offsets {
                 assert!(t.lookup(va + o, 1, u64::MAX).is_none(), "splinter at +{o:#x} of a 2^{shift} page survived");
             }
-            assert!(t.lookup(neighbour, 1, u64::MAX).is_some(), "the next page is untouched");
+            assert!(t.lookup(neighbor, 1, u64::MAX).is_some(), "the next page is untouched");
         }
     }
 

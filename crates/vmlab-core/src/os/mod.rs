@@ -429,7 +429,7 @@ impl<P: PageTable> Mm<P> {
     /// A data frame for a new base page at `va`, placed by `os.placement` (a colour
     /// with no free frame falls back to any frame; memory pressure breaks reservations).
     pub fn alloc_base_frame(&mut self, va: u64) -> Option<u64> {
-        if let Some(c) = self.placement.initial_colour(va) {
+        if let Some(c) = self.placement.initial_color(va) {
             if let Some(pa) = self.placement.alloc(&mut self.mem, PageSize::K4, c, FrameUse::Data) {
                 self.placement.counters.placed += 1;
                 return Some(pa);

@@ -41,8 +41,10 @@ pub struct PlacementConfig {
     #[serde(default)]
     pub kind: PlacementKind,
     /// Number of colours; 0 = derived from the largest data-side cache.
-    #[serde(default, skip_serializing_if = "crate::config::is_default")]
-    pub colours: u64,
+    /// (The key keeps its British spelling, as do `cache.NAME.organisation` and the
+    /// stats document's `colours`.)
+    #[serde(default, rename = "colours", skip_serializing_if = "crate::config::is_default")]
+    pub colors: u64,
     /// Seed of `random`.
     #[serde(default, skip_serializing_if = "crate::config::is_default")]
     pub seed: u64,
@@ -55,21 +57,21 @@ impl PlacementConfig {
 
     pub fn validate(&self, cfg: &Config) -> Result<()> {
         let frames = cfg.machine.phys_mem.0 >> MIN_PAGE_SHIFT;
-        if self.colours > frames {
-            return Err(Error::config("os.placement.colours", format!("{} colours but only {frames} frames", self.colours)));
+        if self.colors > frames {
+            return Err(Error::config("os.placement.colours", format!("{} colours but only {frames} frames", self.colors)));
         }
         Ok(())
     }
 }
 
 /// The cache page colours come from: the largest (highest-level) cache serving data.
-pub fn colour_cache(cfg: &Config) -> Option<&CacheConfig> {
+pub fn color_cache(cfg: &Config) -> Option<&CacheConfig> {
     cfg.cache.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
 }
 
 /// Colours of the colour cache: size / (ways x 4 KiB), at least 1.
-pub fn derived_colours(cfg: &Config) -> u64 {
-    colour_cache(cfg).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
+pub fn derived_colors(cfg: &Config) -> u64 {
+    color_cache(cfg).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -82,7 +84,7 @@ pub struct PlacementCounters {
 
 pub struct Placement {
     pub kind: PlacementKind,
-    pub colours: u64,
+    pub colors: u64,
     next_bin: u64,
     rng: Xoshiro256PlusPlus,
     /// Next candidate frame index k (frame = base + k * stride) per (order, base colour).
@@ -94,10 +96,10 @@ impl Placement {
     pub fn new(cfg: &Config) -> Result<Placement> {
         let p = &cfg.os.placement;
         p.validate(cfg)?;
-        let colours = if p.colours == 0 { derived_colours(cfg) } else { p.colours };
+        let colors = if p.colors == 0 { derived_colors(cfg) } else { p.colors };
         Ok(Placement {
             kind: p.kind,
-            colours,
+            colors,
             next_bin: 0,
             rng: Xoshiro256PlusPlus::seed_from_u64(p.seed),
             cursors: HashMap::new(),
@@ -107,36 +109,36 @@ impl Placement {
 
     /// The colour of physical address `pa`.
     #[inline]
-    pub fn colour_of(&self, pa: u64) -> u64 {
-        (pa >> MIN_PAGE_SHIFT) % self.colours
+    pub fn color_of(&self, pa: u64) -> u64 {
+        (pa >> MIN_PAGE_SHIFT) % self.colors
     }
 
     /// The colour the policy gives a new base page at `va` (None: colour-blind).
-    pub fn initial_colour(&mut self, va: u64) -> Option<u64> {
+    pub fn initial_color(&mut self, va: u64) -> Option<u64> {
         match self.kind {
             PlacementKind::Buddy => None,
-            PlacementKind::PageColoring => Some((va >> MIN_PAGE_SHIFT) % self.colours),
+            PlacementKind::PageColoring => Some((va >> MIN_PAGE_SHIFT) % self.colors),
             PlacementKind::BinHopping => {
                 let c = self.next_bin;
-                self.next_bin = (c + 1) % self.colours;
+                self.next_bin = (c + 1) % self.colors;
                 Some(c)
             }
-            PlacementKind::Random => Some(self.rng.next_u64() % self.colours),
+            PlacementKind::Random => Some(self.rng.next_u64() % self.colors),
         }
     }
 
-    /// A free aligned block of `size` whose first frame has colour `colour` (a multiple
+    /// A free aligned block of `size` whose first frame has color `color` (a multiple
     /// of the block's frames when the block is smaller than a colour span; blocks that
     /// span every colour take any free block). None if there is none.
-    pub fn alloc(&mut self, mem: &mut BuddyAllocator, size: PageSize, colour: u64, usage: FrameUse) -> Option<u64> {
+    pub fn alloc(&mut self, mem: &mut BuddyAllocator, size: PageSize, color: u64, usage: FrameUse) -> Option<u64> {
         let frames = size.base_pages();
-        if frames >= self.colours {
+        if frames >= self.colors {
             return mem.try_alloc(size, usage);
         }
         let order = BuddyAllocator::order_of(size);
-        let base = colour % self.colours;
+        let base = color % self.colors;
         let total = mem.frames_total();
-        let stride = self.colours;
+        let stride = self.colors;
         let cursor = self.cursors.entry((order, base)).or_insert(0);
         let start = *cursor;
         let limit = (total.saturating_sub(base)).div_ceil(stride);
@@ -165,41 +167,41 @@ mod tests {
     }
 
     #[test]
-    fn colours_come_from_the_largest_data_cache() {
+    fn colors_come_from_the_largest_data_cache() {
         let p = placement("page-coloring");
-        assert_eq!(p.colours, 128, "512 KiB direct-mapped / 4 KiB");
+        assert_eq!(p.colors, 128, "512 KiB direct-mapped / 4 KiB");
         let cfg = Config::load("romer-cache", &["cache.l2.ways=2".into()]).unwrap();
-        assert_eq!(derived_colours(&cfg), 64);
+        assert_eq!(derived_colors(&cfg), 64);
     }
 
     #[test]
-    fn policies_choose_colours_as_defined() {
+    fn policies_choose_colors_as_defined() {
         let mut pc = placement("page-coloring");
-        assert_eq!(pc.initial_colour(0x7f00_0000_0000 + 5 * 4096), Some((0x7f00_0000_0000u64 / 4096 + 5) % 128));
+        assert_eq!(pc.initial_color(0x7f00_0000_0000 + 5 * 4096), Some((0x7f00_0000_0000u64 / 4096 + 5) % 128));
         let mut bh = placement("bin-hopping");
-        let seq: Vec<u64> = (0..130).map(|i| bh.initial_colour(0x1000 * 977 * i).unwrap()).collect();
+        let seq: Vec<u64> = (0..130).map(|i| bh.initial_color(0x1000 * 977 * i).unwrap()).collect();
         assert_eq!(&seq[..3], &[0, 1, 2]);
         assert_eq!(seq[128], 0, "cycles through every colour");
         let mut r = placement("random");
-        let rs: Vec<u64> = (0..64).map(|_| r.initial_colour(0).unwrap()).collect();
+        let rs: Vec<u64> = (0..64).map(|_| r.initial_color(0).unwrap()).collect();
         assert!(rs.iter().all(|&c| c < 128) && rs.iter().collect::<std::collections::BTreeSet<_>>().len() > 16);
-        assert_eq!(placement("buddy").initial_colour(0), None);
+        assert_eq!(placement("buddy").initial_color(0), None);
     }
 
     #[test]
-    fn allocations_honour_the_colour_until_it_runs_out() {
+    fn allocations_honor_the_color_until_it_runs_out() {
         let mut p = placement("page-coloring");
         let mut mem = BuddyAllocator::new(1 << 20).unwrap(); // 256 frames: 2 of each colour
         let a = p.alloc(&mut mem, PageSize::K4, 5, FrameUse::Data).unwrap();
         let b = p.alloc(&mut mem, PageSize::K4, 5, FrameUse::Data).unwrap();
-        assert_eq!((p.colour_of(a), p.colour_of(b)), (5, 5));
+        assert_eq!((p.color_of(a), p.color_of(b)), (5, 5));
         assert_ne!(a, b);
         assert_eq!(p.alloc(&mut mem, PageSize::K4, 5, FrameUse::Data), None);
         mem.free(a, PageSize::K4, FrameUse::Data);
         assert_eq!(p.alloc(&mut mem, PageSize::K4, 5, FrameUse::Data), Some(a), "the cursor wraps to freed frames");
         // A 16K block at base colour 8 starts on a colour-8 frame, aligned.
         let blk = p.alloc(&mut mem, PageSize::from_valid_shift(14), 8, FrameUse::Data).unwrap();
-        assert_eq!((p.colour_of(blk), blk % (16 << 10)), (8, 0));
+        assert_eq!((p.color_of(blk), blk % (16 << 10)), (8, 0));
         assert_eq!(mem.counters().frames_data, 2 + 4);
     }
 }

@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn implicit_neighbours_merge() {
+    fn implicit_neighbors_merge() {
         let mut s = VmaSet::default();
         let imp = |a, b| Vma { implicit: true, ..vma(a, b) };
         s.insert(imp(0x1000, 0x2000));

@@ -282,7 +282,7 @@ mod tests {
     use crate::pt::RadixPageTable;
 
     #[test]
-    fn a_hit_costs_one_reference_and_neighbours_share_a_line() {
+    fn a_hit_costs_one_reference_and_neighbors_share_a_line() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
         let cfg = StlbConfig { entries: 8192, ..Default::default() };
         let mut pt = SoftwareTlb::new(RadixPageTable::new(4).unwrap(), &cfg).unwrap();

@@ -146,7 +146,7 @@ impl<P: PageTable> Engine<P> {
             mmu.walker_mut().set_time_model(tm);
         }
         let recolor_on = if let Some(r) = &os.recolor {
-            r.install(&mut mmu.walker_mut().mem, os.mm.placement.colours);
+            r.install(&mut mmu.walker_mut().mem, os.mm.placement.colors);
             true
         } else {
             false

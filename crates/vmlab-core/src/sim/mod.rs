@@ -521,7 +521,7 @@ fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
     let [promotion, recolor, both] = rc.copiers_split();
     json!({
         "placement": mm.placement.kind,
-        "colours": mm.placement.colours,
+        "colours": mm.placement.colors,
         "pages_placed": mm.placement.counters.placed,
         "placement_fallbacks": mm.placement.counters.fallbacks,
         "kind": e.os.recolor.as_ref().map_or("none", |r| r.kind.as_str()),
@@ -544,7 +544,7 @@ fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
 fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
     let instr = e.run.instructions;
     let pc = &e.os.mm.pc;
-    let last = e.mmu().walker().mem.colour_cache().map(|c| c.name.clone());
+    let last = e.mmu().walker().mem.color_cache().map(|c| c.name.clone());
     let l2_miss: u64 = e.mmu().walker().mem.caches.iter().filter(|c| Some(&c.name) == last.as_ref()).map(|c| c.counters.miss_cycles).sum();
     let upper_miss: u64 = e.mmu().walker().mem.caches.iter().filter(|c| Some(&c.name) != last.as_ref()).map(|c| c.counters.miss_cycles).sum();
     let wb: u64 = e.mmu().walker().mem.caches.iter().filter_map(|c| c.write_buffer.as_ref()).map(|w| w.stall_cycles).sum();

@@ -525,7 +525,7 @@ mod tests {
     }
 
     #[test]
-    fn full_mshrs_serialise_independent_misses() {
+    fn full_mshrs_serialize_independent_misses() {
         let lat = |mshrs: u32| {
             let mut m = mem(mshrs);
             (0..64u64).map(|i| m.access(Path::Data, i << 13, MEMORY, 0)).max().unwrap()

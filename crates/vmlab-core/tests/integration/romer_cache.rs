@@ -54,7 +54,7 @@ fn strawman_conflicts_collapse_under_snapshot_miss_and_cml() {
 
 /// Romer §4.5.2's stab: caller and callee code pages conflicting in the L2.
 #[test]
-fn stab_code_conflicts_are_recoloured_too() {
+fn stab_code_conflicts_are_recolored_too() {
     let params = [("accesses", "2000000"), ("fetch", "1")];
     let dm = run_with("romer-cache", &[], "strawman", &params);
     let cml = run_with("romer-cache", &["os.recolor.kind=\"cml\""], "strawman", &params);
@@ -98,7 +98,7 @@ fn software_policies_report_their_costs() {
 /// COMBINED (ch. 6): recolouring a page inside a superpage demotes it and copies only
 /// that base page; the other pages keep their frames.
 #[test]
-fn combined_recolours_one_base_page_of_a_superpage() {
+fn combined_recolors_one_base_page_of_a_superpage() {
     let cfg = Config::load("combined", &[]).unwrap();
     let mut e = common::radix_engine(&cfg);
     let base = 0x7f00_0000_0000u64;
@@ -108,9 +108,9 @@ fn combined_recolours_one_base_page_of_a_superpage() {
     }
     assert!(e.os.mm.promote_by_copy(1, base, vmlab::addr::PageSize::from_valid_shift(16)).unwrap());
     let before: Vec<u64> = (0..16).map(|p| e.os.mm.translation_at(1, base + p * 4096).unwrap().phys(base + p * 4096)).collect();
-    let target = (e.os.mm.placement.colour_of(before[3]) + 7) % e.os.mm.placement.colours;
+    let target = (e.os.mm.placement.color_of(before[3]) + 7) % e.os.mm.placement.colors;
     let to = e.os.mm.recolor_page(1, base + 3 * 4096, target).unwrap().expect("moved");
-    assert_eq!(e.os.mm.placement.colour_of(to), target);
+    assert_eq!(e.os.mm.placement.color_of(to), target);
     assert_eq!(e.os.mm.rc.demotions, 1);
     assert_eq!(e.os.mm.rc.bytes_copied, 4096);
     assert_eq!(e.os.mm.copies.len(), 1);
@@ -126,7 +126,7 @@ fn combined_recolours_one_base_page_of_a_superpage() {
 }
 
 #[test]
-fn bad_cache_and_recolour_settings_name_their_key() {
+fn bad_cache_and_recolor_settings_name_their_key() {
     for (set, key) in [
         ("os.recolor.kind=\"sometimes\"", "os.recolor.kind"),
         ("os.recolor.target=\"coldest-miss\"", "os.recolor.target"),
@@ -156,7 +156,7 @@ fn bad_cache_and_recolour_settings_name_their_key() {
 /// Overrides for a small machine without and with recolouring `policy` (thresholds
 /// lowered so it acts often); `promote` adds COMBINED-style 64K superpages, which
 /// recolouring a page inside demotes.
-fn recolouring_overrides(policy: &str, placement: &str, promote: bool) -> (Vec<String>, Vec<String>) {
+fn recoloring_overrides(policy: &str, placement: &str, promote: bool) -> (Vec<String>, Vec<String>) {
     let mut base = vec![
         "machine.phys_mem=64M".to_string(),
         format!("os.placement.kind=\"{placement}\""),
@@ -192,7 +192,7 @@ fn recolouring_overrides(policy: &str, placement: &str, promote: bool) -> (Vec<S
     (base, with)
 }
 
-fn recolouring_policy() -> impl Strategy<Value = &'static str> {
+fn recoloring_policy() -> impl Strategy<Value = &'static str> {
     prop_oneof![
         Just("active-naive"),
         Just("active-delay"),
@@ -218,15 +218,15 @@ proptest! {
     /// pages share a frame, frame accounting balances, the reverse map agrees, and the
     /// same virtual pages are mapped with the same permissions as without recolouring.
     #[test]
-    fn recolouring_keeps_translations_and_tables_consistent(
+    fn recoloring_keeps_translations_and_tables_consistent(
         vmas in proptest::collection::vec((0u64..16, 1u64..64), 1..5),
         accesses in proptest::collection::vec((0usize..5, 0u64..(64 << 12)), 1..1500),
-        policy in recolouring_policy(),
+        policy in recoloring_policy(),
         placement in placement_policy(),
         promote in any::<bool>(),
         unmap_one in any::<bool>(),
     ) {
-        let (base, with) = recolouring_overrides(policy, placement, promote);
+        let (base, with) = recoloring_overrides(policy, placement, promote);
         let mut runs = Vec::new();
         for o in [&base, &with] {
             let cfg = Config::load("romer-cache", o).unwrap();
@@ -267,15 +267,15 @@ proptest! {
     /// still be mapped and read back its last tag through the page table, and no other
     /// frame may hold one (no copy went astray, no live frame was freed or reused).
     #[test]
-    fn data_moves_with_its_page_across_recolours_promotions_and_demotions(
+    fn data_moves_with_its_page_across_recolors_promotions_and_demotions(
         vmas in proptest::collection::vec((0u64..16, 1u64..64), 1..5),
         accesses in proptest::collection::vec((0usize..5, 0u64..(64 << 12), any::<bool>()), 1..1500),
-        policy in recolouring_policy(),
+        policy in recoloring_policy(),
         placement in placement_policy(),
         promote in any::<bool>(),
         unmap_one in any::<bool>(),
     ) {
-        let (_, with) = recolouring_overrides(policy, placement, promote);
+        let (_, with) = recoloring_overrides(policy, placement, promote);
         let cfg = Config::load("romer-cache", &with).unwrap();
         let mut e = common::radix_engine(&cfg);
         e.os.mm.shadow = Some(Default::default());

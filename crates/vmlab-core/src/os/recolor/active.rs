@@ -25,16 +25,16 @@ pub struct Active {
 }
 
 impl Active {
-    pub fn new(colours: u64, delay: u64, period: u64) -> Active {
-        Active { delay, period, counters: vec![0; colours as usize], suspended_until: 0 }
+    pub fn new(colors: u64, delay: u64, period: u64) -> Active {
+        Active { delay, period, counters: vec![0; colors as usize], suspended_until: 0 }
     }
 
     pub fn tlb_miss<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>, m: &TlbMiss) -> Result<()> {
         if cx.now < self.suspended_until || m.translation.size != PageSize::K4 {
             return Ok(());
         }
-        let colour = cx.mm.placement.colour_of(m.translation.phys(m.va));
-        if sh.tlb.count(colour) < 2 {
+        let color = cx.mm.placement.color_of(m.translation.phys(m.va));
+        if sh.tlb.count(color) < 2 {
             return Ok(());
         }
         sh.stats.tlb_misses_recorded += 1;
@@ -43,18 +43,18 @@ impl Active {
         let page = PageSize::K4.align_down(m.va);
         if self.delay > 0 {
             // Provoke misses on the other pages of this colour.
-            let others: Vec<_> = sh.tlb.pages().filter(|&(a, v, _, c)| c == colour && !(a == m.asid && v == page)).collect();
+            let others: Vec<_> = sh.tlb.pages().filter(|&(a, v, _, c)| c == color && !(a == m.asid && v == page)).collect();
             for (asid, va, _, _) in others {
                 cx.mm.shootdowns.push(Shootdown::TlbEntry { asid, va });
                 sh.stats.tlb_invalidations += 1;
             }
-            self.counters[colour as usize] += 1;
-            if self.counters[colour as usize] < self.delay {
+            self.counters[color as usize] += 1;
+            if self.counters[color as usize] < self.delay {
                 return Ok(());
             }
-            self.counters[colour as usize] = 0;
+            self.counters[color as usize] = 0;
         }
-        let avoid = sh.tlb.colours_present();
+        let avoid = sh.tlb.colors_present();
         if sh.recolor(cx, m.pid, page, &avoid)? && self.period > 0 {
             self.suspended_until = cx.now + self.period;
         }

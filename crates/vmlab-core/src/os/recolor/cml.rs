@@ -23,7 +23,7 @@ pub struct Cml {
 
 impl Cml {
     pub fn new(cfg: &Config, rc: &RecolorConfig) -> Result<Cml> {
-        let line = crate::os::placement::colour_cache(cfg).map(|c| c.line.0).ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
+        let line = crate::os::placement::color_cache(cfg).map(|c| c.line.0).ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
         let recolor_threshold = rc.recolor_threshold.unwrap_or((4096 / line) as u32 + 4);
         let interrupt_threshold = rc.interrupt_threshold.unwrap_or(recolor_threshold + 60);
         if interrupt_threshold < recolor_threshold {
@@ -59,7 +59,7 @@ impl Cml {
         for t in tuples.iter().filter(|t| t.count >= self.recolor_threshold) {
             let pa = t.page << shift;
             if let Some((pid, va)) = cx.mm.rmap.as_ref().and_then(|r| r.lookup(pa)) {
-                groups.entry(cx.mm.placement.colour_of(pa)).or_default().push((t.count, pid, va));
+                groups.entry(cx.mm.placement.color_of(pa)).or_default().push((t.count, pid, va));
             }
         }
         groups.retain(|_, g| g.len() >= 2);

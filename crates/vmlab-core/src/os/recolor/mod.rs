@@ -179,7 +179,7 @@ impl RecolorConfig {
         if self.kind == RecolorKind::None {
             return Ok(());
         }
-        if crate::os::placement::colour_cache(cfg).is_none() {
+        if crate::os::placement::color_cache(cfg).is_none() {
             return Err(Error::config("os.recolor.kind", "recolouring needs a data-side cache (no [cache.*] serves data)"));
         }
         if self.kind == RecolorKind::Cml && self.cml_lru.unwrap_or(16) + self.cml_hot.unwrap_or(16) == 0 {
@@ -223,7 +223,7 @@ pub struct RecolorerStats {
 #[derive(Clone, Debug, Default)]
 pub struct TlbMirror {
     pages: BTreeMap<(Asid, u64), (Pid, u64)>,
-    per_colour: Vec<u32>,
+    per_color: Vec<u32>,
 }
 
 impl TlbMirror {
@@ -232,15 +232,15 @@ impl TlbMirror {
             TlbChange::Filled { page, .. } if page.size == PageSize::K4 => {
                 let Some(pid) = mm.pid_of(page.asid) else { return };
                 let Some(t) = mm.translation_at(pid, page.va) else { return };
-                let colour = mm.placement.colour_of(t.phys(page.va));
-                if let Some((_, old)) = self.pages.insert((page.asid, page.va), (pid, colour)) {
-                    self.per_colour[old as usize] -= 1;
+                let color = mm.placement.color_of(t.phys(page.va));
+                if let Some((_, old)) = self.pages.insert((page.asid, page.va), (pid, color)) {
+                    self.per_color[old as usize] -= 1;
                 }
-                self.per_colour[colour as usize] += 1;
+                self.per_color[color as usize] += 1;
             }
             TlbChange::Evicted { page, .. } | TlbChange::Invalidated { page, .. } => {
-                if let Some((_, colour)) = self.pages.remove(&(page.asid, page.va)) {
-                    self.per_colour[colour as usize] -= 1;
+                if let Some((_, color)) = self.pages.remove(&(page.asid, page.va)) {
+                    self.per_color[color as usize] -= 1;
                 }
             }
             TlbChange::Filled { .. } => {}
@@ -252,43 +252,43 @@ impl TlbMirror {
         self.pages.iter().map(|(&(a, v), &(p, c))| (a, v, p, c))
     }
 
-    fn count(&self, colour: u64) -> u32 {
-        self.per_colour[colour as usize]
+    fn count(&self, color: u64) -> u32 {
+        self.per_color[color as usize]
     }
 
-    fn colours_present(&self) -> Vec<u64> {
-        (0..self.per_colour.len() as u64).filter(|&c| self.per_colour[c as usize] > 0).collect()
+    fn colors_present(&self) -> Vec<u64> {
+        (0..self.per_color.len() as u64).filter(|&c| self.per_color[c as usize] > 0).collect()
     }
 }
 
 /// Picks target colours (Romer §5.3.2, §5.6.3).
 struct Targets {
     kind: TargetKind,
-    colours: u64,
+    colors: u64,
     next: u64,
     rng: Xoshiro256PlusPlus,
 }
 
 impl Targets {
     /// A colour not in `avoid` (if every colour is to be avoided, the next in turn).
-    fn pick(&mut self, avoid: &[u64], mem: &MemoryHierarchy, cml: &[CmlTuple], colour_of_page: impl Fn(u64) -> u64) -> u64 {
+    fn pick(&mut self, avoid: &[u64], mem: &MemoryHierarchy, cml: &[CmlTuple], color_of_page: impl Fn(u64) -> u64) -> u64 {
         let ok = |c: u64| !avoid.contains(&c);
         match self.kind {
             TargetKind::ColdestRef => {
-                if let Some((_, refs)) = &mem.colour_refs {
-                    if let Some(c) = (0..self.colours).filter(|&c| ok(c)).min_by_key(|&c| refs[c as usize]) {
+                if let Some((_, refs)) = &mem.color_refs {
+                    if let Some(c) = (0..self.colors).filter(|&c| ok(c)).min_by_key(|&c| refs[c as usize]) {
                         return c;
                     }
                 }
             }
             TargetKind::ColdestMiss => {
-                if let Some(t) = cml.iter().filter(|t| ok(colour_of_page(t.page))).min_by_key(|t| t.count) {
-                    return colour_of_page(t.page);
+                if let Some(t) = cml.iter().filter(|t| ok(color_of_page(t.page))).min_by_key(|t| t.count) {
+                    return color_of_page(t.page);
                 }
             }
             TargetKind::Random => {
-                for _ in 0..4 * self.colours {
-                    let c = self.rng.next_u64() % self.colours;
+                for _ in 0..4 * self.colors {
+                    let c = self.rng.next_u64() % self.colors;
                     if ok(c) {
                         return c;
                     }
@@ -296,15 +296,15 @@ impl Targets {
             }
             TargetKind::Sequential => {}
         }
-        for _ in 0..self.colours {
+        for _ in 0..self.colors {
             let c = self.next;
-            self.next = (self.next + 1) % self.colours;
+            self.next = (self.next + 1) % self.colors;
             if ok(c) {
                 return c;
             }
         }
         let c = self.next;
-        self.next = (self.next + 1) % self.colours;
+        self.next = (self.next + 1) % self.colors;
         c
     }
 }
@@ -357,7 +357,7 @@ impl Recolorer {
         };
         let policy = match rc.kind {
             RecolorKind::ActiveNaive | RecolorKind::ActiveDelay | RecolorKind::ActiveThrottle => {
-                Policy::Active(active::Active::new(placement.colours, params.delay, params.period))
+                Policy::Active(active::Active::new(placement.colors, params.delay, params.period))
             }
             RecolorKind::PeriodicRandom | RecolorKind::PeriodicColor => {
                 Policy::Periodic(periodic::Periodic::new(rc.kind == RecolorKind::PeriodicRandom, rc.seed))
@@ -375,8 +375,8 @@ impl Recolorer {
             kind: rc.kind,
             params,
             policy,
-            tlb: TlbMirror { pages: BTreeMap::new(), per_colour: vec![0; placement.colours as usize] },
-            targets: Targets { kind: rc.target, colours: placement.colours, next: 0, rng: Xoshiro256PlusPlus::seed_from_u64(rc.seed ^ 0x5ca1ab1e) },
+            tlb: TlbMirror { pages: BTreeMap::new(), per_color: vec![0; placement.colors as usize] },
+            targets: Targets { kind: rc.target, colors: placement.colors, next: 0, rng: Xoshiro256PlusPlus::seed_from_u64(rc.seed ^ 0x5ca1ab1e) },
             stats: RecolorerStats::default(),
             next_timer,
         })
@@ -394,7 +394,7 @@ impl Recolorer {
 
     /// Install the hardware the policy reads: the CML buffer, the miss-counter alarm,
     /// per-colour reference counters.
-    pub fn install(&self, mem: &mut MemoryHierarchy, colours: u64) {
+    pub fn install(&self, mem: &mut MemoryHierarchy, colors: u64) {
         if let Policy::Cml(c) = &self.policy {
             mem.cml = Some(c.buffer());
         }
@@ -402,7 +402,7 @@ impl Recolorer {
             mem.miss_alarm = self.params.period;
         }
         if self.targets.kind == TargetKind::ColdestRef {
-            mem.colour_refs = Some((colours, vec![0; colours as usize]));
+            mem.color_refs = Some((colors, vec![0; colors as usize]));
         }
     }
 
@@ -481,8 +481,8 @@ impl Shared<'_> {
         };
         let shift = cx.mem.cml.as_ref().map_or(12, |b| b.page_shift());
         let placement = &cx.mm.placement;
-        let colour = self.targets.pick(avoid, cx.mem, &cml, |page| placement.colour_of(page << shift));
-        let moved = cx.mm.recolor_page(pid, va, colour)?.is_some();
+        let color = self.targets.pick(avoid, cx.mem, &cml, |page| placement.color_of(page << shift));
+        let moved = cx.mm.recolor_page(pid, va, color)?.is_some();
         if moved {
             self.stats.overhead_cycles += self.params.costs.copy + self.params.costs.pte;
         }

@@ -34,7 +34,7 @@ impl Periodic {
             groups.iter().max_by_key(|(c, g)| (g.len(), std::cmp::Reverse(**c))).map(|(&c, g)| (g[g.len() - 1].0, g[g.len() - 1].1, c))
         };
         if let Some((pid, va, _)) = victim {
-            let avoid = sh.tlb.colours_present();
+            let avoid = sh.tlb.colors_present();
             sh.recolor(cx, pid, va, &avoid)?;
         }
         Ok(cx.now + sh.params.period)

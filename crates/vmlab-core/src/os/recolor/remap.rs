@@ -72,10 +72,10 @@ impl RecolorCounters {
 }
 
 impl<P: PageTable> Mm<P> {
-    /// Move the base page of `pid` at `va` to a free frame of `colour`. Returns the new
+    /// Move the base page of `pid` at `va` to a free frame of `color`. Returns the new
     /// frame, or None (nothing changed, counted as failed) if the page is not mapped,
     /// is shared, or no frame of that colour is free.
-    pub fn recolor_page(&mut self, pid: Pid, va: u64, colour: u64) -> Result<Option<u64>> {
+    pub fn recolor_page(&mut self, pid: Pid, va: u64, color: u64) -> Result<Option<u64>> {
         let Some((base, m)) = self.space(pid).and_then(|s| s.mapping_at(va)) else {
             self.rc.failed += 1;
             return Ok(None);
@@ -94,7 +94,7 @@ impl<P: PageTable> Mm<P> {
             self.rc.failed += 1;
             return Ok(None);
         };
-        let Some(to) = self.placement.alloc(&mut self.mem, PageSize::K4, colour, FrameUse::Data) else {
+        let Some(to) = self.placement.alloc(&mut self.mem, PageSize::K4, color, FrameUse::Data) else {
             self.rc.failed += 1;
             return Ok(None);
         };

@@ -62,7 +62,7 @@ impl Snapshot {
         }
         sh.stats.tlb_misses_recorded += 1;
         sh.stats.overhead_cycles += sh.params.costs.record;
-        self.current.push((m.pid, page, cx.mm.placement.colour_of(m.translation.phys(m.va))));
+        self.current.push((m.pid, page, cx.mm.placement.color_of(m.translation.phys(m.va))));
         if self.current.len() >= sh.params.snapshot_pages {
             self.finish(sh, cx, which)?;
         }

@@ -82,7 +82,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
 }
 
 impl Bfs {
-    fn neighbour(&self, v: u64, i: u64) -> u64 {
+    fn neighbor(&self, v: u64, i: u64) -> u64 {
         // Squaring a uniform value skews targets towards low ids (hubs).
         let u = (mix(self.seed ^ v, i) >> 11) as f64 / (1u64 << 53) as f64;
         ((u * u) * self.vertices as f64) as u64 % self.vertices
@@ -117,7 +117,7 @@ impl Bfs {
         out.push(Planned::read(self.queue_at + qslot * 4, 4, Dep::NONE));
         out.push(Planned::read(self.base + u * 8, 16, Dep::on_load(1)));
         for i in 0..(hi - lo) {
-            let v = self.neighbour(u, i);
+            let v = self.neighbor(u, i);
             // Since the offsets: this vertex's earlier edges, two reads each.
             out.push(Planned::read(self.edges_at + (lo + i) * 4, 4, Dep::on_load(1 + 2 * i)));
             out.push(Planned::read(self.dist_at + v * 4, 4, Dep::on_load(1)));
