@@ -285,7 +285,9 @@ def compare(
     ``speedup`` (the baseline's cycles over the design's; ``baseline`` names a design,
     the first by default), the CPI stack (``cpi_base``, ``cpi_data``,
     ``cpi_translation``, ``cpi_os``), ``mlp``, ``walks``, ``walk_latency``,
-    ``walker_occupancy``, ``dram_gbs``, ``refs_per_walk`` and ``pt_bytes``.
+    ``walker_occupancy``, ``dram_gbs``, ``refs_per_walk``, ``pt_bytes`` and
+    ``cpi_error`` (with sampled timing, ``time.sampling.period`` in ``overrides``: the
+    relative half-width of the 95% confidence interval of the design's CPI; else 0).
     """
     import pandas as pd
 

@@ -157,6 +157,13 @@ def test_compare_reports_speedups_over_the_baseline():
     assert df.loc["1g", "speedup"] > 1.5
     assert df.loc["1g", "cycles"] * df.loc["1g", "speedup"] == pytest.approx(df.loc["4k", "cycles"])
     assert df.loc["4k", "cpi_translation"] > df.loc["1g", "cpi_translation"]
+    assert (df["cpi_error"] == 0).all()
+    # Sampled timing: the speed-up stands, and each row says how sure its CPI is.
+    sampled = vmlab.compare(["4k:os.page_size=4K", "1g:os.page_size=1G"], baseline="4k", workload="gups",
+                            footprint="1G", accesses="50k",
+                            overrides=["time.sampling.period=2500", "time.sampling.unit=500", "time.sampling.warmup=500"])
+    assert (sampled["cpi_error"] > 0).all() and (sampled["cpi_error"] < 0.2).all()
+    assert sampled.loc["1g", "speedup"] == pytest.approx(df.loc["1g", "speedup"], rel=0.1)
     one = vmlab.run("skylake", workload="gups", footprint="1G", accesses="50k",
                     overrides=["memory.data_refs=true", "time.model=ooo", "os.page_size=1G"])
     assert one["time"]["cycles"] == df.loc["1g", "cycles"]

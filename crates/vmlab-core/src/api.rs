@@ -300,6 +300,8 @@ pub fn compare(
                 "dram_gbs": g("/time/dram/bandwidth_gbs"),
                 "refs_per_walk": g("/walks/refs_per_walk"),
                 "pt_bytes": g("/page_table/bytes_at_peak"),
+                // With sampled timing (`[time.sampling]`): the 95% interval of the CPI.
+                "cpi_error": doc.pointer("/time/sampling/cpi_error").and_then(|v| v.as_f64()).unwrap_or(0.0),
             })
         })
         .collect())

@@ -383,6 +383,10 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 println!();
             }
             println!("speed-up over {}", rows[0]["baseline"].as_str().unwrap_or(""));
+            let error = rows.iter().filter_map(|r| r["cpi_error"].as_f64()).fold(0.0, f64::max);
+            if error > 0.0 {
+                println!("sampled timing: each design's CPI within ±{:.2}% (95% confidence)", 100.0 * error);
+            }
             Ok(0)
         }
         Cmd::Info { trace: path, json } => {
