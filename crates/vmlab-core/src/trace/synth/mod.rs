@@ -82,8 +82,6 @@ struct SynthSource {
     setup_done: bool,
     code_base: u64,
     code_off: u64,
-    /// The batch's accesses before their ticks are placed (reused).
-    scratch: Vec<Record>,
 }
 
 impl SynthSource {
@@ -91,7 +89,7 @@ impl SynthSource {
         let meta = TraceMeta { source: format!("synthetic:{name}"), command: Vec::new(), source_page_size: None, extra: resolved.into_iter().collect() };
         // Code sits 1 GiB below the data region (1 GiB aligned).
         let code_base = gen.base().saturating_sub(1 << 30) & !((1 << 30) - 1);
-        SynthSource { meta, gen, common, emitted: 0, setup_done: false, code_base, code_off: 0, scratch: Vec::new() }
+        SynthSource { meta, gen, common, emitted: 0, setup_done: false, code_base, code_off: 0 }
     }
 }
 
@@ -144,16 +142,24 @@ impl TraceSource for SynthSource {
         // the time model sees the instructions between two accesses where they are.
         let ipa = self.common.instrs_per_access;
         if ipa > 0 && made > 0 {
+            // A tick before each access (each fetch, with code), made room for at the
+            // end and placed from the back: every record moves once.
             let with_code = self.common.code > 0;
-            self.scratch.clear();
-            self.scratch.extend_from_slice(&buf[before..]);
-            buf.truncate(before);
-            for &r in &self.scratch {
-                if matches!(r, Record::Access(a) if a.kind.is_instr() == with_code) {
-                    buf.push(Record::Tick(ipa));
+            let ticked = |r: &Record| matches!(r, Record::Access(a) if a.kind.is_instr() == with_code);
+            let ticks = buf[before..].iter().filter(|r| ticked(r)).count();
+            let old = buf.len();
+            buf.resize(old + ticks, Record::Tick(0));
+            let mut w = buf.len();
+            for i in (before..old).rev() {
+                let r = buf[i];
+                w -= 1;
+                buf[w] = r;
+                if ticked(&r) {
+                    w -= 1;
+                    buf[w] = Record::Tick(ipa);
                 }
-                buf.push(r);
             }
+            debug_assert_eq!(w, before);
         }
         Ok(true)
     }
