@@ -170,6 +170,20 @@ pub struct DramCounters {
     pub queue_cycles: u64,
 }
 
+impl DramCounters {
+    /// `f` applied to each counter of `self` and `o`.
+    pub fn zip(&self, o: &DramCounters, f: impl Fn(u64, u64) -> u64) -> DramCounters {
+        DramCounters {
+            reads: f(self.reads, o.reads),
+            writes: f(self.writes, o.writes),
+            row_hits: f(self.row_hits, o.row_hits),
+            row_misses: f(self.row_misses, o.row_misses),
+            row_conflicts: f(self.row_conflicts, o.row_conflicts),
+            queue_cycles: f(self.queue_cycles, o.queue_cycles),
+        }
+    }
+}
+
 pub struct Dram {
     t: DramTiming,
     /// `t.channels` and `t.banks` as divisors (a 64-bit division is tens of cycles, and

@@ -347,7 +347,7 @@ impl TimeStats {
     fn zip(&self, o: &TimeStats, f: impl Fn(u64, u64) -> u64 + Copy) -> TimeStats {
         let zero = MshrCounters::default();
         let n = self.mshrs.len().max(o.mshrs.len());
-        let (a, b, l, m) = (&self.dram, &o.dram, &self.lat, &o.lat);
+        let (l, m) = (&self.lat, &o.lat);
         TimeStats {
             cycles: f(self.cycles, o.cycles),
             instructions: f(self.instructions, o.instructions),
@@ -363,14 +363,7 @@ impl TimeStats {
             walker_wait: f(self.walker_wait, o.walker_wait),
             queue_wait: f(self.queue_wait, o.queue_wait),
             mshrs: (0..n).map(|i| self.mshrs.get(i).unwrap_or(&zero).zip(o.mshrs.get(i).unwrap_or(&zero), f)).collect(),
-            dram: DramCounters {
-                reads: f(a.reads, b.reads),
-                writes: f(a.writes, b.writes),
-                row_hits: f(a.row_hits, b.row_hits),
-                row_misses: f(a.row_misses, b.row_misses),
-                row_conflicts: f(a.row_conflicts, b.row_conflicts),
-                queue_cycles: f(a.queue_cycles, b.queue_cycles),
-            },
+            dram: self.dram.zip(&o.dram, f),
             lat: Latencies {
                 references: f(l.references, m.references),
                 translation: f(l.translation, m.translation),
@@ -439,7 +432,7 @@ impl TimeModel {
     fn with_sampling(mut self, cfg: &SamplingConfig) -> TimeModel {
         if let Some(mut s) = Sampler::new(cfg) {
             s.begin_unit(self.detailed(0));
-            self.left = s.left;
+            self.left = cfg.unit;
             self.sampler = Some(s);
         }
         self
@@ -465,13 +458,10 @@ impl TimeModel {
             MemOp::WalkEnd { cycles, fixed, trap } => self.walk.push(WalkItem::End { cycles, fixed, trap }),
             MemOp::HandlerFetch { pa } => self.walk.push(WalkItem::Fetch { pa, served: mem.served }),
             MemOp::Time(t) => self.pending = Some(t),
-            MemOp::TimedData { pa, write, instr, time, .. } => {
-                self.pending = Some(time);
-                self.access(pa, mem.served, write, instr);
-                self.writebacks(mem, pa);
-                self.next_reference();
-            }
-            MemOp::Data { pa, write, instr, .. } => {
+            MemOp::Data { pa, write, instr, .. } | MemOp::TimedData { pa, write, instr, .. } => {
+                if let MemOp::TimedData { time, .. } = op {
+                    self.pending = Some(time);
+                }
                 self.access(pa, mem.served, write, instr);
                 self.writebacks(mem, pa);
                 self.next_reference();
@@ -538,13 +528,13 @@ impl TimeModel {
             self.left = u64::MAX;
             return;
         };
-        if s.phase == Phase::Measure {
+        if self.phase == Phase::Measure {
             s.end_unit(&now);
         }
-        if s.next_phase() == Phase::Measure {
+        (self.phase, self.left) = s.after(self.phase);
+        if self.phase == Phase::Measure {
             s.begin_unit(now);
         }
-        (self.phase, self.left) = (s.phase, s.left);
     }
 
     /// Dirty lines the last level evicted go to DRAM. The evicted line's address is not

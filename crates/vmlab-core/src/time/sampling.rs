@@ -114,9 +114,6 @@ impl SampleSums {
 /// The sampling schedule and what the measured units add up to.
 pub struct Sampler {
     pub cfg: SamplingConfig,
-    pub phase: Phase,
-    /// References left in the phase.
-    pub left: u64,
     /// The detailed model's counters when the unit being measured began.
     start: Option<TimeStats>,
     /// The measured units' counters, summed.
@@ -132,8 +129,6 @@ impl Sampler {
     pub fn new(cfg: &SamplingConfig) -> Option<Sampler> {
         (cfg.period > 0).then(|| Sampler {
             cfg: cfg.clone(),
-            phase: Phase::Measure,
-            left: cfg.unit,
             start: None,
             measured: TimeStats::default(),
             sums: SampleSums::default(),
@@ -161,24 +156,19 @@ impl Sampler {
         self.measured = self.measured.plus(&d);
     }
 
-    /// The phase after the one that just ran out, and its length (a phase of no
-    /// references is passed over).
-    pub fn next_phase(&mut self) -> Phase {
+    /// The phase after `phase` has run out, and its length in references (a phase of
+    /// no references is passed over). A run starts with `(Phase::Measure, unit)`.
+    pub fn after(&self, phase: Phase) -> (Phase, u64) {
         let c = &self.cfg;
         let skip = c.period - c.unit - c.warmup;
         let order = [(Phase::Measure, c.unit), (Phase::Skip, skip), (Phase::Warm, c.warmup)];
-        let mut i = order.iter().position(|&(p, _)| p == self.phase).expect("a phase");
+        let mut i = order.iter().position(|&(p, _)| p == phase).expect("a phase");
         loop {
             i = (i + 1) % 3;
             if order[i].1 > 0 {
-                (self.phase, self.left) = order[i];
-                return self.phase;
+                return order[i];
             }
         }
-    }
-
-    pub fn is_measuring(&self) -> bool {
-        self.start.is_some()
     }
 
     /// The `time.sampling` section.
@@ -222,15 +212,14 @@ mod tests {
     #[test]
     fn phases_run_unit_skip_warm_and_pass_over_empty_ones() {
         let cfg = SamplingConfig { period: 10, unit: 2, warmup: 3 };
-        let mut s = Sampler::new(&cfg).unwrap();
-        assert_eq!((s.phase, s.left), (Phase::Measure, 2));
-        assert_eq!((s.next_phase(), s.left), (Phase::Skip, 5));
-        assert_eq!((s.next_phase(), s.left), (Phase::Warm, 3));
-        assert_eq!((s.next_phase(), s.left), (Phase::Measure, 2));
-        let mut s = Sampler::new(&SamplingConfig { period: 5, unit: 2, warmup: 3 }).unwrap();
-        assert_eq!(s.next_phase(), Phase::Warm);
-        let mut s = Sampler::new(&SamplingConfig { period: 4, unit: 4, warmup: 0 }).unwrap();
-        assert_eq!(s.next_phase(), Phase::Measure);
+        let s = Sampler::new(&cfg).unwrap();
+        assert_eq!(s.after(Phase::Measure), (Phase::Skip, 5));
+        assert_eq!(s.after(Phase::Skip), (Phase::Warm, 3));
+        assert_eq!(s.after(Phase::Warm), (Phase::Measure, 2));
+        let s = Sampler::new(&SamplingConfig { period: 5, unit: 2, warmup: 3 }).unwrap();
+        assert_eq!(s.after(Phase::Measure).0, Phase::Warm);
+        let s = Sampler::new(&SamplingConfig { period: 4, unit: 4, warmup: 0 }).unwrap();
+        assert_eq!(s.after(Phase::Measure).0, Phase::Measure);
         assert!(Sampler::new(&SamplingConfig::default()).is_none());
     }
 
