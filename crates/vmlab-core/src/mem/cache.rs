@@ -34,8 +34,14 @@ pub struct CacheCounters {
     /// The subset made by OS page copies (recolouring).
     pub copy_accesses: u64,
     pub copy_misses: u64,
-    /// Dirty lines evicted (from the level or its victim cache).
+    /// Dirty lines evicted (from the level or its victim cache): each is written back to
+    /// the level below, or to memory from the last level.
     pub writebacks: u64,
+    /// Dirty lines written back into this level by the level above (not in `accesses`:
+    /// they are not demand references, and no one waits for them).
+    pub writeback_accesses: u64,
+    /// The subset that found no copy of the line here and allocated one.
+    pub writeback_misses: u64,
     /// Column-associative: hits on the second probe (counted in `hits`).
     pub slow_hits: u64,
     /// Misses of the level that hit in its victim cache (counted in `misses`).
@@ -54,6 +60,8 @@ crate::counters_since!(CacheCounters {
     copy_accesses,
     copy_misses,
     writebacks,
+    writeback_accesses,
+    writeback_misses,
     slow_hits,
     victim_hits,
     miss_cycles,
@@ -74,6 +82,8 @@ pub enum RefSource {
 /// real tag matches it.
 pub(crate) const INVALID: u64 = u64::MAX;
 pub(crate) const DIRTY: u64 = 1;
+/// No line: what a level that pushed no dirty line out reports.
+pub const NO_LINE: u64 = u64::MAX;
 
 /// The outcome of one tag-store lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -324,6 +334,14 @@ pub enum Served {
     Miss,
 }
 
+/// What a plain lookup (`program_access`, `walk_read`) did: a hit's latency, or a miss
+/// with the address of the dirty line its fill pushed out ([`NO_LINE`] if none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Hit(u32),
+    Miss(u64),
+}
+
 pub struct Cache {
     pub name: String,
     pub level: u8,
@@ -391,9 +409,9 @@ impl Cache {
     }
 
     /// `access` for a program's reference at a level that `serves_program_refs_plainly`:
-    /// the same tag-store change and counters. `Some(latency)` on a hit.
+    /// the same tag-store change and counters.
     #[inline(always)]
-    pub(crate) fn program_access(&mut self, va: u64, pa: u64, write: bool) -> Option<u32> {
+    pub(crate) fn program_access(&mut self, va: u64, pa: u64, write: bool) -> Outcome {
         let line = pa >> self.line_shift;
         let idx = if self.virtually_indexed { va >> self.line_shift } else { line };
         let allocate = !write || self.write_allocate;
@@ -402,21 +420,32 @@ impl Cache {
         let p = s.access(idx, line, write, allocate);
         let c = &mut self.counters;
         c.accesses += 1;
-        c.writebacks += (p.evicted != INVALID && p.evicted & DIRTY != 0) as u64;
         if p.hit {
             c.hits += 1;
-            return Some(self.latency);
+            return Outcome::Hit(self.latency);
         }
         c.misses += 1;
-        None
+        Outcome::Miss(self.spilled(p.evicted))
+    }
+
+    /// The address of the line an allocation pushed out (tag `evicted`) if it was dirty,
+    /// counted as a writeback; [`NO_LINE`] otherwise.
+    #[inline(always)]
+    fn spilled(&mut self, evicted: u64) -> u64 {
+        if evicted != INVALID && evicted & DIRTY != 0 {
+            self.counters.writebacks += 1;
+            (evicted >> 1) << self.line_shift
+        } else {
+            NO_LINE
+        }
     }
 
     /// `access` for a page walk's read of physical address `pa` at a level that
     /// `serves_walk_reads_plainly`: the same tag-store change and counters, without the
     /// cases a walk read never meets (writes, victim caches, virtual indexing of a
-    /// physical address). `Some(latency)` on a hit.
+    /// physical address).
     #[inline(always)]
-    pub(crate) fn walk_read(&mut self, pa: u64) -> Option<u32> {
+    pub(crate) fn walk_read(&mut self, pa: u64) -> Outcome {
         let line = pa >> self.line_shift;
         let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("walk_read on a column-associative level") };
         let p = s.access(line, line, false, true);
@@ -426,43 +455,48 @@ impl Cache {
         c.walk_accesses += 1;
         if hit {
             c.hits += 1;
-            return Some(self.latency);
+            return Outcome::Hit(self.latency);
         }
-        c.writebacks += (evicted != INVALID && evicted & DIRTY != 0) as u64;
         c.misses += 1;
         c.walk_misses += 1;
-        None
+        Outcome::Miss(self.spilled(evicted))
+    }
+
+    /// The tag store's (and victim cache's) change for a reference to `line` in the set
+    /// of `idx`: the probe, whether a miss was found in the victim cache, and the
+    /// address of a dirty line that left the level ([`NO_LINE`] if none), counted.
+    #[inline]
+    fn lookup(&mut self, idx: u64, line: u64, dirty: bool, allocate: bool) -> (Probe, bool, u64) {
+        let Some(v) = &mut self.victim else {
+            let p = self.store.access(idx, line, dirty, allocate);
+            let spilled = self.spilled(p.evicted);
+            return (p, false, spilled);
+        };
+        // Probe without allocating; a miss then consults the victim cache.
+        let first = self.store.access(idx, line, dirty, false);
+        if first.hit || !allocate {
+            return (first, false, NO_LINE);
+        }
+        let recovered = v.take(line);
+        let p = self.store.access(idx, line, dirty || recovered == Some(true), true);
+        // The line pushed out moves to the victim cache; what that pushes out leaves.
+        let out = if p.evicted != INVALID { v.insert(p.evicted) } else { None };
+        let spilled = self.spilled(out.unwrap_or(INVALID));
+        (p, recovered.is_some(), spilled)
     }
 
     /// Look up the line of `pa` (set chosen by `va` if virtually indexed). Misses
     /// allocate, except writes to a read-allocate level; a write-through level keeps
-    /// its lines clean. Returns where the reference was served.
+    /// its lines clean. Returns where the reference was served, and the address of a
+    /// dirty line it pushed out of the level ([`NO_LINE`] if none), which the caller
+    /// writes back to the level below.
     #[inline]
-    pub fn access(&mut self, va: u64, pa: u64, write: bool, src: RefSource) -> Served {
+    pub fn access(&mut self, va: u64, pa: u64, write: bool, src: RefSource) -> (Served, u64) {
         let line = pa >> self.line_shift;
         let idx = if self.virtually_indexed { va >> self.line_shift } else { line };
         let allocate = !write || self.write_allocate;
         let dirty = write && !self.write_through;
-        let mut victim_hit = false;
-        let p = match &mut self.victim {
-            None => self.store.access(idx, line, dirty, allocate),
-            Some(v) => {
-                // Probe without allocating; a miss then consults the victim cache.
-                let first = self.store.access(idx, line, dirty, false);
-                if first.hit || !allocate {
-                    first
-                } else {
-                    let recovered_dirty = match v.take(line) {
-                        Some(d) => {
-                            victim_hit = true;
-                            d
-                        }
-                        None => false,
-                    };
-                    self.store.access(idx, line, dirty || recovered_dirty, true)
-                }
-            }
-        };
+        let (p, victim_hit, spilled) = self.lookup(idx, line, dirty, allocate);
         let c = &mut self.counters;
         c.accesses += 1;
         match src {
@@ -470,17 +504,10 @@ impl Cache {
             RefSource::Walk => c.walk_accesses += 1,
             RefSource::Copy => c.copy_accesses += 1,
         }
-        if p.evicted != INVALID {
-            let out = match &mut self.victim {
-                Some(v) => v.insert(p.evicted),
-                None => Some(p.evicted),
-            };
-            c.writebacks += out.is_some_and(|t| t & DIRTY != 0) as u64;
-        }
         if p.hit {
             c.hits += 1;
             c.slow_hits += p.slow as u64;
-            return Served::Hit(if p.slow { self.slow_latency } else { self.latency });
+            return (Served::Hit(if p.slow { self.slow_latency } else { self.latency }), spilled);
         }
         c.misses += 1;
         match src {
@@ -494,9 +521,30 @@ impl Cache {
             if src == RefSource::Program {
                 c.miss_cycles += v as u64;
             }
-            return Served::Hit(self.latency + v);
+            return (Served::Hit(self.latency + v), spilled);
         }
-        Served::Miss
+        (Served::Miss, spilled)
+    }
+
+    /// A dirty line (at `pa`) written back into this level by the level above: it
+    /// becomes dirty here (allocated if absent, as the most recent line of its set, with
+    /// no fetch: the whole line arrives). Returns the address of the line that goes on
+    /// to the level below ([`NO_LINE`] if none): a dirty line the allocation pushed
+    /// out, or at a write-through level the written-back line itself. Evicted lines
+    /// carry no virtual address, so a virtually indexed level files them by physical
+    /// address.
+    pub fn write_back(&mut self, pa: u64) -> u64 {
+        self.counters.writeback_accesses += 1;
+        let line = pa >> self.line_shift;
+        if self.write_through {
+            // Kept clean here: the write goes on below (a copy here, if any, is updated).
+            let p = self.store.access(line, line, false, false);
+            self.counters.writeback_misses += !p.hit as u64;
+            return pa;
+        }
+        let (p, victim_hit, spilled) = self.lookup(line, line, true, true);
+        self.counters.writeback_misses += (!p.hit && !victim_hit) as u64;
+        spilled
     }
 }
 
@@ -505,11 +553,12 @@ mod tests {
     use super::*;
     use crate::mmu::assoc::AssocCache;
 
-    /// A served reference's latency if it hit (the shortcuts' answer).
-    fn hit_latency(s: Served) -> Option<u32> {
+    /// A served reference as the shortcuts answer it (at a level with no victim cache,
+    /// only a miss pushes a line out).
+    fn outcome((s, spilled): (Served, u64)) -> Outcome {
         match s {
-            Served::Hit(l) => Some(l),
-            Served::Miss => None,
+            Served::Hit(l) => Outcome::Hit(l),
+            Served::Miss => Outcome::Miss(spilled),
         }
     }
 
@@ -604,7 +653,7 @@ mod tests {
                     assert_eq!(fast.access(pa, pa, true, RefSource::Program), general.access(pa, pa, true, RefSource::Program));
                     continue;
                 }
-                let expect = hit_latency(general.access(pa, pa, false, RefSource::Walk));
+                let expect = outcome(general.access(pa, pa, false, RefSource::Walk));
                 assert_eq!(fast.walk_read(pa), expect, "{ways} ways, read {i}");
             }
             assert_eq!(fast.counters, general.counters, "{ways} ways");
@@ -638,7 +687,7 @@ mod tests {
                             continue;
                         }
                         let write = rng.gen_range(0..3) == 0;
-                        let expect = hit_latency(general.access(va, pa, write, RefSource::Program));
+                        let expect = outcome(general.access(va, pa, write, RefSource::Program));
                         assert_eq!(fast.program_access(va, pa, write), expect, "{repl} {ways} ways {indexing}, reference {i}");
                     }
                     assert_eq!(fast.counters, general.counters, "{repl} {ways} ways {indexing}");

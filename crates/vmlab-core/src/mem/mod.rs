@@ -10,7 +10,8 @@ pub mod thread;
 pub mod victim;
 pub mod write_buffer;
 
-pub use cache::{Cache, CacheCounters, RefSource, Served};
+use cache::Outcome;
+pub use cache::{Cache, CacheCounters, RefSource, Served, NO_LINE};
 pub use cml_buffer::{CmlBuffer, CmlTuple};
 pub use thread::{MemOp, MemoryThread, Timing, WalkTimer};
 
@@ -40,6 +41,11 @@ pub struct MemoryHierarchy {
     pub memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
+    /// Dirty lines the last level wrote back to memory.
+    pub memory_writes: u64,
+    /// The addresses of the last [`WRITES_KEPT`] of them, the n-th at `n % WRITES_KEPT`
+    /// (the time model books them at the DRAM).
+    pub written: [u64; WRITES_KEPT],
     /// The CML buffer on the memory bus, if a recolouring policy installed one.
     pub cml: Option<CmlBuffer>,
     /// Raise `interrupt` when `memory_accesses` reaches this (a cache-miss counter
@@ -50,6 +56,9 @@ pub struct MemoryHierarchy {
     /// Program references per cache page (colour), if a recolouring policy's
     /// coldest-ref target selection needs them: (colours, counts).
     pub color_refs: Option<(u64, Vec<u64>)>,
+    /// Per cache id, the dirty line the current reference's fill pushed out there
+    /// (valid where its [`Spills`] has the bit).
+    spilled: [u64; MAX_CACHES],
     /// Where the last reference was served: a cache id, or [`MEMORY`]. The time model
     /// reads it to know which levels' miss resources the reference held.
     pub served: u8,
@@ -57,6 +66,22 @@ pub struct MemoryHierarchy {
 
 /// `MemoryHierarchy::served` of a reference that missed every level.
 pub const MEMORY: u8 = u8::MAX;
+
+/// Memory writes whose addresses the hierarchy keeps (`MemoryHierarchy::written`): one
+/// reference causes at most one per level it fills.
+pub const WRITES_KEPT: usize = 8;
+
+/// The most levels a path may have, and caches a hierarchy may have (one reference's
+/// writebacks are a mask of cache ids).
+const MAX_LEVELS: usize = WRITES_KEPT;
+const MAX_CACHES: usize = 32;
+
+/// The dirty lines one reference's fills pushed out: bit `id` set where cache `id`
+/// pushed out the line at `MemoryHierarchy::spilled[id]`. (A mask on the stack, the
+/// addresses in the hierarchy: a reference that pushes out nothing dirty, nearly all
+/// of them, initialises one word.)
+#[derive(Clone, Copy, Default)]
+struct Spills(u32);
 
 /// The paths of a hierarchy, as the time model sees them (cache ids, closest first).
 pub struct Paths<'a> {
@@ -90,6 +115,9 @@ impl MemoryHierarchy {
         };
         let data_path = pick(false)?;
         let instr_path = pick(true)?;
+        if data_path.len().max(instr_path.len()) > MAX_LEVELS || caches.len() > MAX_CACHES {
+            return Err(Error::config("cache", format!("more than {MAX_CACHES} caches, or {MAX_LEVELS} levels on one path")));
+        }
         let wl = cfg.memory.walker_level;
         let walker_entry = match data_path.iter().position(|&i| caches[i].level >= wl) {
             Some(p) => p,
@@ -110,6 +138,9 @@ impl MemoryHierarchy {
             program_refs_plain,
             memory_latency: cfg.memory.latency,
             memory_accesses: 0,
+            memory_writes: 0,
+            written: [0; WRITES_KEPT],
+            spilled: [NO_LINE; MAX_CACHES],
             cml: None,
             miss_alarm: u64::MAX,
             interrupt: false,
@@ -120,14 +151,17 @@ impl MemoryHierarchy {
 
     /// Send one reference down the path from position `from`; returns its latency in
     /// cycles (including write-buffer stalls). Every level that misses allocates the line
-    /// (unless read-allocate and writing). A write at a write-through level continues to
+    /// (unless read-allocate and writing). A write-back level that allocates a written
+    /// line holds the write (dirty) and reads the line from below. A write at a
+    /// write-through level continues to
     /// the levels below: through its write buffer (the core waits only if it is full), or
     /// directly (the core waits for the level below). `now` is the core's cycle, for the
-    /// write buffers.
+    /// write buffers. Dirty lines the fills push out are written back below.
     #[inline]
     #[allow(clippy::too_many_arguments)] // the per-reference path: plain values, no struct to build
-    fn access_path(&mut self, instr: bool, from: usize, va: u64, pa: u64, write: bool, src: RefSource, now: u64) -> u32 {
+    fn access_path(&mut self, instr: bool, from: usize, va: u64, pa: u64, mut write: bool, src: RefSource, now: u64) -> u32 {
         let len = if instr { self.instr_path.len() } else { self.data_path.len() };
+        let mut spills = Spills::default();
         let mut missed: Option<usize> = None;
         for pos in from..len {
             let id = if instr { self.instr_path[pos] } else { self.data_path[pos] };
@@ -137,7 +171,8 @@ impl MemoryHierarchy {
                 self.caches[k].counters.miss_cycles += self.caches[id].latency.saturating_sub(up) as u64;
             }
             let c = &mut self.caches[id];
-            let served = c.access(va, pa, write, src);
+            let (served, spilled) = c.access(va, pa, write, src);
+            Self::note_spill(&mut self.spilled, &mut spills, id, spilled);
             if write && c.write_through {
                 let lat = match served {
                     Served::Hit(l) => l,
@@ -150,6 +185,7 @@ impl MemoryHierarchy {
                     let stall = self.caches[id].write_buffer.as_mut().expect("write buffer").push(now, below);
                     // The core's wait ends at this level (the write goes on from its buffer).
                     self.served = id as u8;
+                    self.write_back_all(instr, spills);
                     return lat + stall as u32;
                 }
                 missed = if matches!(served, Served::Miss) { Some(id) } else { None };
@@ -157,7 +193,13 @@ impl MemoryHierarchy {
             }
             if let Served::Hit(l) = served {
                 self.served = id as u8;
+                self.write_back_all(instr, spills);
                 return l;
+            }
+            if write {
+                // A write-back level that allocated the written line holds the write: it
+                // fetches the line from below with a read (for ownership).
+                write = !self.caches[id].write_allocate;
             }
             missed = Some(id);
         }
@@ -165,7 +207,55 @@ impl MemoryHierarchy {
             let up = self.caches[k].latency;
             self.caches[k].counters.miss_cycles += self.memory_latency.saturating_sub(up) as u64;
         }
-        self.reach_memory(pa)
+        let latency = self.reach_memory(pa);
+        self.write_back_all(instr, spills);
+        latency
+    }
+
+    /// The fill at cache `id` pushed out `spilled` ([`NO_LINE`]: nothing dirty).
+    #[inline(always)]
+    fn note_spill(at: &mut [u64; MAX_CACHES], spills: &mut Spills, id: usize, spilled: u64) {
+        if spilled != NO_LINE {
+            // `new` keeps ids below MAX_CACHES (a power of two): the mask is no change.
+            at[id % MAX_CACHES] = spilled;
+            spills.0 |= 1 << (id % MAX_CACHES);
+        }
+    }
+
+    /// Write back the dirty lines one reference's fills pushed out, deepest level first:
+    /// fills complete from the bottom up, so a level's victim arrives below after the
+    /// level below has taken the demanded line.
+    #[inline(always)]
+    fn write_back_all(&mut self, instr: bool, spills: Spills) {
+        if spills.0 != 0 {
+            self.write_back_spills(instr, spills);
+        }
+    }
+
+    #[cold]
+    fn write_back_spills(&mut self, instr: bool, spills: Spills) {
+        let len = if instr { self.instr_path.len() } else { self.data_path.len() };
+        for pos in (0..len).rev() {
+            let id = if instr { self.instr_path[pos] } else { self.data_path[pos] };
+            if spills.0 & (1 << id) != 0 {
+                self.write_back(instr, pos, self.spilled[id]);
+            }
+        }
+    }
+
+    /// The dirty line at `pa`, pushed out of the level at `pos` on the data (or
+    /// instruction) path, goes down the path until a level keeps it without pushing out
+    /// another dirty line, or to memory.
+    fn write_back(&mut self, instr: bool, pos: usize, mut pa: u64) {
+        let path = if instr { &self.instr_path } else { &self.data_path };
+        for &id in &path[pos + 1..] {
+            pa = self.caches[id].write_back(pa);
+            if pa == NO_LINE {
+                return;
+            }
+        }
+        self.written[self.memory_writes as usize % WRITES_KEPT] = pa;
+        self.memory_writes += 1;
     }
 
     /// A reference that missed every level reaches memory.
@@ -187,14 +277,21 @@ impl MemoryHierarchy {
     #[inline(always)]
     pub fn walk_ref(&mut self, pa: u64) -> u32 {
         if self.walk_reads_plain {
-            let caches = &mut self.caches;
+            let mut spills = Spills::default();
+            let mut latency = None;
             for &id in &self.walk_levels {
-                if let Some(latency) = caches[id].walk_read(pa) {
-                    self.served = id as u8;
-                    return latency;
+                match self.caches[id].walk_read(pa) {
+                    Outcome::Hit(l) => {
+                        self.served = id as u8;
+                        latency = Some(l);
+                        break;
+                    }
+                    Outcome::Miss(spilled) => Self::note_spill(&mut self.spilled, &mut spills, id, spilled),
                 }
             }
-            return self.reach_memory(pa);
+            let latency = latency.unwrap_or_else(|| self.reach_memory(pa));
+            self.write_back_all(false, spills);
+            return latency;
         }
         self.access_path(false, self.walker_entry, pa, pa, false, RefSource::Walk, 0)
     }
@@ -215,7 +312,8 @@ impl MemoryHierarchy {
             refs[((pa >> 12) % *n) as usize] += 1;
         }
         if self.program_refs_plain[instr as usize] {
-            return self.program_ref_plain(instr, va, pa, write);
+            // Reads (most references) without the write's bookkeeping.
+            return if write { self.program_ref_plain::<true>(instr, va, pa) } else { self.program_ref_plain::<false>(instr, va, pa) };
         }
         self.access_path(instr, 0, va, pa, write, RefSource::Program, now)
     }
@@ -223,9 +321,11 @@ impl MemoryHierarchy {
     /// `access_path` of a program reference down a path whose every level serves it
     /// plainly (`program_refs_plain`): the same changes, counters and latency.
     #[inline(always)]
-    fn program_ref_plain(&mut self, instr: bool, va: u64, pa: u64, write: bool) -> u32 {
+    fn program_ref_plain<const WRITE: bool>(&mut self, instr: bool, va: u64, pa: u64) -> u32 {
+        let mut write = WRITE;
         let path = if instr { &self.instr_path } else { &self.data_path };
         let caches = &mut self.caches;
+        let mut spills = Spills::default();
         let mut missed: Option<usize> = None;
         for &id in path {
             if let Some(k) = missed {
@@ -233,9 +333,17 @@ impl MemoryHierarchy {
                 let up = caches[k].latency;
                 caches[k].counters.miss_cycles += caches[id].latency.saturating_sub(up) as u64;
             }
-            if let Some(latency) = caches[id].program_access(va, pa, write) {
-                self.served = id as u8;
-                return latency;
+            match caches[id].program_access(va, pa, write) {
+                Outcome::Hit(latency) => {
+                    self.served = id as u8;
+                    self.write_back_all(instr, spills);
+                    return latency;
+                }
+                Outcome::Miss(spilled) => Self::note_spill(&mut self.spilled, &mut spills, id, spilled),
+            }
+            if write {
+                // The level holds the write if it allocated the line; it reads it from below.
+                write = !caches[id].write_allocate;
             }
             missed = Some(id);
         }
@@ -243,7 +351,9 @@ impl MemoryHierarchy {
             let up = caches[k].latency;
             caches[k].counters.miss_cycles += self.memory_latency.saturating_sub(up) as u64;
         }
-        self.reach_memory(pa)
+        let latency = self.reach_memory(pa);
+        self.write_back_all(instr, spills);
+        latency
     }
 
     /// The OS copies `bytes` from frame `from` to frame `to` at cycle `now`: a read of
@@ -366,6 +476,63 @@ mod tests {
             p.data_ref(0x2000, 0x6040, false, false, 0);
         }
         assert_eq!(p.caches[l1].counters.misses, 2);
+    }
+
+    fn skylake() -> MemoryHierarchy {
+        MemoryHierarchy::new(&Config::load("skylake", &[]).unwrap()).unwrap()
+    }
+
+    fn counters<'a>(m: &'a MemoryHierarchy, name: &str) -> &'a CacheCounters {
+        &m.caches.iter().find(|c| c.name == name).unwrap().counters
+    }
+
+    /// Every dirty line a level pushes out arrives at the level below, and the last
+    /// level's reach memory: writing 8 MiB (4x the LLC) line by line, each line is
+    /// written back to memory once it has fallen out of every level.
+    #[test]
+    fn dirty_lines_are_written_back_level_by_level_to_memory() {
+        let mut m = skylake();
+        let lines = (8u64 << 20) / 64;
+        for i in 0..lines {
+            m.data_ref(i * 64, i * 64, true, false, 0);
+        }
+        let (l1, l2, llc) = (counters(&m, "l1d"), counters(&m, "l2"), counters(&m, "llc"));
+        assert_eq!(l1.writebacks, lines - 512, "every line but the L1's last 512");
+        assert_eq!(l2.writeback_accesses, l1.writebacks);
+        assert_eq!(l2.writeback_misses, 0, "the L2 still holds what the L1 pushed out");
+        assert_eq!(llc.writeback_accesses, l2.writebacks);
+        assert_eq!(m.memory_writes, llc.writebacks);
+        // The LLC keeps the last 2 MiB of lines, dirty: the rest went to memory.
+        assert_eq!(m.memory_writes, lines - (2 << 20) / 64);
+        assert_eq!(m.memory_accesses, lines, "writebacks are not demand misses");
+        // The latest write-backs' addresses are kept, the newest last.
+        let newest = m.written[(m.memory_writes - 1) as usize % WRITES_KEPT];
+        assert_eq!(newest, (m.memory_writes - 1) * 64, "lines leave in the order they were written");
+    }
+
+    /// A written-back line the level below no longer holds is allocated there, dirty:
+    /// reading it again hits that level, and clean lines pushed out write nothing.
+    #[test]
+    fn a_write_back_the_level_below_dropped_is_allocated_there() {
+        let mut m = skylake();
+        m.data_ref(0, 0, true, false, 0);
+        // Push line 0 out of the L2 (16 ways, 1024 sets: lines 64 KiB apart share its
+        // set) with reads that the L1 also holds only 8 of.
+        for k in 1..=16u64 {
+            m.data_ref(k << 16, k << 16, false, false, 0);
+        }
+        let l1 = counters(&m, "l1d").clone();
+        assert_eq!(l1.writebacks, 1, "line 0 left the L1 dirty; the clean reads wrote nothing back");
+        let l2 = counters(&m, "l2");
+        assert_eq!((l2.writeback_accesses, l2.writeback_misses), (1, 0), "line 0 reached the L2 while it still held it");
+        // Now line 0 is dirty in the L2; sixteen more conflicting reads push it to the LLC.
+        for k in 17..=40u64 {
+            m.data_ref(k << 16, k << 16, false, false, 0);
+        }
+        let llc = counters(&m, "llc");
+        assert_eq!(llc.writeback_accesses, 1);
+        assert_eq!(m.memory_writes, 0, "the LLC keeps it");
+        assert_eq!(m.data_ref(0, 0, false, false, 0), 42, "an LLC hit");
     }
 
     #[test]

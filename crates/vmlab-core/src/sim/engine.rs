@@ -869,6 +869,7 @@ impl<P: PageTable> Engine<P> {
                 .map(|c| c.write_buffer.as_ref().map_or((0, 0, 0), |w| (w.writes, w.stall_cycles, w.full_stalls)))
                 .collect(),
             memory_accesses: m.walker().mem.memory_accesses,
+            memory_writes: m.walker().mem.memory_writes,
         }));
         let w = m.walker_mut();
         self.walk_cache_base = w.walk_caches.counters();
@@ -911,6 +912,7 @@ impl<P: PageTable> Engine<P> {
             }
         }
         mem.memory_accesses -= b.memory_accesses;
+        mem.memory_writes -= b.memory_writes;
         Ok(())
     }
 
@@ -950,4 +952,5 @@ struct WarmupBase {
     /// Per cache level: its write buffer's (writes, stall cycles, full stalls).
     write_buffers: Vec<(u64, u64, u64)>,
     memory_accesses: u64,
+    memory_writes: u64,
 }

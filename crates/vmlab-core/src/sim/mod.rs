@@ -408,7 +408,8 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
                    "misses": k.misses, "miss_rate": ratio(k.misses, k.accesses),
                    "walk_accesses": k.walk_accesses, "walk_misses": k.walk_misses,
                    "copy_accesses": k.copy_accesses, "copy_misses": k.copy_misses,
-                   "writebacks": k.writebacks, "slow_hits": k.slow_hits, "victim_hits": k.victim_hits,
+                   "writebacks": k.writebacks, "writeback_accesses": k.writeback_accesses,
+                   "writeback_misses": k.writeback_misses, "slow_hits": k.slow_hits, "victim_hits": k.victim_hits,
                    "miss_cycles": k.miss_cycles,
                    "write_buffer_writes": c.write_buffer.as_ref().map_or(0, |w| w.writes),
                    "write_buffer_stall_cycles": c.write_buffer.as_ref().map_or(0, |w| w.stall_cycles)}),
@@ -471,6 +472,7 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
             "frames_peak": mem.frames_peak,
             "free_blocks_by_order": e.os.mm.mem.free_blocks_per_order(),
             "dram_accesses": e.mmu().walker().mem.memory_accesses,
+            "dram_writes": e.mmu().walker().mem.memory_writes,
         },
         "cycles": {
             "tlb": e.cycles.tlb, "walk": e.cycles.walk, "fault": e.cycles.fault, "data": e.cycles.data,

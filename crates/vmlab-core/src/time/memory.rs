@@ -262,8 +262,6 @@ pub struct TimedMemory {
     levels: Vec<Level>,
     paths: [Vec<usize>; 3],
     pub dram: Dram,
-    /// The last data-side level (its dirty evictions are DRAM writes).
-    pub last_level: Option<usize>,
     /// The last reference's latency had it found every MSHR, bank and bus free: the
     /// latency of the level that served it (or where it merged), or the last level's
     /// plus the DRAM's unloaded latency.
@@ -299,13 +297,7 @@ impl TimedMemory {
             let feeding: u64 = above.iter().map(|&a| caches[a].2 as u64).sum();
             levels[id].mshr.never_full = !first && !above.is_empty() && mshrs as u64 >= feeding;
         }
-        TimedMemory {
-            levels,
-            paths: [paths.data.to_vec(), paths.instr.to_vec(), paths.walk.to_vec()],
-            dram,
-            last_level: paths.data.last().copied(),
-            last_unloaded: 0,
-        }
+        TimedMemory { levels, paths: [paths.data.to_vec(), paths.instr.to_vec(), paths.walk.to_vec()], dram, last_unloaded: 0 }
     }
 
     /// A reference issued at `t` along `path`, served (functionally) by cache `served`
@@ -375,7 +367,7 @@ impl TimedMemory {
         done
     }
 
-    /// A dirty line written back from the last level at `t`.
+    /// A dirty line the last level wrote back, at `t`.
     pub fn writeback(&mut self, pa: u64, t: u64) {
         self.dram.access(pa, t, true);
     }

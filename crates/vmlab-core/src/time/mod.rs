@@ -28,7 +28,7 @@ use self::memory::{MshrCounters, Path, TimedMemory};
 use self::sampling::{Phase, SampleSums, Sampler, SamplingConfig};
 use crate::config::{Bytes, Config};
 use crate::error::{Error, Result};
-use crate::mem::{MemOp, MemoryHierarchy, Timing, MEMORY};
+use crate::mem::{MemOp, MemoryHierarchy, Timing, MEMORY, WRITES_KEPT};
 use crate::trace::Dep;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -279,8 +279,8 @@ pub struct TimeModel {
     previous_load: bool,
     l1i_latency: u64,
     frequency_ghz: f64,
-    /// The last level's writebacks already sent to DRAM.
-    writebacks_seen: u64,
+    /// The hierarchy's memory writes already booked at the DRAM.
+    writes_seen: u64,
     accesses: u64,
     walks: u64,
     walk_cycles: u64,
@@ -411,7 +411,7 @@ impl TimeModel {
             pending_os: 0,
             previous_load: t.unknown_deps == UnknownDeps::PreviousLoad,
             frequency_ghz: t.frequency_ghz,
-            writebacks_seen: 0,
+            writes_seen: 0,
             accesses: 0,
             walks: 0,
             walk_cycles: 0,
@@ -463,7 +463,7 @@ impl TimeModel {
                     self.pending = Some(time);
                 }
                 self.access(pa, mem.served, write, instr);
-                self.writebacks(mem, pa);
+                self.writebacks(mem);
                 self.next_reference();
             }
             MemOp::Copy { .. } => {
@@ -494,9 +494,7 @@ impl TimeModel {
                 if mem.served == MEMORY {
                     self.mem.dram.warm(pa);
                 }
-                if let Some(last) = self.mem.last_level {
-                    self.writebacks_seen = mem.caches[last].counters.writebacks;
-                }
+                self.writes_seen = mem.memory_writes;
                 if let Some(s) = &mut self.sampler {
                     s.skipped_instructions += n;
                     s.skipped_references += 1;
@@ -537,19 +535,21 @@ impl TimeModel {
         }
     }
 
-    /// Dirty lines the last level evicted go to DRAM. The evicted line's address is not
-    /// reported; it shares the new line's set, so the write goes to the new line's
-    /// set bits with other row bits.
+    /// Dirty lines the last level wrote back go to DRAM when the reference that pushed
+    /// them out issues; no one waits for them, but they take the bank and the bus.
     #[inline(always)]
-    fn writebacks(&mut self, mem: &MemoryHierarchy, pa: u64) {
-        let Some(last) = self.mem.last_level else { return };
-        let n = mem.caches[last].counters.writebacks;
-        if n != self.writebacks_seen {
+    fn writebacks(&mut self, mem: &MemoryHierarchy) {
+        let n = mem.memory_writes;
+        if n != self.writes_seen {
             let at = self.core.horizon();
-            for _ in self.writebacks_seen..n {
-                self.mem.writeback(pa ^ 0x5bd1_e995 << 20, at);
+            // More than the hierarchy keeps (never from one reference): the oldest ones'
+            // addresses are gone; each goes to a kept address's bank with other row bits.
+            for k in self.writes_seen..n {
+                let pa = mem.written[k as usize % WRITES_KEPT];
+                let pa = if n - k > WRITES_KEPT as u64 { pa ^ (k << 20) } else { pa };
+                self.mem.writeback(pa, at);
             }
-            self.writebacks_seen = n;
+            self.writes_seen = n;
         }
     }
 

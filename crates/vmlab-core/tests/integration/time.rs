@@ -60,6 +60,30 @@ fn mshrs_overlap_independent_misses_and_the_bus_keeps_its_peak() {
 }
 
 #[test]
+fn written_lines_go_back_to_dram_and_share_its_bandwidth() {
+    // GUPS writes every word it reads: once the caches are full, each line they push out
+    // is dirty, so DRAM writes about as many lines as it reads.
+    let gups = ["footprint=1G", "accesses=300k"];
+    let d = timed("gups", &gups, &["os.page_size=1G"]);
+    let (reads, writes) = (f(&d, "time.dram.reads"), f(&d, "time.dram.writes"));
+    assert_eq!(writes, f(&d, "memory.dram_writes"), "every write-back timed");
+    // Every line read was written, and all but those the caches still hold went back.
+    let cached = ((32u64 << 10) + (1 << 20) + (2 << 20)) as f64 / 64.0;
+    assert!(writes >= reads - cached && writes <= reads, "{writes} writes for {reads} reads");
+    assert_eq!(f(&d, "caches.llc.writeback_accesses"), f(&d, "caches.l2.writebacks"));
+    assert!(f(&d, "time.dram.bandwidth_utilisation") <= 1.0);
+    // A stream that writes every line it reads moves twice the bytes of a read-only one
+    // through the same bus: half the lines a second, and never past the peak.
+    let stream = |ratio: &str| timed("stream", &["footprint=1G", "accesses=1M", ratio], &[]);
+    let (read_only, written) = (stream("write_ratio=0"), stream("write_ratio=1"));
+    assert_eq!(f(&read_only, "memory.dram_writes"), 0.0);
+    let per_line = |d: &Value| f(d, "time.dram.bytes") / f(d, "time.dram.reads");
+    assert!(per_line(&written) > 1.9 * per_line(&read_only), "each line read is written back");
+    assert!(f(&written, "time.dram.bandwidth_utilisation") <= 1.0);
+    assert!(f(&written, "time.cycles") > 1.5 * f(&read_only, "time.cycles"), "the bus is the limit");
+}
+
+#[test]
 fn a_stream_reaches_the_dram_bandwidth_and_never_passes_it() {
     let d = timed("stream", &["footprint=1G", "accesses=2M"], &[]);
     let gbs = f(&d, "time.dram.bandwidth_gbs");
