@@ -101,3 +101,10 @@ def test_time_tables_put_the_papers_speedups_beside_ours():
     rows = _rows(text, "Time, unfragmented")
     assert [r[1] for r in rows[:4]] == ["THP reserve 100%", "TPS 100%", "TPS 50%", "TPS 50% aggressive"]
     assert rows[0][2] == "1.00" and rows[1][3:5] == ["1.157", "1.216"] and rows[2][3] == "–"
+    # Where the time goes: the same runs' whole documents, loaded latency above unloaded.
+    why = _rows(text, "Where the time goes")
+    assert [r[1] for r in why] == ["THP reserve 100%", "TPS 100%", "TPS 50%"]
+    for r in why:
+        unloaded, loaded = (float(x) for x in r[10].split(" → "))
+        reads = int(r[11].split(" / ")[0].replace(",", ""))
+        assert 0 < unloaded <= loaded and reads > 0
