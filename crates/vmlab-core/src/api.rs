@@ -147,16 +147,20 @@ pub fn presets() -> Vec<(String, String)> {
     PRESETS.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect()
 }
 
-/// Parse `key=value` workload parameters.
-pub fn parse_params(items: &[String]) -> Result<Vec<(String, String)>> {
-    items
-        .iter()
-        .map(|s| {
-            s.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| Error::Workload { name: "-".into(), msg: format!("parameter `{s}` must look like key=value") })
-        })
-        .collect()
+/// Parse the `key=value` parameters of `workload` (named in errors); a key given twice
+/// is an error, not a silent choice of one.
+pub fn parse_params(workload: &str, items: &[String]) -> Result<Vec<(String, String)>> {
+    let err = |msg: String| Error::Workload { name: workload.into(), msg };
+    let mut out: Vec<(String, String)> = Vec::with_capacity(items.len());
+    for s in items {
+        let (k, v) = s.split_once('=').ok_or_else(|| err(format!("parameter `{s}` must look like key=value")))?;
+        let (k, v) = (k.trim(), v.trim());
+        if let Some((_, first)) = out.iter().find(|(have, _)| have == k) {
+            return Err(err(format!("parameter `{k}` given twice (`{k}={first}` and `{k}={v}`)")));
+        }
+        out.push((k.to_string(), v.to_string()));
+    }
+    Ok(out)
 }
 
 /// Named page-table designs for `vmlab pt compare`: overrides on top of the config.

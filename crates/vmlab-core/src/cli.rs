@@ -8,6 +8,24 @@ use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+/// `print!` to standard output, failing with an error that names it (a full disk, a
+/// closed pipe) where `print!` would panic.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*).map_err(|e| Error::io("standard output", e))?
+    }};
+}
+
+/// `println!` as [`out!`] does it.
+macro_rules! outln {
+    () => { out!("\n") };
+    ($($arg:tt)*) => {{
+        out!($($arg)*);
+        out!("\n")
+    }};
+}
+
 #[derive(Parser, Debug)]
 #[command(name = "vmlab", version, about = "vmlab: a laboratory for virtual-memory address translation")]
 struct Cli {
@@ -157,7 +175,7 @@ impl SimInput {
                 }
                 Ok(SourceSpec::Trace(t))
             }
-            (None, Some(w)) => Ok(SourceSpec::Workload { name: w, params: api::parse_params(&self.params)? }),
+            (None, Some(w)) => Ok(SourceSpec::Workload { params: api::parse_params(&w, &self.params)?, name: w }),
             _ => Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
         }
     }
@@ -189,7 +207,7 @@ impl PtInput {
     fn source(&self) -> Result<SourceSpec> {
         Ok(match (&self.trace, &self.workload, self.pid) {
             (Some(t), None, None) => SourceSpec::Trace(t.clone()),
-            (None, Some(w), None) => SourceSpec::Workload { name: w.clone(), params: api::parse_params(&self.params)? },
+            (None, Some(w), None) => SourceSpec::Workload { name: w.clone(), params: api::parse_params(w, &self.params)? },
             (None, None, Some(pid)) => SourceSpec::Snapshot(pid),
             _ => return Err(Error::config("--trace/--workload/--pid", "give exactly one of --trace, --workload or --pid")),
         })
@@ -277,23 +295,24 @@ const PT_COLUMNS: &[(&str, &str, f64, usize, &str)] = &[
     ("B/page*", "bytes_per_mapped_page", 1.0, 1, "cs"),
 ];
 
-fn print_pt_rows(rows: &[serde_json::Value], view: char) {
+fn print_pt_rows(rows: &[serde_json::Value], view: char) -> Result<()> {
     let cols: Vec<_> = PT_COLUMNS.iter().filter(|c| c.4.contains(view)).collect();
-    print!("{:<18}", "design");
+    out!("{:<18}", "design");
     for c in &cols {
-        print!(" {:>13}", c.0);
+        out!(" {:>13}", c.0);
     }
-    println!();
+    outln!();
     for r in rows {
-        print!("{:<18}", r["design"].as_str().unwrap_or(""));
+        out!("{:<18}", r["design"].as_str().unwrap_or(""));
         for c in &cols {
-            print!(" {:>13.*}", c.3, r[c.1].as_f64().unwrap_or(f64::NAN) * c.2);
+            out!(" {:>13.*}", c.3, r[c.1].as_f64().unwrap_or(f64::NAN) * c.2);
         }
-        println!();
+        outln!();
     }
     if view != 'r' {
-        println!("* when the most pages were mapped");
+        outln!("* when the most pages were mapped");
     }
+    Ok(())
 }
 
 /// Run the CLI on `args` (args[0] is the program name); returns the exit status.
@@ -306,7 +325,11 @@ pub fn main(args: Vec<String>) -> i32 {
             return code;
         }
     };
-    match dispatch(cli.cmd) {
+    let flushed = |code| {
+        use std::io::Write as _;
+        std::io::stdout().flush().map(|_| code).map_err(|e| Error::io("standard output", e))
+    };
+    match dispatch(cli.cmd).and_then(flushed) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("vmlab: error: {e}");
@@ -328,19 +351,19 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             };
             let curves = api::miss_ratio_curves(&input.source()?, &opts)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&curves).expect("json"));
+                outln!("{}", serde_json::to_string_pretty(&curves).expect("json"));
             } else {
-                println!(
+                outln!(
                     "{} references to {} distinct {} pages ({} side), LRU:",
                     curves.references,
                     curves.distinct_pages,
                     curves.page_size,
                     serde_json::to_value(curves.side).expect("json").as_str().unwrap_or("")
                 );
-                println!("{:>8} {:>6} {:>8} {:>12} {:>10}", "sets", "ways", "entries", "misses", "miss rate");
+                outln!("{:>8} {:>6} {:>8} {:>12} {:>10}", "sets", "ways", "entries", "misses", "miss rate");
                 for p in curves.fully_associative.iter().chain(&curves.set_associative) {
                     let sets = if p.sets == 1 && p.ways == p.entries { "full".to_string() } else { p.sets.to_string() };
-                    println!("{:>8} {:>6} {:>8} {:>12} {:>10.5}", sets, p.ways, p.entries, p.misses, p.miss_rate);
+                    outln!("{:>8} {:>6} {:>8} {:>12} {:>10.5}", sets, p.ways, p.entries, p.misses, p.miss_rate);
                 }
             }
             Ok(0)
@@ -353,12 +376,12 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             let secs = started.elapsed().as_secs_f64();
             let text = serde_json::to_string_pretty(&doc).expect("json");
             if let Some(o) = output {
-                std::fs::write(&o, &text).map_err(|e| Error::io(&o, e))?;
+                crate::files::write(&o, text.as_bytes())?;
             }
             if json {
-                println!("{text}");
+                outln!("{text}");
             } else {
-                print!("{}", summary_text(&doc));
+                out!("{}", summary_text(&doc));
                 eprintln!("({secs:.2} s)");
             }
             Ok(0)
@@ -367,25 +390,25 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             let show = std::io::stderr().is_terminal();
             let rows = api::compare(&a.config, &a.set, &a.input.source()?, &a.designs, a.baseline.as_deref(), a.threads, show)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+                outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
                 return Ok(0);
             }
-            print!("{:<18}", "design");
+            out!("{:<18}", "design");
             for c in COMPARE_COLUMNS {
-                print!(" {:>12}", c.0);
+                out!(" {:>12}", c.0);
             }
-            println!();
+            outln!();
             for r in &rows {
-                print!("{:<18}", r["design"].as_str().unwrap_or(""));
+                out!("{:<18}", r["design"].as_str().unwrap_or(""));
                 for c in COMPARE_COLUMNS {
-                    print!(" {:>12.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN));
+                    out!(" {:>12.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN));
                 }
-                println!();
+                outln!();
             }
-            println!("speed-up over {}", rows[0]["baseline"].as_str().unwrap_or(""));
+            outln!("speed-up over {}", rows[0]["baseline"].as_str().unwrap_or(""));
             let error = rows.iter().filter_map(|r| r["cpi_error"].as_f64()).fold(0.0, f64::max);
             if error > 0.0 {
-                println!("sampled timing: each design's CPI within ±{:.2}% (95% confidence)", 100.0 * error);
+                outln!("sampled timing: each design's CPI within ±{:.2}% (95% confidence)", 100.0 * error);
             }
             Ok(0)
         }
@@ -393,9 +416,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             let mut r = trace::vmt::VmtReader::open(&path)?;
             let info = trace::info::summarize(&mut r)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&info).expect("json"));
+                outln!("{}", serde_json::to_string_pretty(&info).expect("json"));
             } else {
-                print!("{}", info.to_text());
+                out!("{}", info.to_text());
             }
             Ok(0)
         }
@@ -429,16 +452,16 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             Ok(0)
         }
         Cmd::Generate { workload, params, output } => {
-            let mut src = trace::synth::open(&workload, &api::parse_params(&params)?)?;
+            let mut src = trace::synth::open(&workload, &api::parse_params(&workload, &params)?)?;
             let n = trace::vmt::write_file(src.as_mut(), &output)?;
             eprintln!("vmlab: wrote {n} records to {}", output.display());
             Ok(0)
         }
         Cmd::Workloads => {
             for w in trace::synth::catalog() {
-                println!("{}: {}", w.name, w.description);
+                outln!("{}: {}", w.name, w.description);
                 for p in w.params {
-                    println!("    {:<18} default {:<14} {}", p.name, p.default, p.help);
+                    outln!("    {:<18} default {:<14} {}", p.name, p.default, p.help);
                 }
             }
             Ok(0)
@@ -448,13 +471,13 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 None => {
                     for (n, text) in api::presets() {
                         let desc = text.lines().find_map(|l| l.strip_prefix("description = ")).unwrap_or("").trim_matches('"').to_string();
-                        println!("{n:<12} {desc}");
+                        outln!("{n:<12} {desc}");
                     }
                 }
                 Some(n) => {
                     let (_, text) =
                         api::presets().into_iter().find(|(p, _)| *p == n).ok_or_else(|| Error::config("presets", format!("unknown preset `{n}`")))?;
-                    print!("{text}");
+                    out!("{text}");
                 }
             }
             Ok(0)
@@ -471,9 +494,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             };
             let rows = api::pt_compare(&input.config, &input.set, &input.source()?, &input.designs)?;
             if input.json {
-                println!("{}", serde_json::to_string_pretty(&rows).expect("json"));
+                outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
             } else {
-                print_pt_rows(&rows, view);
+                print_pt_rows(&rows, view)?;
             }
             Ok(0)
         }
@@ -490,17 +513,17 @@ fn bench(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32
     }
     let rss = peak_rss_bytes();
     if json {
-        println!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
+        outln!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
     } else {
         if repeat > 1 {
-            println!("best of {repeat} runs each (median seconds beside)");
+            outln!("best of {repeat} runs each (median seconds beside)");
         }
-        println!("{:<44} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
+        outln!("{:<44} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
         for r in &rows {
-            println!("{:<44} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
+            outln!("{:<44} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
         }
         if let Some(b) = rss {
-            println!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
+            outln!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
         }
     }
     Ok(0)

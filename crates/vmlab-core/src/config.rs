@@ -438,6 +438,20 @@ fn line64() -> Bytes {
     Bytes(64)
 }
 
+/// A TOML parse error on one line: where (line and column), then what.
+fn toml_error(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
+            format!("not valid TOML at line {line}, column {column}: {what}")
+        }
+        None => format!("not valid TOML: {what}"),
+    }
+}
+
 impl Config {
     /// Load a preset by name, or a TOML file by path, then apply `key=value` overrides.
     pub fn load(name_or_path: &str, overrides: &[String]) -> Result<Config> {
@@ -449,7 +463,7 @@ impl Config {
                     let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
                     return Err(Error::config("--config", format!("`{name_or_path}` is neither a preset ({}) nor a file", names.join(", "))));
                 }
-                (std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?, p.display().to_string())
+                (crate::files::read_text(p)?, p.display().to_string())
             }
         };
         Config::from_toml(&text, &origin, overrides)
@@ -457,7 +471,7 @@ impl Config {
 
     /// Parse TOML text, apply overrides, deserialize and validate.
     pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Config> {
-        let mut value: toml::Value = toml::from_str(text).map_err(|e| Error::config(origin, format!("not valid TOML: {}", e.message())))?;
+        let mut value: toml::Value = toml::from_str(text).map_err(|e| Error::config(origin, toml_error(text, &e)))?;
         // A file may start from a preset: `base = "skylake"`.
         if let Some(base) = value.as_table_mut().and_then(|t| t.remove("base")) {
             let base = base.as_str().ok_or_else(|| Error::config("base", "must be a preset name"))?.to_string();

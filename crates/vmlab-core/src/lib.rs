@@ -15,6 +15,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod files;
 pub mod host;
 pub mod mem;
 pub mod mmu;

@@ -301,4 +301,48 @@ def time_tables(inputs: list[tuple[str, dict, int]], ablation: tuple[str, ...] =
     parts.append(md_table(["input", "nested ECPT (advanced) over nested radix", "paper", "plain nested ECPT over nested radix",
                            "paper", "nested radix walks"], rows,
                           "Time summary: nested ECPT over nested radix, same page size (paper §9.1: geometric means over 11 apps)"))
+    parts.append(why_table([i for i in inputs if "trace" not in i[1]], walked))
     return "\n".join(parts)
+
+
+# More MSHRs at every level: how much of nested ECPT's loss is queueing for them.
+MANY_MSHRS = {"cache.l1d.mshrs": 64, "cache.l2.mshrs": 64, "cache.llc.mshrs": 64}
+
+
+def why_table(inputs: list[tuple[str, dict, int]], walked=lambda title, thp: True) -> str:
+    """Nested radix and nested ECPT (advanced) on the synthetic inputs again, whole
+    documents: where a walk's time goes (references, unloaded against loaded latency,
+    MSHR and DRAM queueing), and nested ECPT once more with 64 MSHRs per level."""
+    timing = [f"{k}={v}" for k, v in {"time.model": "ooo", "memory.data_refs": "true", **TIME_OVERRIDES}.items()]
+    runs = {"radix": ("nested-radix", {}), "ecpt": ("nested-ecpt", {}), "ecpt64": ("nested-ecpt", MANY_MSHRS)}
+    b = Batch()
+    cases = [(title, thp) for title, _, _ in inputs for thp in (False, True) if walked(title, thp)]
+    for title, src, warm in inputs:
+        for thp in (False, True):
+            if walked(title, thp):
+                for k, (kind, extra) in runs.items():
+                    b.add((title, thp, k), "ecpt-asplos22", overrides(kind, True, thp, extra, warm) + timing, src)
+    b.run()
+    rows = []
+    for title, thp in cases:
+        r = {k: b[(title, thp, k)] for k in runs}
+        for k, name in (("radix", "nested radix"), ("ecpt", "nested ECPT")):
+            d, t = r[k], r[k]["time"]
+            w, l1d = d["walks"], t["caches"]["l1d"]
+            walks = max(w["count"], 1)
+            bg = f" ({w['background_refs'] / walks:.1f})" if w["background_refs"] else ""
+            dram = t["dram"]
+            many = ""
+            if k == "ecpt":
+                m = r["ecpt64"]["time"]
+                many = f"{m['walks']['mean_latency']:.0f}, {r['radix']['time']['cycles'] / m['cycles']:.2f}"
+            rows.append([f"{title}{' + THP' if thp else ''}", name, f"{w['refs_per_walk']:.1f}{bg}",
+                         f"{t['latency']['translation_unloaded']:.0f} → {t['latency']['translation']:.0f}",
+                         f"{t['walks']['mean_latency']:.0f}", f"{l1d['mshr_full_cycles'] / max(l1d['misses'], 1):.1f}",
+                         f"{t['caches']['l2']['mean_outstanding']:.1f} / {t['caches']['llc']['mean_outstanding']:.1f}",
+                         f"{dram['queue_cycles'] / max(dram['reads'] + dram['writes'], 1):.0f}",
+                         f"{r['radix']['time']['cycles'] / t['cycles']:.2f}", many])
+    return md_table(["input", "design", "refs per walk (of them background)", "translation cycles per reference, unloaded → loaded",
+                     "walk cycles (loaded)", "cycles a L1 miss waits for an MSHR", "L2 / LLC MSHRs in use (mean)",
+                     "DRAM queue cycles per access", "speed-up", "with 64 MSHRs per level: walk cycles, speed-up"], rows,
+                    "Where the time goes (the synthetic inputs' time runs again, whole documents)")

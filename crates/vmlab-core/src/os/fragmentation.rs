@@ -58,7 +58,7 @@ impl FragmentationConfig {
 pub fn apply(mem: &mut BuddyAllocator, c: &FragmentationConfig) -> Result<()> {
     c.validate()?;
     if !c.history.is_empty() {
-        let text = std::fs::read_to_string(&c.history).map_err(|e| Error::io(std::path::Path::new(&c.history), e))?;
+        let text = crate::files::read_text(std::path::Path::new(&c.history))?;
         return replay(mem, &text, &c.history);
     }
     if c.free >= 1.0 && c.level <= 0.0 {
@@ -113,7 +113,7 @@ fn synthetic(mem: &mut BuddyAllocator, c: &FragmentationConfig) {
 /// power of two ≥ 4K such as `4K` or `2M`); `#` starts a comment. An `alloc` takes
 /// exactly that block (it must be free); a `free` returns a block an earlier line of the
 /// file allocated with the same size. Blocks still allocated at the end belong to
-/// "other".
+/// "other". Errors name the line, never quote it (the path may name any file).
 pub fn replay(mem: &mut BuddyAllocator, text: &str, origin: &str) -> Result<()> {
     let mut live: BTreeSet<(u64, u8)> = BTreeSet::new();
     for (n, line) in text.lines().enumerate() {
@@ -124,14 +124,14 @@ pub fn replay(mem: &mut BuddyAllocator, text: &str, origin: &str) -> Result<()> 
         let err = |m: String| Error::config("machine.fragmentation.history", format!("{origin}:{}: {m}", n + 1));
         let parts: Vec<&str> = line.split_whitespace().collect();
         let [op, addr, size] = parts[..] else {
-            return Err(err(format!("expected `alloc|free ADDR SIZE`, got `{line}`")));
+            return Err(err(format!("expected `alloc|free ADDR SIZE`, got {} fields", parts.len())));
         };
         let pa = match addr.strip_prefix("0x") {
             Some(h) => u64::from_str_radix(h, 16),
             None => addr.parse(),
         }
-        .map_err(|_| err(format!("bad address `{addr}`")))?;
-        let size = parse_bytes(size).and_then(PageSize::from_bytes).map_err(|m| err(format!("bad size: {m}")))?;
+        .map_err(|_| err("bad address (decimal or 0x-hex)".into()))?;
+        let size = parse_bytes(size).and_then(PageSize::from_bytes).map_err(|_| err("bad size (a power of two ≥ 4K, such as 4K or 2M)".into()))?;
         if !size.is_aligned(pa) {
             return Err(err(format!("{pa:#x} is not aligned to {size}")));
         }
@@ -148,7 +148,7 @@ pub fn replay(mem: &mut BuddyAllocator, text: &str, origin: &str) -> Result<()> 
                 }
                 mem.free(pa, size, FrameUse::Other);
             }
-            _ => return Err(err(format!("unknown operation `{op}` (alloc or free)"))),
+            _ => return Err(err("unknown operation (alloc or free)".into())),
         }
     }
     Ok(())
@@ -213,5 +213,10 @@ mod tests {
         assert!(e.contains("h:2"), "{e}");
         let e = replay(&mut m, "alloc 0x1001 4K\n", "h").unwrap_err().to_string();
         assert!(e.contains("not aligned"), "{e}");
+        // A file that is no history (any path can be named): errors never quote it.
+        for text in ["root:x:0:0:root:/root:/bin/bash\n", "secret 0x1000 4K\n", "alloc secret 4K\n", "alloc 0x1000 secret\n"] {
+            let e = replay(&mut m, text, "h").unwrap_err().to_string();
+            assert!(e.contains("h:1") && !e.contains("root") && !e.contains("secret"), "{e}");
+        }
     }
 }

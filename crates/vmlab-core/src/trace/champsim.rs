@@ -18,6 +18,11 @@ use std::path::{Path, PathBuf};
 /// [u8; 2], source_registers [u8; 4], destination_memory [u64; 2], source_memory [u64; 4].
 pub const INSTR_BYTES: usize = 64;
 const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0x00];
+/// gzip's magic and its one compression method (deflate).
+const GZIP_MAGIC: [u8; 3] = [0x1F, 0x8B, 0x08];
+/// Compressions vmlab does not read, by magic: named in the error rather than read as
+/// records.
+const OTHER_MAGICS: [(&str, &[u8]); 3] = [("zstd", &[0x28, 0xB5, 0x2F, 0xFD]), ("bzip2", b"BZh"), ("lz4", &[0x04, 0x22, 0x4D, 0x18])];
 /// Instruction size assumed for fetches (ChampSim records no length).
 pub const FETCH_SIZE: u16 = 4;
 /// Byte offsets of an `input_instr`'s fields.
@@ -85,20 +90,28 @@ impl ChampSimReader {
         Self::from_reader(File::open(path).map_err(|e| Error::io(path, e))?, path, pid)
     }
 
-    /// Read a ChampSim trace from `input` (plain or xz); `path` names it in errors.
+    /// Read a ChampSim trace from `input` (plain, xz or gzip, told by its first bytes;
+    /// another compression is an error); `path` names it in errors.
     pub fn from_reader<R: Read + Send + 'static>(input: R, path: &Path, pid: Pid) -> Result<ChampSimReader> {
         let mut f = BufReader::with_capacity(1 << 20, input);
         let head = {
             use std::io::BufRead;
             f.fill_buf().map_err(|e| Error::io(path, e))?.to_vec()
         };
-        let xz = head.len() >= 6 && head[..6] == XZ_MAGIC;
-        let input: Box<dyn Read + Send> = if xz { Box::new(xz2::read::XzDecoder::new(f)) } else { Box::new(f) };
-        let meta = TraceMeta {
-            source: "champsim".into(),
-            extra: [("compression".to_string(), if xz { "xz" } else { "none" }.to_string())].into_iter().collect(),
-            ..Default::default()
+        let starts = |magic: &[u8]| head.starts_with(magic);
+        let (compression, input): (&str, Box<dyn Read + Send>) = if starts(&XZ_MAGIC) {
+            ("xz", Box::new(xz2::read::XzDecoder::new(f)))
+        } else if starts(&GZIP_MAGIC) {
+            // Multi-member: `cat a.gz b.gz` is one trace, as gunzip reads it.
+            ("gzip", Box::new(flate2::read::MultiGzDecoder::new(f)))
+        } else if let Some((name, _)) = OTHER_MAGICS.iter().find(|(_, m)| starts(m)) {
+            let msg = format!("{name}-compressed; vmlab reads ChampSim traces plain, xz or gzip (decompress it first)");
+            return Err(Error::Trace { file: path.to_path_buf(), offset: 0, msg });
+        } else {
+            ("none", Box::new(f))
         };
+        let meta =
+            TraceMeta { source: "champsim".into(), extra: [("compression".to_string(), compression.to_string())].into_iter().collect(), ..Default::default() };
         let flow = Box::new(Dataflow { producer: [0; 256], loads: 0 });
         Ok(ChampSimReader { input, path: path.to_path_buf(), meta, pid, chunk: Vec::new(), flow, instrs: 0, done: false })
     }
@@ -346,27 +359,18 @@ pub fn write_file(src: &mut dyn TraceSource, out: &Path) -> Result<u64> {
         }
         _ => false,
     };
-    let mut tmp_name = out.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = out.with_file_name(tmp_name);
-    let written = (|| -> Result<u64> {
-        let f = BufWriter::with_capacity(1 << 20, File::create(&tmp).map_err(|e| Error::io(&tmp, e))?);
-        let (n, mut f) = if xz {
-            let (n, enc) = write_all(src, xz2::write::XzEncoder::new(f, 6), out)?;
-            (n, enc.finish().map_err(|e| Error::io(out, e))?)
-        } else {
-            write_all(src, f, out)?
-        };
-        f.flush().map_err(|e| Error::io(out, e))?;
-        Ok(n)
-    })();
-    match written.and_then(|n| std::fs::rename(&tmp, out).map(|_| n).map_err(|e| Error::io(out, e))) {
-        Ok(n) => Ok(n),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    let (file, f) = crate::files::AtomicFile::create(out)?;
+    let f = BufWriter::with_capacity(1 << 20, f);
+    let (n, mut f) = if xz {
+        let (n, enc) = write_all(src, xz2::write::XzEncoder::new(f, 6), out)?;
+        (n, enc.finish().map_err(|e| Error::io(out, e))?)
+    } else {
+        write_all(src, f, out)?
+    };
+    f.flush().map_err(|e| Error::io(out, e))?;
+    drop(f);
+    file.commit()?;
+    Ok(n)
 }
 
 /// Every record of `src` through a [`ChampSimWriter`] over `sink`.

@@ -23,6 +23,10 @@ struct PendingCall {
     args: Vec<u64>,
 }
 
+/// The longest line a lackey log has (its longest are syscall lines of a few hundred
+/// bytes).
+const MAX_LINE: usize = 64 << 10;
+
 pub struct LackeyReader<R: BufRead> {
     input: R,
     source_name: String,
@@ -81,7 +85,7 @@ impl<R: BufRead> LackeyReader<R> {
             _ => (None, line),
         };
         if let Some(kind) = kind {
-            let (va, size) = parse_access(rest).ok_or_else(|| self.err(format!("malformed access `{}`", String::from_utf8_lossy(line))))?;
+            let (va, size) = parse_access(rest).ok_or_else(|| self.err(format!("malformed access `{}`", quote(line))))?;
             if size > u16::MAX as u64 {
                 return Err(self.err(format!("access size {size} exceeds 65535")));
             }
@@ -102,7 +106,7 @@ impl<R: BufRead> LackeyReader<R> {
             }
             return Ok(());
         }
-        Err(self.err(format!("not a lackey line: `{}`", truncate(&text, 80))))
+        Err(self.err(format!("not a lackey line: `{}`", quote(text.as_bytes()))))
     }
 
     fn valgrind_line(&mut self, line: &[u8]) -> Result<()> {
@@ -207,12 +211,18 @@ impl<R: BufRead> TraceSource for LackeyReader<R> {
         buf.clear();
         while buf.len() < BATCH - 2 && !self.done {
             self.line.clear();
-            let n = self.input.read_until(b'\n', &mut self.line).map_err(|e| self.err(format!("read error: {e}")))?;
+            // A line is read up to a bound: a file without newlines is an error, not a
+            // line the size of the file.
+            let n =
+                std::io::Read::take(&mut self.input, MAX_LINE as u64).read_until(b'\n', &mut self.line).map_err(|e| self.err(format!("read error: {e}")))?;
             if n == 0 {
                 self.done = true;
                 break;
             }
             self.line_no += 1;
+            if n == MAX_LINE && self.line.last() != Some(&b'\n') {
+                return Err(self.err(format!("line longer than {} KiB: not a lackey log", MAX_LINE >> 10)));
+            }
             let line = std::mem::take(&mut self.line);
             let r = self.parse_line(&line, buf);
             self.line = line;
@@ -267,11 +277,15 @@ fn parse_num(s: &str) -> Option<u64> {
     }
 }
 
-fn truncate(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
+/// A line as an error quotes it: its first 80 characters, control characters escaped
+/// (a binary file's NUL bytes never reach the terminal).
+fn quote(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(trim_end(line));
+    let mut out: String = text.chars().take(80).flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
+    if text.chars().nth(80).is_some() {
+        out.push('…');
     }
+    out
 }
 
 #[cfg(test)]

@@ -392,6 +392,11 @@ pub fn trace_to_vmt(cmd: &[String], out: &Path, opts: &LiveOptions) -> Result<Li
     };
     let mut w = super::vmt::VmtWriter::create(out, &meta)?;
     let summary = trace_command(cmd, opts, |rs| w.write_all(rs))?;
+    if summary.processes.is_empty() {
+        // Valgrind could not start the command (not found, not executable): no trace,
+        // and an existing file at `out` stays as it was.
+        return Err(Error::Sim(format!("`{}` did not start under valgrind (exit status {}); no trace written", cmd.join(" "), summary.exit_code)));
+    }
     w.finish()?;
     Ok(summary)
 }

@@ -169,6 +169,8 @@ fn encode(r: &Record, st: &mut Deltas, out: &mut Vec<u8>) {
 pub struct VmtWriter {
     out: BufWriter<Box<dyn Write + Send>>,
     path: PathBuf,
+    /// Created by [`VmtWriter::create`]: the file becomes `path` only when finished.
+    file: Option<crate::files::AtomicFile>,
     raw: Vec<u8>,
     comp: Vec<u8>,
     in_block: usize,
@@ -180,10 +182,13 @@ pub struct VmtWriter {
 }
 
 impl VmtWriter {
-    /// Create `path` (truncating it) and write the header.
+    /// Write the header of a new trace that becomes `path` when [`VmtWriter::finish`]
+    /// has written its end (until then an existing `path` is left as it was).
     pub fn create(path: &Path, meta: &TraceMeta) -> Result<VmtWriter> {
-        let f = File::create(path).map_err(|e| Error::io(path, e))?;
-        VmtWriter::new(f, meta, path)
+        let (file, f) = crate::files::AtomicFile::create(path)?;
+        let mut w = VmtWriter::new(f, meta, path)?;
+        w.file = Some(file);
+        Ok(w)
     }
 
     /// Write to any sink (a pipe, a socket); `path_for_errors` names it in errors.
@@ -202,6 +207,7 @@ impl VmtWriter {
         Ok(VmtWriter {
             out,
             path: path_for_errors.to_path_buf(),
+            file: None,
             raw: Vec::with_capacity(BLOCK_RECORDS * 4),
             comp: Vec::new(),
             in_block: 0,
@@ -269,6 +275,9 @@ impl VmtWriter {
         end[17..21].copy_from_slice(&crc.to_le_bytes());
         self.out.write_all(&end).map_err(|e| Error::io(&self.path, e))?;
         self.out.flush().map_err(|e| Error::io(&self.path, e))?;
+        if let Some(file) = self.file.take() {
+            file.commit()?;
+        }
         Ok(self.total)
     }
 }

@@ -44,6 +44,24 @@ fn champsim_plain_and_xz_give_the_same_records() {
     let a = drain(&mut ChampSimReader::open(&plain, 3).unwrap()).unwrap();
     let b = drain(&mut ChampSimReader::open(&xz, 3).unwrap()).unwrap();
     assert_eq!(a, b);
+    // gzip (ChampSim's own traces often are), in two members as `cat a.gz b.gz` makes.
+    let gz = dir.path().join("t.champsim.gz");
+    let bytes = champsim_bytes();
+    let mut both = Vec::new();
+    for part in [&bytes[..64], &bytes[64..]] {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(part).unwrap();
+        both.extend(enc.finish().unwrap());
+    }
+    std::fs::write(&gz, &both).unwrap();
+    assert_eq!(drain(&mut ChampSimReader::open(&gz, 3).unwrap()).unwrap(), a);
+    // Other compressions are named, not read as raw records.
+    for (magic, name) in [(&[0x28u8, 0xB5, 0x2F, 0xFD][..], "zstd"), (b"BZh9", "bzip2")] {
+        let f = dir.path().join(format!("t.{name}"));
+        std::fs::write(&f, [magic, &[0u8; 124][..]].concat()).unwrap();
+        let e = ChampSimReader::open(&f, 3).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains(&format!("{name}-compressed")) && e.contains("at byte offset 0"), "{e}");
+    }
     // No registers: every access independent.
     let none = |r: Record| r.with_dep(Dep::NONE);
     assert_eq!(
