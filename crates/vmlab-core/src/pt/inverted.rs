@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 const NONE: u32 = u32::MAX;
 const ANCHOR_BYTES: u64 = 8;
 const FRAME_ENTRY_BYTES: u64 = 16;
+/// The most frames (and anchors) the model holds: 256 GiB of simulated physical memory,
+/// about 1.3 GiB of host memory for the two tables.
+pub const MAX_FRAMES: u64 = 1 << 26;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -51,12 +54,20 @@ impl InvertedPageTable {
     /// `phys_bytes` is the simulated physical memory the frame table describes.
     pub fn new(cfg: &InvertedConfig, phys_bytes: u64) -> Result<InvertedPageTable> {
         let frames = phys_bytes / 4096;
-        if frames > u32::MAX as u64 - 1 {
-            return Err(Error::config("machine.phys_mem", "too large for an inverted page table (2^32 frames at most)"));
+        // The model keeps an entry per simulated frame in host memory: bound it, so that
+        // a large `phys_mem` is an error, not gigabytes (or an abort).
+        if frames > MAX_FRAMES {
+            return Err(Error::config(
+                "machine.phys_mem",
+                format!(
+                    "an inverted page table keeps an entry per frame: at most {} GiB of physical memory with page_table.kind = \"inverted\"",
+                    (MAX_FRAMES * 4096) >> 30
+                ),
+            ));
         }
         let anchors = if cfg.anchors == 0 { (frames as usize).next_power_of_two() } else { cfg.anchors };
-        if !anchors.is_power_of_two() || anchors > 1 << 30 {
-            return Err(Error::config("page_table.inverted.anchors", "must be a power of two (or 0 for one per frame)"));
+        if !anchors.is_power_of_two() || anchors as u64 > MAX_FRAMES {
+            return Err(Error::config("page_table.inverted.anchors", format!("must be a power of two up to {MAX_FRAMES} (or 0 for one per frame)")));
         }
         Ok(InvertedPageTable {
             anchors: vec![NONE; anchors],
