@@ -384,6 +384,13 @@ impl<P: PageTable> Engine<P> {
                 }
                 self.os.event(other)?;
                 self.apply_shootdowns();
+                if let Record::Exit { pid } = *other {
+                    if self.cur_pid == Some(pid) {
+                        // Gone: a later record of the same pid is a new process, created
+                        // on first use like any unannounced one.
+                        self.cur_pid = None;
+                    }
+                }
                 if let (Some(r), Some(pid)) = (&mut self.regions, self.cur_pid) {
                     r.set_mappings(self.os.mm.shared_mappings(pid))?;
                 }

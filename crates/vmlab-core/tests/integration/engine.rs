@@ -655,3 +655,15 @@ proptest! {
         prop_assert_eq!(one_by_one, whole);
     }
 }
+
+/// A pid that exited and is used again is a new process, created on first use like any
+/// unannounced one (docs/trace-format.md): its pages fault in afresh.
+#[test]
+fn a_pid_reused_after_exit_is_a_new_process() {
+    let mut recs = vec![mmap(BASE, 1 << 20), Record::read(BASE, 8, 1), Record::Exit { pid: 1 }];
+    recs.extend([Record::read(BASE, 8, 1), Record::read(BASE + 4096, 8, 1)]);
+    let doc = simulate("tiny", &[], recs).unwrap();
+    assert_eq!(u(&doc, "/faults/count"), 3, "the first page faults again in the new process");
+    assert_eq!(u(&doc, "/faults/implicit"), 2, "the new process has no mmap: implicit anonymous memory");
+    assert_eq!((u(&doc, "/faults/processes_created"), u(&doc, "/faults/processes_exited")), (2, 1));
+}
