@@ -104,3 +104,32 @@ def test_a_frame_table_beyond_its_bound_is_a_config_error(phys_mem):
     msg = one_error_line(run_cli("run", "-c", "tiny", "--set", f"machine.phys_mem={phys_mem}", "--set",
                                  "page_table.kind=inverted", "-w", "gups", "footprint=1M", "accesses=10k"))
     assert "machine.phys_mem" in msg and "256 GiB" in msg
+
+
+def test_a_truncated_trace_is_reported_where_it_ends(tmp_path):
+    full = tmp_path / "g.vmt"
+    assert run_cli("generate", "gups", "footprint=16M", "accesses=200k", "-o", str(full)).returncode == 0
+    cut = tmp_path / "cut.vmt"
+    cut.write_bytes(full.read_bytes()[:1000])
+    by_run = one_error_line(run_cli("run", "-c", "tiny", "-t", str(cut)))
+    by_info = one_error_line(run_cli("info", str(cut)))
+    offset = lambda m: int(m.split("at byte offset ")[1].split(":")[0])
+    assert "cut.vmt" in by_run and offset(by_run) == offset(by_info) < 1000, (by_run, by_info)
+
+
+def test_a_trace_through_a_fifo_is_read_once(tmp_path):
+    import json
+    import os
+    import threading
+
+    full = tmp_path / "g.vmt"
+    assert run_cli("generate", "gups", "footprint=16M", "accesses=20k", "-o", str(full)).returncode == 0
+    fifo = tmp_path / "fifo.vmt"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_bytes(full.read_bytes()))
+    writer.start()
+    p = run_cli("run", "-c", "tiny", "-t", str(fifo), "--json")
+    writer.join()
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["totals"]["accesses"] == 20_000 and "content_hash" not in doc["source"]

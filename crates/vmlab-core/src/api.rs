@@ -33,13 +33,13 @@ pub struct RunRequest {
 pub fn open_source(spec: &SourceSpec) -> Result<(Box<dyn TraceSource + Send>, SourceInfo)> {
     match spec {
         SourceSpec::Trace(path) => {
+            // A regular file is read twice (its content hash, then its records); a pipe or
+            // FIFO (`<(zstdcat t.vmt.zst)`) once, with no hash: it cannot be read again.
+            let regular = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.is_file();
+            let content_hash = if regular { Some(trace::vmt::content_hash(path)?) } else { None };
             let r = trace::vmt::VmtReader::open(path)?;
-            let info = SourceInfo {
-                kind: "trace".into(),
-                name: path.display().to_string(),
-                params: serde_json::Value::Object(Default::default()),
-                content_hash: Some(trace::vmt::content_hash(path)?),
-            };
+            let info =
+                SourceInfo { kind: "trace".into(), name: path.display().to_string(), params: serde_json::Value::Object(Default::default()), content_hash };
             Ok((Box::new(r), info))
         }
         SourceSpec::Workload { name, params } => {

@@ -830,6 +830,7 @@ impl TraceSource for VmtReader {
 /// A stable hash of a trace's content: FNV-1a over the header and every block's
 /// checksum and size (no decompression needed), as 16 hex digits.
 pub fn content_hash(path: &Path) -> Result<String> {
+    let len = std::fs::metadata(path).map_err(|e| Error::io(path, e))?.len();
     let mut r = VmtReader::open(path)?;
     let mut h = crate::config::fnv1a(&serde_json::to_vec(&r.meta).expect("json"));
     loop {
@@ -849,6 +850,12 @@ pub fn content_hash(path: &Path) -> Result<String> {
         r.read_exact_at(&mut hdr, "block header")?;
         h = crate::config::fnv1a_extend(h, &hdr);
         let comp_len = u32::from_le_bytes(hdr[8..12].try_into().unwrap()) as i64;
+        // Skipped, not read: a seek past the end would succeed, so check the length
+        // (the same error, at the same offset, as reading the block gives).
+        if r.offset + comp_len as u64 > len {
+            let msg = format!("truncated block: file ends after {} of {comp_len} bytes", len.saturating_sub(r.offset));
+            return Err(r.err(r.offset, msg));
+        }
         r.input.seek(SeekFrom::Current(comp_len)).map_err(|e| r.err(at, e.to_string()))?;
         r.offset += comp_len as u64;
     }
