@@ -9,10 +9,10 @@ The engine is Rust (``vmlab._core``); this package is its front door: ``run`` re
 """
 
 from ._core import VmlabError, TraceReader, version as _version
-from .api import Result, run, run_many, mrc, presets, workloads, trace_info, read_trace, pt_compare, compare
-from .store import load
+from .api import ArgumentError, Result, run, run_many, mrc, presets, workloads, trace_info, read_trace, pt_compare, compare
+from .store import StoreError, load
 from .sweep import sweep
 from .report import report
 
 __version__ = _version()
-__all__ = ["run", "run_many", "mrc", "Result", "VmlabError", "presets", "workloads", "trace_info", "read_trace", "TraceReader", "pt_compare", "compare", "sweep", "load", "report"]
+__all__ = ["run", "run_many", "mrc", "Result", "VmlabError", "ArgumentError", "StoreError", "presets", "workloads", "trace_info", "read_trace", "TraceReader", "pt_compare", "compare", "sweep", "load", "report"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc as abc
 import json
 import math
 import os
@@ -12,10 +13,49 @@ from . import _core
 Overrides = Union[None, Mapping[str, Any], Sequence[str]]
 
 
+class ArgumentError(_core.VmlabError, TypeError):
+    """A Python argument of the wrong type or out of range; the message names it. Also a
+    TypeError, as Python's own argument errors are."""
+
+
+def _expect(name: str, value: Any, ok: bool, what: str) -> None:
+    if not ok:
+        raise ArgumentError(f"argument `{name}` must be {what}, not {type(value).__name__} {value!r:.60}")
+
+
+def _path_arg(name: str, value: Any, optional: bool = True) -> str | None:
+    """A path argument (str or os.PathLike) as text."""
+    if value is None and optional:
+        return None
+    _expect(name, value, isinstance(value, (str, os.PathLike)), "a path (str or os.PathLike)")
+    return os.fspath(value)
+
+
+def _bool_arg(name: str, value: Any) -> bool:
+    _expect(name, value, isinstance(value, bool), "True or False")
+    return value
+
+
+def _count_arg(name: str, value: Any, least: int = 0) -> int:
+    _expect(name, value, isinstance(value, int) and not isinstance(value, bool) and least <= value < 1 << 32,
+            f"an integer from {least} to 2^32-1")
+    return value
+
+
+def _names_arg(name: str, value: Any) -> list[str]:
+    """A list of names (a lone string is refused: it would be read letter by letter)."""
+    _expect(name, value, not isinstance(value, (str, bytes)) and isinstance(value, abc.Iterable), "a list of strings")
+    items = list(value)
+    _expect(name, value, all(isinstance(x, (str, os.PathLike)) for x in items), "a list of strings")
+    return [os.fspath(x) for x in items]
+
+
 def _override_list(overrides: Overrides) -> list[str]:
     """Accept {"key": value} or ["key=value", ...]; values become TOML text."""
     if overrides is None:
         return []
+    _expect("overrides", overrides, isinstance(overrides, abc.Mapping) or (not isinstance(overrides, (str, bytes)) and isinstance(overrides, abc.Iterable)),
+            'a dict {"key": value} or a list of "key=value" strings')
     if isinstance(overrides, Mapping):
         out = []
         for k, v in overrides.items():
@@ -27,7 +67,9 @@ def _override_list(overrides: Overrides) -> list[str]:
                 text = str(v)
             out.append(f"{k}={text}")
         return out
-    return [str(o) for o in overrides]
+    items = list(overrides)
+    _expect("overrides", overrides, all(isinstance(o, str) for o in items), 'a dict {"key": value} or a list of "key=value" strings')
+    return items
 
 
 class Result:
@@ -173,7 +215,8 @@ def run(
     ``params`` are workload parameters (``accesses="1M"``, ``footprint="4G"``).
     Raises :class:`vmlab.VmlabError` with a one-line message on bad input.
     """
-    text = _core.run(str(config), _override_list(overrides), progress=progress, **_source_kwargs(trace, workload, params))
+    text = _core.run(_path_arg("config", config, optional=False), _override_list(overrides), progress=_bool_arg("progress", progress),
+                     **_source_kwargs(trace, workload, params))
     return Result(json.loads(text))
 
 
@@ -183,8 +226,11 @@ def _source_kwargs(trace, workload, params: dict) -> dict:
         raise _core.VmlabError("give exactly one of trace= or workload=")
     if trace is not None and params:
         raise _core.VmlabError("workload parameters given with trace=")
-    return {"trace": os.fspath(trace) if trace is not None else None, "workload": workload,
-            "params": {k: str(v) for k, v in params.items()}}
+    if workload is not None:
+        _expect("workload", workload, isinstance(workload, str), "a workload name (str)")
+    for k, v in params.items():
+        _expect(k, v, isinstance(v, (str, int, float)) and not isinstance(v, bool), "a workload parameter value (str, int or float)")
+    return {"trace": _path_arg("trace", trace), "workload": workload, "params": {k: str(v) for k, v in params.items()}}
 
 
 def run_many(
@@ -200,8 +246,16 @@ def run_many(
     ``(config, overrides)`` pair. Returns, in order, a :class:`Result` per config (the
     same document :func:`run` gives) or the :class:`vmlab.VmlabError` that config
     failed with; an input that cannot be read raises."""
-    pairs = [(str(c), []) if isinstance(c, (str, os.PathLike)) else (str(c[0]), _override_list(c[1])) for c in configs]
-    out = _core.run_many(pairs, threads=threads, progress=progress, **_source_kwargs(trace, workload, params))
+    _expect("configs", configs, not isinstance(configs, (str, bytes)) and isinstance(configs, abc.Iterable), "a list of configs")
+    pairs = []
+    for c in configs:
+        if isinstance(c, (str, os.PathLike)):
+            pairs.append((os.fspath(c), []))
+        else:
+            _expect("configs", c, isinstance(c, tuple) and len(c) == 2, "a list of configs, each a preset/path or a (config, overrides) pair")
+            pairs.append((_path_arg("configs", c[0], optional=False), _override_list(c[1])))
+    out = _core.run_many(pairs, threads=_count_arg("threads", threads), progress=_bool_arg("progress", progress),
+                         **_source_kwargs(trace, workload, params))
     return [Result(json.loads(text)) if text is not None else _core.VmlabError(err) for text, err in out]
 
 
@@ -225,8 +279,11 @@ def mrc(
     process; invalidations and page-size policies are not modelled."""
     import pandas as pd
 
-    doc = json.loads(_core.mrc(page_size=str(page_size), side=side, sets=list(sets), max_ways=max_ways,
-                               max_entries=max_entries, **_source_kwargs(trace, workload, params)))
+    _expect("side", side, isinstance(side, str), '"data", "instruction" or "both"')
+    _expect("sets", sets, isinstance(sets, abc.Iterable) and not isinstance(sets, (str, bytes)), "a list of positive integers")
+    doc = json.loads(_core.mrc(page_size=str(page_size), side=side, sets=[_count_arg("sets", x, 1) for x in list(sets)],
+                               max_ways=_count_arg("max_ways", max_ways, 1), max_entries=_count_arg("max_entries", max_entries, 1),
+                               **_source_kwargs(trace, workload, params)))
     rows = [{**p, "geometry": "fully-associative"} for p in doc["fully_associative"]]
     rows += [{**p, "geometry": f"{p['sets']} sets"} for p in doc["set_associative"]]
     df = pd.DataFrame(rows, columns=["geometry", "sets", "ways", "entries", "misses", "miss_rate"])
@@ -246,16 +303,13 @@ def workloads() -> list[dict]:
 
 def trace_info(path: Union[str, os.PathLike]) -> dict:
     """What ``vmlab info`` prints, as a dict."""
-    return json.loads(_core.trace_info(os.fspath(path)))
+    return json.loads(_core.trace_info(_path_arg("path", path, optional=False)))
 
 
 def read_trace(path: Union[str, os.PathLike, None] = None, workload: str | None = None, **params: Any) -> Iterable[tuple]:
     """Iterate over the records of a .vmt file or a workload, as tuples (see TraceReader)."""
-    r = _core.TraceReader(
-        trace=os.fspath(path) if path is not None else None,
-        workload=workload,
-        params={k: str(v) for k, v in params.items()} or None,
-    )
+    src = _source_kwargs(path, workload, params)
+    r = _core.TraceReader(trace=src["trace"], workload=workload, params=src["params"] or None)
     while True:
         batch = r.next_batch()
         if not batch:
@@ -291,13 +345,15 @@ def compare(
     """
     import pandas as pd
 
+    if baseline is not None:
+        _expect("baseline", baseline, isinstance(baseline, str), "a design name (str)")
     text = _core.compare(
-        [str(d) for d in designs],
+        _names_arg("designs", designs),
         baseline=baseline,
-        config=str(config),
+        config=_path_arg("config", config, optional=False),
         overrides=_override_list(overrides),
-        threads=threads,
-        progress=progress,
+        threads=_count_arg("threads", threads),
+        progress=_bool_arg("progress", progress),
         **_source_kwargs(trace, workload, params),
     )
     return pd.DataFrame(json.loads(text)).set_index("design")
@@ -324,14 +380,13 @@ def pt_compare(
     """
     import pandas as pd
 
-    if (trace is None) == (workload is None):
-        raise _core.VmlabError("give exactly one of trace= or workload=")
+    src = _source_kwargs(trace, workload, params)
     text = _core.pt_compare(
-        list(designs),
-        config=str(config),
+        _names_arg("designs", designs),
+        config=_path_arg("config", config, optional=False),
         overrides=_override_list(overrides),
-        trace=os.fspath(trace) if trace is not None else None,
+        trace=src["trace"],
         workload=workload,
-        params={k: str(v) for k, v in params.items()} or None,
+        params=src["params"] or None,
     )
     return pd.DataFrame(json.loads(text)).set_index("design")

@@ -6,6 +6,7 @@ import signal
 import sys
 
 from . import _core
+from ._signals import Terminated, exit_status, sigterm_as_interrupt
 
 # Subcommand -> one-line help (shown under the Rust CLI's own --help).
 PYTHON_COMMANDS = {
@@ -29,12 +30,12 @@ def _python_command(cmd: str, args: list[str]) -> int:
 
 
 def _native_signals() -> None:
-    # The engine runs with the GIL released and never returns to Python's signal
-    # handlers mid-run, so behave like the native binary: Ctrl-C ends the process
-    # and a closed stdout pipe (`vmlab workloads | head`) ends it quietly.
+    # Behave like the native binary: SIGINT and SIGTERM stop the Rust command cleanly
+    # (its handlers replace Python's; this process runs one command and exits), and a
+    # closed stdout pipe (`vmlab workloads | head`) ends it quietly.
     if hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    _core.install_signal_handlers()
 
 
 def _is_panic(e: BaseException) -> bool:
@@ -48,12 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     cmd = argv[1] if len(argv) > 1 else None
     if cmd in PYTHON_COMMANDS:
         try:
-            return _python_command(cmd, argv[2:])
+            with sigterm_as_interrupt():
+                return _python_command(cmd, argv[2:])
         except _core.VmlabError as e:
             print(f"vmlab: error: {e}", file=sys.stderr)
             return 1
-        except KeyboardInterrupt:
-            return 130
+        except KeyboardInterrupt as e:
+            print(f"vmlab: interrupted by {'SIGTERM' if isinstance(e, Terminated) else 'SIGINT'}", file=sys.stderr)
+            return exit_status(e)
         except BrokenPipeError:
             return 141
 

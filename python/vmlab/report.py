@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._files import atomic_path, make_dir, write_text
 from .store import Store, load
 
 
@@ -189,17 +190,19 @@ def report(store: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     import matplotlib.pyplot as plt
 
     df = _frame(store)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_dir(out_dir)
     # Text stays text in the SVGs (searchable, and checkable by the tests).
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         plots = build_plots(df)
         for p in plots:
-            p.figure.savefig(out / f"{p.name}.png", dpi=110)
-            p.figure.savefig(out / f"{p.name}.svg")
+            # Each file whole or not at all; an unwritable directory is one error naming it.
+            with atomic_path(out / f"{p.name}.png") as tmp:
+                p.figure.savefig(tmp, dpi=110, format="png")
+            with atomic_path(out / f"{p.name}.svg") as tmp:
+                p.figure.savefig(tmp, format="svg")
             plt.close(p.figure)
     index = out / "index.html"
-    index.write_text(_html(store, df, plots))
+    write_text(index, _html(store, df, plots))
     return index
 
 

@@ -9,12 +9,17 @@ finished run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import sqlite3
+import threading
 import time
-from typing import Any, Iterator, Mapping
+import uuid
+from typing import Any, Mapping
+
+from . import _core
 
 SCHEMA_VERSION = 1
 
@@ -37,19 +42,76 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at REAL NOT NULL      -- Unix time
 );
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (
+    key         TEXT PRIMARY KEY,  -- a run some sweep has taken on and not yet recorded
+    owner       TEXT NOT NULL,     -- that sweep: host:pid:random
+    host        TEXT NOT NULL,
+    pid         INTEGER NOT NULL,
+    heartbeat   REAL NOT NULL      -- Unix time the owner last showed it was alive
+);
 """
+
+# A claim whose owner has not shown itself alive for this long is taken over (a sweep on
+# another host that died; on this host a dead owner is seen at once).
+CLAIM_TIMEOUT = 600.0
+# How often a sweep refreshes its claims' heartbeat.
+HEARTBEAT_EVERY = 60.0
+
+
+class StoreError(_core.VmlabError):
+    """A results store that cannot be opened, read or written; the message names the file."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _guarded(method):
+    """SQLite's errors as one-line StoreErrors naming the file."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error as e:
+            raise _store_error(self.path, e) from None
+
+    return wrapper
 
 
 class Store:
-    """A results store at ``path`` (created if missing)."""
+    """A results store at ``path`` (created if missing, unless ``create=False``)."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, create: bool = True):
         self.path = os.fspath(path)
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
-        self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        if os.path.isdir(self.path):
+            raise StoreError(f"{self.path}: is a directory, not a results store")
+        if not create and not os.path.exists(self.path):
+            raise StoreError(f"{self.path}: no results store there")
+        # Switching a new file to WAL does not wait for a busy database (SQLite's busy
+        # timeout does not cover it): two sweeps that create one store together retry.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.executescript(_SCHEMA)
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                break
+            except sqlite3.OperationalError as e:
+                self._db.close()
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise _store_error(self.path, e) from None
+                time.sleep(0.05)
+            except sqlite3.Error as e:
+                raise _store_error(self.path, e) from None
 
     def close(self) -> None:
         self._db.close()
@@ -60,10 +122,12 @@ class Store:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    @_guarded
     def finished_keys(self) -> set[str]:
         """Keys of runs already recorded successfully (a failed run is retried)."""
         return {k for (k,) in self._db.execute("SELECT key FROM runs WHERE status = 'ok'")}
 
+    @_guarded
     def record(self, run: Mapping[str, Any], status: str, stats: dict | None, error: str | None, seconds: float,
                version: str) -> bool:
         """Record one finished run in its own transaction. Returns False if its key was
@@ -81,15 +145,98 @@ class Store:
             self._db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
         return True
 
-    def rows(self) -> Iterator[dict]:
-        cols = [d[0] for d in self._db.execute("SELECT * FROM runs LIMIT 0").description]
-        for r in self._db.execute("SELECT * FROM runs ORDER BY sweep, design, key"):
-            yield dict(zip(cols, r))
+    @_guarded
+    def claim(self, keys: list[str], owner: str) -> tuple[list[str], dict[str, int]]:
+        """Take on the runs of ``keys`` that no live sweep has claimed and none has
+        finished, in one transaction, so that two sweeps on one store share the work
+        instead of both running it. Returns (the keys now ``owner``'s, {"host pid":
+        runs} of the sweeps holding the others)."""
+        host, now = socket.gethostname(), time.time()
+        with self._lock():
+            for k, h, pid, beat in self._db.execute("SELECT key, host, pid, heartbeat FROM claims").fetchall():
+                if (h == host and not _pid_alive(pid)) or now - beat > CLAIM_TIMEOUT:
+                    self._db.execute("DELETE FROM claims WHERE key = ?", (k,))
+            held = {k: f"{h} pid {p}" for k, h, p in self._db.execute("SELECT key, host, pid FROM claims WHERE owner != ?", (owner,))}
+            finished = self.finished_keys()
+            mine, others = [], {}
+            for k in keys:
+                if k in finished:
+                    continue
+                if k in held:
+                    others[held[k]] = others.get(held[k], 0) + 1
+                    continue
+                mine.append(k)
+            self._db.executemany("INSERT OR REPLACE INTO claims VALUES (?,?,?,?,?)",
+                                 [(k, owner, host, os.getpid(), now) for k in mine])
+        return mine, others
 
+    @_guarded
+    def release(self, owner: str) -> None:
+        """Drop ``owner``'s claims (its recorded runs are in `runs`; the rest are free)."""
+        with self._lock():
+            self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
+
+    def _lock(self):
+        """A write transaction taken at once (BEGIN IMMEDIATE): claims are read and
+        written with no other writer in between."""
+        db = self._db
+
+        class _Tx:
+            def __enter__(self_):
+                db.execute("BEGIN IMMEDIATE")
+
+            def __exit__(self_, typ, *_):
+                db.execute("COMMIT" if typ is None else "ROLLBACK")
+
+        return _Tx()
+
+    @_guarded
+    def rows(self) -> list[dict]:
+        cols = [d[0] for d in self._db.execute("SELECT * FROM runs LIMIT 0").description]
+        return [dict(zip(cols, r)) for r in self._db.execute("SELECT * FROM runs ORDER BY sweep, design, key")]
+
+    @_guarded
     def count(self, status: str | None = None) -> int:
         if status is None:
             return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         return self._db.execute("SELECT COUNT(*) FROM runs WHERE status = ?", (status,)).fetchone()[0]
+
+
+class Heartbeat:
+    """Refreshes ``owner``'s claims every :data:`HEARTBEAT_EVERY` seconds from a thread of
+    its own (with its own connection), so a long run is not taken for a dead sweep's."""
+
+    def __init__(self, path: str, owner: str):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, args=(path, owner), daemon=True, name="vmlab-heartbeat")
+        self._thread.start()
+
+    def _beat(self, path: str, owner: str) -> None:
+        while not self._stop.wait(HEARTBEAT_EVERY):
+            try:
+                db = sqlite3.connect(path, timeout=30, isolation_level=None)
+                db.execute("UPDATE claims SET heartbeat = ? WHERE owner = ?", (time.time(), owner))
+                db.close()
+            except sqlite3.Error:
+                pass  # the next beat tries again; the sweep itself reports a broken store
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def new_owner() -> str:
+    """A sweep's identity in the claims table."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _store_error(path: str, e: sqlite3.Error) -> StoreError:
+    msg = str(e)
+    if isinstance(e, sqlite3.DatabaseError) and "not a database" in msg:
+        msg = "not a vmlab results store (not an SQLite database, or a damaged one)"
+    elif "malformed" in msg:
+        msg = f"the results store is damaged ({msg})"
+    return StoreError(f"{path}: {msg}")
 
 
 def _flatten(prefix: str, v: Any, out: dict) -> None:
@@ -107,10 +254,8 @@ def load(store: str | os.PathLike, *, include_errors: bool = False):
     ``workload``/``trace`` and one ``axis.KEY`` column per swept key."""
     import pandas as pd
 
-    if not os.path.exists(store):
-        raise FileNotFoundError(f"no results store at {os.fspath(store)}")
     rows = []
-    with Store(store) as s:
+    with Store(store, create=False) as s:
         for r in s.rows():
             if r["status"] != "ok" and not include_errors:
                 continue

@@ -13,6 +13,7 @@ import hashlib
 import itertools
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import _core
-from .store import Store
+from ._signals import sigterm_as_interrupt
+from .store import Heartbeat, Store, new_owner
 
 _TOP_KEYS = {"sweep", "config", "axes", "workload", "trace"}
 _SWEEP_KEYS = {"name", "store", "seeds", "combine", "jobs", "one_pass"}
@@ -265,13 +267,35 @@ def _ray_execute(runs: list[dict], trace_bytes: bytes | None, driver_version: st
     return _execute(runs, trace_bytes)
 
 
+def _worker_init(one_core: bool) -> None:
+    """A local worker leaves Ctrl-C to the sweep (the terminal sends it to the whole
+    process group): the sweep stops the workers itself, so none prints a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if one_core:
+        _one_core()
+
+
+def _stop_workers(pool: cf.ProcessPoolExecutor) -> None:
+    """End a pool's workers now, their runs unfinished (nothing of them is recorded)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    if hasattr(pool, "terminate_workers"):  # Python 3.14
+        pool.terminate_workers()
+        return
+    for p in list((getattr(pool, "_processes", None) or {}).values()):
+        p.terminate()
+
+
 def _local_results(tasks: list[list[dict]], workers: int) -> Iterator[tuple]:
     """Run in a local process pool; yield results as their tasks finish."""
     n = min(workers, len(tasks))
-    with cf.ProcessPoolExecutor(max_workers=n, initializer=_one_core if n > 1 else None) as pool:
-        futures = [pool.submit(_execute, t) for t in tasks]
-        for fut in cf.as_completed(futures):
-            yield from fut.result()
+    with cf.ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(n > 1,)) as pool:
+        try:
+            futures = [pool.submit(_execute, t) for t in tasks]
+            for fut in cf.as_completed(futures):
+                yield from fut.result()
+        except BaseException:  # an interrupt, or the consumer stopping early
+            _stop_workers(pool)
+            raise
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
@@ -328,10 +352,15 @@ def _ray_results(tasks: list[list[dict]], workers: int, address: str | None) -> 
                     continue
             refs.append(task.remote(t, data, version))
         pending = refs
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            for ref in done:
-                yield from ray.get(ref)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    yield from ray.get(ref)
+        except BaseException:
+            for ref in pending:  # an interrupt: nothing more of this sweep runs anywhere
+                ray.cancel(ref, force=True)
+            raise
     finally:
         if started:
             ray.shutdown()
@@ -358,10 +387,16 @@ class _Progress:
 
 def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, jobs: int | None = None,
           backend: str = "local", quiet: bool = False, address: str | None = None) -> dict:
-    """Run a sweep spec; returns counts {"total", "skipped", "ran", "failed", "store"}.
+    """Run a sweep spec; returns counts {"total", "skipped", "elsewhere", "ran", "failed",
+    "store"} ("elsewhere": runs another sweep on the same store is running).
+
+    Ctrl-C (or SIGTERM, unless the program handles it) stops the workers at once and
+    raises KeyboardInterrupt; the runs recorded so far stay in the store.
 
     ``backend``: "local" (a process pool) or "ray" (Ray tasks on a local instance, or on
     the cluster at ``address``)."""
+    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0):
+        raise SweepError(f"argument `jobs` must be a non-negative integer (0 = every core), not {jobs!r:.40}")
     if backend not in ("local", "ray"):
         raise SweepError(f"unknown backend `{backend}` (known: local, ray)")
     if address and backend != "ray":
@@ -371,26 +406,46 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
         _check_reachable(address)  # before the store is created: nothing to clean up
     store_path = Path(store) if store else spec.store
     version = _core.version()
-    with Store(store_path) as st:
-        done = st.finished_keys()
-        todo = [r for r in spec.runs if r["key"] not in done]
-        counts = {"total": len(spec.runs), "skipped": len(spec.runs) - len(todo), "ran": 0, "failed": 0, "store": str(store_path)}
+    owner = new_owner()
+    with Store(store_path) as st, sigterm_as_interrupt():
+        # Claimed in one transaction: a second sweep on this store takes the runs this
+        # one has not, instead of running them all again.
+        mine, elsewhere = st.claim([r["key"] for r in spec.runs], owner)
+        claimed = set(mine)
+        todo = [r for r in spec.runs if r["key"] in claimed]
+        held = sum(elsewhere.values())
+        counts = {"total": len(spec.runs), "skipped": len(spec.runs) - len(todo) - held, "elsewhere": held,
+                  "ran": 0, "failed": 0, "store": str(store_path)}
+        for who, n in elsewhere.items():
+            print(f"vmlab sweep: {n} runs left to the sweep running on this store ({who})", file=sys.stderr)
         if not todo:
             return counts
-        by_key = {r["key"]: r for r in todo}
-        workers = jobs or spec.jobs or os.cpu_count() or 1
-        progress = None if quiet else _Progress(len(todo))
-        tasks = _one_pass_tasks(todo, workers, spec.one_pass)
-        results = _ray_results(tasks, workers, address) if backend == "ray" else _local_results(tasks, workers)
-        # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
-        for key, status, stats, error, secs in results:
-            st.record(by_key[key], status, stats, error, secs, version)
-            counts["ran"] += 1
-            if status != "ok":
-                counts["failed"] += 1
-                print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
-            if progress:
-                progress.tick(counts["failed"])
+        heartbeat = Heartbeat(str(store_path), owner)
+        progress = None
+        try:
+            by_key = {r["key"]: r for r in todo}
+            workers = jobs or spec.jobs or os.cpu_count() or 1
+            progress = None if quiet else _Progress(len(todo))
+            tasks = _one_pass_tasks(todo, workers, spec.one_pass)
+            results = _ray_results(tasks, workers, address) if backend == "ray" else _local_results(tasks, workers)
+            # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
+            for key, status, stats, error, secs in results:
+                st.record(by_key[key], status, stats, error, secs, version)
+                counts["ran"] += 1
+                if status != "ok":
+                    counts["failed"] += 1
+                    print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
+                if progress:
+                    progress.tick(counts["failed"])
+        except KeyboardInterrupt:
+            if progress and progress.tty:
+                print(file=sys.stderr)
+            print(f"vmlab sweep: stopped: {counts['ran']} runs recorded in {store_path}, {len(todo) - counts['ran']} not run;"
+                  " run the sweep again to resume", file=sys.stderr)
+            raise
+        finally:
+            heartbeat.stop()
+            st.release(owner)
     return counts
 
 
@@ -406,5 +461,6 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     c = sweep(args.spec, store=args.store, jobs=args.jobs, backend=args.backend, quiet=args.quiet, address=args.address)
-    print(f"{c['total']} runs: {c['skipped']} already in {c['store']}, {c['ran']} ran, {c['failed']} failed")
+    elsewhere = f", {c['elsewhere']} left to another sweep" if c["elsewhere"] else ""
+    print(f"{c['total']} runs: {c['skipped']} already in {c['store']}, {c['ran']} ran, {c['failed']} failed{elsewhere}")
     return 1 if c["failed"] else 0

@@ -133,3 +133,288 @@ def test_a_trace_through_a_fifo_is_read_once(tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["totals"]["accesses"] == 20_000 and "content_hash" not in doc["source"]
+
+
+# --- Signals: SIGINT (Ctrl-C) and SIGTERM stop every long command promptly and cleanly.
+
+import json
+import os
+import signal
+import sqlite3
+import sys
+import textwrap
+import time
+
+# How long a stopped command may take to exit. The engine checks once per batch of
+# records (milliseconds); the bound is generous so that a loaded machine cannot flake
+# it, while a command that runs on to its end (tens of seconds here) fails it.
+STOP_WITHIN = 5.0
+
+
+def _wait_for(cond, timeout=60.0):
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "timed out waiting for the command to start"
+        time.sleep(0.05)
+
+
+def _stop(p, sig, started):
+    """Wait until `started()`, send `sig`, return (exit status, stderr, seconds to exit)."""
+    _wait_for(lambda: started() or p.poll() is not None)
+    assert p.poll() is None, p.communicate()
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    return p.returncode, err, time.monotonic() - t0
+
+
+def _stopped(code, err, secs, sig):
+    assert code == 128 + sig, (code, err)
+    assert secs < STOP_WITHIN, secs
+    name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+    assert err.strip().splitlines()[-1] == f"vmlab: interrupted by {name}", err
+    assert "Traceback" not in err and "panicked" not in err, err
+
+
+# A workload that takes minutes to simulate, far longer than STOP_WITHIN.
+LONG_RUN = ["gups", "footprint=1G", "accesses=4G"]
+
+
+def _long_input(tmp_path):
+    """A trace that takes a conversion longer than the test waits."""
+    path = tmp_path / "long.vmt"
+    assert run_cli("generate", "gups", "footprint=64M", "accesses=5M", "-o", str(path)).returncode == 0
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("command", ["run", "generate", "convert"])
+def test_a_signal_stops_a_command_and_leaves_no_partial_output(command, sig, tmp_path):
+    out = tmp_path / "out" / "keep"
+    out.parent.mkdir()
+    out.write_bytes(b"keep")
+    if command == "run":
+        args = ["run", "-c", "skylake", "-w", *LONG_RUN, "-o", str(out)]
+    elif command == "generate":
+        args = ["generate", "gups", "footprint=1G", "accesses=1G", "-o", str(out)]
+    else:
+        args = ["convert", "--to", "champsim", str(_long_input(tmp_path)), "-o", str(out)]
+    p = subprocess.Popen(vmlab_cmd() + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Started: the Python console script has handed over to the engine (its temporary
+    # output exists, or for `run` a moment has passed).
+    begun = time.monotonic()
+    started = (lambda: time.monotonic() - begun > 1.5) if command == "run" else (lambda: len(list(out.parent.iterdir())) > 1)
+    _stopped(*_stop(p, sig, started), sig)
+    assert out.read_bytes() == b"keep"
+    assert [f.name for f in out.parent.iterdir()] == ["keep"], "no temporary file left"
+
+
+def _traced_alive(marker):
+    """Processes whose command line holds `marker` (the traced program under valgrind)."""
+    alive = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        alive.append(int(d))
+            except OSError:
+                pass
+    return alive
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is required (scripts/setup.sh installs it)")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_trace_kills_the_traced_programs_and_cleans_up(sig, tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    out = tmp_path / "keep.vmt"
+    out.write_bytes(b"keep")
+    marker = f"vmlab-test-{os.getpid()}-{sig}"
+    # A parent that forks a child: both run under valgrind until killed.
+    script = "sleep 1000 & while :; do :; done"
+    p = subprocess.Popen(vmlab_cmd() + ["trace", "-o", str(out), "--", "sh", "-c", script, marker],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)})
+    # Only the signal to vmlab itself: the traced programs must not outlive it.
+    _stopped(*_stop(p, sig, lambda: any(tmpdir.glob("vmlab-trace-*/vg.*"))), sig)
+    _wait_for(lambda: not _traced_alive(marker), timeout=STOP_WITHIN)
+    assert out.read_bytes() == b"keep"
+    assert list(tmpdir.iterdir()) == [], "the trace's temporary files are removed"
+    assert [f.name for f in tmp_path.iterdir() if f.name != "tmp"] == ["keep.vmt"]
+
+
+def test_python_runs_raise_keyboard_interrupt_mid_run():
+    script = textwrap.dedent(f"""
+        import sys, time, vmlab
+        print("start", flush=True)
+        t0 = time.monotonic()
+        try:
+            vmlab.run("skylake", workload="gups", footprint="1G", accesses="4G")
+        except KeyboardInterrupt:
+            print(f"interrupted {{time.monotonic() - t0:.2f}}", flush=True)
+            sys.exit(0)
+        print("ran to the end", flush=True)
+    """)
+    p = subprocess.Popen([_python(), "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "start\n"
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and out.startswith("interrupted"), (out, err)
+    assert time.monotonic() - t0 < STOP_WITHIN
+
+
+def _python():
+    venv = os.path.join(os.path.dirname(vmlab_cmd()[0]), "python")
+    return venv if os.path.exists(venv) else sys.executable
+
+
+def _spec(tmp_path, accesses="3M", seeds=12, store="s.sqlite"):
+    spec = tmp_path / "s.toml"
+    spec.write_text(textwrap.dedent(f"""
+        [sweep]
+        name = "sig"
+        store = "{store}"
+        seeds = {list(range(1, seeds + 1))}
+        jobs = 2
+        one_pass = false
+        [[config]]
+        name = "sky"
+        preset = "skylake"
+        [[workload]]
+        name = "gups"
+        params = {{ footprint = "64M", accesses = "{accesses}" }}
+    """))
+    return spec
+
+
+def _recorded(store):
+    try:
+        return sqlite3.connect(store).execute("SELECT COUNT(*) FROM runs WHERE status = 'ok'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.parametrize("to_group", [False, True], ids=["sweep-alone", "process-group"])
+def test_ctrl_c_stops_a_sweep_and_its_workers_and_a_rerun_resumes(to_group, tmp_path):
+    spec = _spec(tmp_path)
+    store = tmp_path / "s.sqlite"
+    # A session of its own, as a terminal's foreground job is: Ctrl-C goes to the group.
+    p = subprocess.Popen(vmlab_cmd() + ["sweep", str(spec), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    _wait_for(lambda: _recorded(store) >= 1 or p.poll() is not None, timeout=120)
+    t0 = time.monotonic()
+    if to_group:
+        os.killpg(p.pid, signal.SIGINT)
+    else:
+        p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (out, err)
+    assert time.monotonic() - t0 < STOP_WITHIN
+    assert "Traceback" not in err and "run the sweep again to resume" in err, err
+    _wait_for(lambda: _gone(p.pid), timeout=STOP_WITHIN)  # the workers too
+    done = _recorded(store)
+    assert 1 <= done < 12
+    assert sqlite3.connect(store).execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0, "claims released"
+    again = subprocess.run(vmlab_cmd() + ["sweep", str(spec), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"12 runs: {done} already in" in again.stdout and f"{12 - done} ran, 0 failed" in again.stdout
+
+
+def _gone(pgid):
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_two_sweeps_on_one_store_share_the_runs(tmp_path):
+    spec = _spec(tmp_path, accesses="1M", seeds=8)
+    ps = [subprocess.Popen(vmlab_cmd() + ["sweep", str(spec), "--quiet", "-j", "1"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in ps]
+    assert all(p.returncode == 0 for p in ps), outs
+    ran = [int(o.split(" ran,")[0].rsplit(" ", 1)[1]) for o, _ in outs]
+    assert sum(ran) == 8, outs  # each run once, by one sweep or the other
+    assert _recorded(tmp_path / "s.sqlite") == 8
+
+
+def test_a_dead_sweeps_claims_are_taken_over(tmp_path):
+    spec = _spec(tmp_path, accesses="100k", seeds=3)
+    store = tmp_path / "s.sqlite"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    import socket
+
+    db = sqlite3.connect(store)
+    db.execute("CREATE TABLE claims (key TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, heartbeat REAL NOT NULL)")
+    from vmlab.sweep import load_spec
+
+    for r in load_spec(spec).runs:
+        db.execute("INSERT INTO claims VALUES (?, 'gone', ?, ?, ?)", (r["key"], socket.gethostname(), dead.pid, time.time()))
+    db.commit()
+    db.close()
+    p = subprocess.run(vmlab_cmd() + ["sweep", str(spec), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and "3 ran, 0 failed" in p.stdout, (p.stdout, p.stderr)
+
+
+# --- The results store and reports: one error naming the file, never a traceback.
+
+def _real_store(tmp_path):
+    spec = _spec(tmp_path, accesses="10k", seeds=1, store="good.sqlite")
+    assert subprocess.run(vmlab_cmd() + ["sweep", str(spec), "--quiet"], capture_output=True, timeout=300).returncode == 0
+    return tmp_path / "good.sqlite"
+
+
+def test_a_store_that_is_not_one_is_one_error_naming_it(tmp_path):
+    import vmlab
+
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n" * 100)
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(_real_store(tmp_path).read_bytes()[:3000])
+    for bad in (text, cut, tmp_path):
+        with pytest.raises(vmlab.StoreError) as e:
+            vmlab.load(bad)
+        assert str(bad) in str(e.value)
+        msg = one_error_line(run_cli("report", str(bad), "-o", str(tmp_path / "r")))
+        assert str(bad) in msg
+    with pytest.raises(vmlab.StoreError, match="no results store"):
+        vmlab.load(tmp_path / "missing.sqlite")
+    assert not (tmp_path / "missing.sqlite").exists(), "loading never creates a store"
+
+
+def test_an_unwritable_report_directory_is_one_error_naming_it(tmp_path):
+    pytest.importorskip("matplotlib")
+    store = _real_store(tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    msg = one_error_line(run_cli("report", str(store), "-o", str(blocker / "sub")))
+    assert str(blocker / "sub") in msg
+
+
+# --- Wrong Python argument types: a VmlabError (and TypeError) naming the argument.
+
+@pytest.mark.parametrize("call, name", [
+    (lambda v: v.run("tiny", trace=5), "trace"),
+    (lambda v: v.run("tiny", workload=5), "workload"),
+    (lambda v: v.run("tiny", workload="gups", overrides=5), "overrides"),
+    (lambda v: v.run("tiny", workload="gups", overrides="tlb.l1d.entries=8"), "overrides"),
+    (lambda v: v.run("tiny", workload="gups", progress="yes"), "progress"),
+    (lambda v: v.run(5, workload="gups"), "config"),
+    (lambda v: v.run("tiny", workload="gups", accesses=None), "accesses"),
+    (lambda v: v.run_many(["tiny"], workload="gups", threads=-1), "threads"),
+    (lambda v: v.run_many("tiny", workload="gups"), "configs"),
+    (lambda v: v.compare("radix", workload="gups"), "designs"),
+    (lambda v: v.pt_compare(workload="gups", designs=[1]), "designs"),
+    (lambda v: v.mrc(workload="gups", max_ways=0), "max_ways"),
+    (lambda v: v.trace_info(5), "path"),
+])
+def test_wrong_python_types_name_the_argument(call, name):
+    import vmlab
+
+    with pytest.raises(vmlab.VmlabError) as e:
+        call(vmlab)
+    assert isinstance(e.value, TypeError) and f"`{name}`" in str(e.value), e.value

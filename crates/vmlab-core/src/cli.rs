@@ -331,6 +331,11 @@ pub fn main(args: Vec<String>) -> i32 {
     };
     match dispatch(cli.cmd).and_then(flushed) {
         Ok(code) => code,
+        // Like a shell reports a process a signal ended: 128 + the signal's number.
+        Err(Error::Interrupted { signal }) => {
+            eprintln!("vmlab: {}", Error::Interrupted { signal });
+            128 + signal
+        }
         Err(e) => {
             eprintln!("vmlab: error: {e}");
             1

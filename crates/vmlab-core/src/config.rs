@@ -154,6 +154,16 @@ pub enum OomPolicy {
     Error,
 }
 
+/// The ASIDs a process can get (ANY_ASID, u16::MAX, tags global entries).
+pub const MAX_LIVE_PROCESSES: u32 = u16::MAX as u32;
+const DEFAULT_MAX_PROCESSES: u32 = 4096;
+fn default_max_processes() -> u32 {
+    DEFAULT_MAX_PROCESSES
+}
+fn is_default_max_processes(n: &u32) -> bool {
+    *n == DEFAULT_MAX_PROCESSES
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct OsConfig {
@@ -168,6 +178,11 @@ pub struct OsConfig {
     /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
     #[serde(default)]
     pub fault_cycles: u64,
+    /// Live processes at once. Each costs host memory (its address space, page-index
+    /// and page-table nodes: about 100 KiB for a process of a few scattered pages), so
+    /// a trace naming many pids is an error naming this key, not gigabytes.
+    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
+    pub max_processes: u32,
     /// The page-size policy (os/policy/); FIXED(page_size) by default.
     #[serde(default, skip_serializing_if = "crate::os::policy::PolicyConfig::is_default")]
     pub policy: crate::os::policy::PolicyConfig,
@@ -502,6 +517,9 @@ impl Config {
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
     pub fn validate(&self) -> Result<()> {
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
+        if !(1..=MAX_LIVE_PROCESSES).contains(&self.os.max_processes) {
+            return Err(Error::config("os.max_processes", format!("must be 1 to {MAX_LIVE_PROCESSES} (one address-space ID each)")));
+        }
         self.os.policy.validate(self)?;
         if self.page_table.kind == PageTableKind::Linear {
             self.page_table.linear.validate(self)?;

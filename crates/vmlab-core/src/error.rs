@@ -32,6 +32,10 @@ pub enum Error {
 
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: std::io::Error },
+
+    /// SIGINT or SIGTERM asked the run to stop (crate::interrupt).
+    #[error("interrupted by {}", crate::interrupt::signal_name(*signal))]
+    Interrupted { signal: i32 },
 }
 
 impl Error {

@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 pub mod files;
 pub mod host;
+pub mod interrupt;
 pub mod mem;
 pub mod mmu;
 pub mod os;

@@ -6,5 +6,8 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Ctrl-C and SIGTERM stop the command cleanly (crate::interrupt): partial outputs are
+    // removed and a traced program is killed.
+    vmlab::interrupt::install_handlers();
     std::process::exit(vmlab::cli::main(std::env::args().collect()));
 }

@@ -21,6 +21,44 @@ fn to_py(e: vmlab::Error) -> PyErr {
     VmlabError::new_err(e.to_string())
 }
 
+/// Run `work` with the GIL released, on a thread of its own, while this thread runs
+/// Python's signal handlers every 50 ms. A Ctrl-C (KeyboardInterrupt), or an exception a
+/// SIGTERM handler raises, asks the work to stop (vmlab::interrupt: within one batch of
+/// records) and is raised here once it has. Without this, Python would run its handlers
+/// only when the run ended.
+fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
+    use std::sync::mpsc::RecvTimeoutError;
+    py.allow_threads(|| {
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let worker = s.spawn(move || {
+                let out = work();
+                let _ = tx.send(());
+                out
+            });
+            let mut raised: Option<PyErr> = None;
+            while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                if raised.is_none() {
+                    raised = Python::with_gil(|py| {
+                        py.check_signals().err().inspect(|e| {
+                            let ctrl_c = e.get_type_bound(py).is(&py.get_type_bound::<pyo3::exceptions::PyKeyboardInterrupt>());
+                            vmlab::interrupt::request(if ctrl_c { vmlab::interrupt::SIGINT } else { vmlab::interrupt::SIGTERM });
+                        })
+                    });
+                }
+            }
+            let out = worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            match raised {
+                Some(e) => {
+                    vmlab::interrupt::clear();
+                    Err(e)
+                }
+                None => Ok(out),
+            }
+        })
+    })
+}
+
 /// Stringify workload parameter values (ints, floats, strings).
 fn params_of(params: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
     let mut out = Vec::new();
@@ -46,7 +84,7 @@ fn run(
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
     let req = RunRequest { config, overrides, source, progress };
-    let doc = py.allow_threads(|| api::run(&req)).map_err(to_py)?;
+    let doc = interruptible(py, || api::run(&req))?.map_err(to_py)?;
     Ok(serde_json::to_string(&doc).expect("json"))
 }
 
@@ -73,7 +111,7 @@ fn run_many(
     progress: bool,
 ) -> PyResult<Vec<(Option<String>, Option<String>)>> {
     let source = source_of(trace, workload, params)?;
-    let docs = py.allow_threads(|| api::run_many(&configs, &source, threads, progress)).map_err(to_py)?;
+    let docs = interruptible(py, || api::run_many(&configs, &source, threads, progress))?.map_err(to_py)?;
     Ok(docs
         .into_iter()
         .map(|d| match d {
@@ -107,14 +145,23 @@ fn mrc(
         max_ways,
         max_entries,
     };
-    let curves = py.allow_threads(|| api::miss_ratio_curves(&source, &opts)).map_err(to_py)?;
+    let curves = interruptible(py, || api::miss_ratio_curves(&source, &opts))?.map_err(to_py)?;
     Ok(serde_json::to_string(&curves).expect("json"))
 }
 
-/// The `vmlab` command line; returns the exit status.
+/// The `vmlab` command line; returns the exit status. The console script calls
+/// [`install_signal_handlers`] first, so SIGINT and SIGTERM stop a command as they stop
+/// the native binary.
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.allow_threads(|| vmlab::cli::main(argv))
+}
+
+/// Route SIGINT and SIGTERM to vmlab's own handlers (vmlab::interrupt), replacing
+/// Python's: for a process that runs one Rust command and exits.
+#[pyfunction]
+fn install_signal_handlers() {
+    vmlab::interrupt::install_handlers();
 }
 
 #[pyfunction]
@@ -156,7 +203,7 @@ fn pt_compare(
     params: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
-    let rows = py.allow_threads(|| api::pt_compare(&config, &overrides, &source, &designs)).map_err(to_py)?;
+    let rows = interruptible(py, || api::pt_compare(&config, &overrides, &source, &designs))?.map_err(to_py)?;
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 
@@ -177,7 +224,7 @@ fn compare(
     progress: bool,
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
-    let rows = py.allow_threads(|| api::compare(&config, &overrides, &source, &designs, baseline.as_deref(), threads, progress)).map_err(to_py)?;
+    let rows = interruptible(py, || api::compare(&config, &overrides, &source, &designs, baseline.as_deref(), threads, progress))?.map_err(to_py)?;
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 
@@ -190,11 +237,11 @@ fn workloads() -> String {
 /// `vmlab info` as JSON text.
 #[pyfunction]
 fn trace_info(py: Python<'_>, path: String) -> PyResult<String> {
-    py.allow_threads(|| {
+    interruptible(py, || {
         let mut r = vmlab::trace::vmt::VmtReader::open(std::path::Path::new(&path))?;
         let info = vmlab::trace::info::summarize(&mut r)?;
         Ok(serde_json::to_string(&info).expect("json"))
-    })
+    })?
     .map_err(to_py)
 }
 
@@ -249,6 +296,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_many, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(install_signal_handlers, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(design, m)?)?;

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from .. import _core
+from .._files import write_text
 from . import elphinstone, itanium, nested_ecpt, romer, romer_cache, tps
 from ._common import program_traces
 
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
     t0 = time.monotonic()
     text = reproduce(a.paper, quick=a.quick, traces=a.trace)
     if a.output:
-        Path(a.output).write_text(text)
+        write_text(a.output, text)
     else:
         sys.stdout.write(text)
     print(f"vmlab reproduce {a.paper}: {time.monotonic() - t0:.0f} s", file=sys.stderr)

@@ -152,6 +152,8 @@ pub struct Mm<P: PageTable> {
     share_keys: bool,
     /// Program text is a shared object (`mmu.regions.share_text`, Chapman et al. §3.2).
     share_text: bool,
+    /// `os.max_processes`: live processes at once.
+    max_processes: u32,
 }
 
 impl<P: PageTable> Os<P> {
@@ -185,6 +187,7 @@ impl<P: PageTable> Os<P> {
             rc: RecolorCounters::default(),
             share_keys: cfg.mmu.regions.share,
             share_text: cfg.mmu.regions.share_text,
+            max_processes: cfg.os.max_processes,
         };
         let mut os = Os { mm, policy, recolor: None };
         if cfg.os.recolor.kind != recolor::RecolorKind::None {
@@ -257,6 +260,12 @@ impl<P: PageTable> Mm<P> {
     }
 
     fn create_process(&mut self, pid: Pid) -> Result<&mut AddressSpace> {
+        if self.spaces.len() >= self.max_processes as usize {
+            return Err(Error::config(
+                "os.max_processes",
+                format!("pid {pid} would be live process {} of at most {} (each costs host memory; raise the limit for a trace with this many)", self.spaces.len() + 1, self.max_processes),
+            ));
+        }
         let asid = match self.free_asids.pop_first() {
             Some(a) => a,
             None => {

@@ -197,6 +197,7 @@ impl<P: PageTable> Engine<P> {
     pub fn run(&mut self, src: &mut dyn TraceSource, mut on_batch: impl FnMut(u64)) -> Result<()> {
         let mut buf = Vec::with_capacity(crate::trace::BATCH);
         while src.next_batch(&mut buf)? {
+            crate::interrupt::check()?;
             let done = self.feed(&buf)?;
             on_batch(self.run.records);
             if done {

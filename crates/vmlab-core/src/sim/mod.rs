@@ -212,6 +212,7 @@ fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl
     let mut buf = Vec::with_capacity(crate::trace::BATCH);
     let mut records = 0u64;
     while pass.src.next_batch(&mut buf)? {
+        crate::interrupt::check()?;
         records += buf.len() as u64;
         let done = sim.feed(&buf)?;
         on_batch(records);
@@ -327,6 +328,7 @@ const ONE_PASS_CHUNK: usize = 1 << 16;
 fn next_chunk(src: &mut dyn TraceSource, buf: &mut Vec<Record>, scratch: &mut Vec<Record>) -> Result<bool> {
     buf.clear();
     while buf.len() + crate::trace::BATCH <= ONE_PASS_CHUNK && src.next_batch(scratch)? {
+        crate::interrupt::check()?;
         buf.extend_from_slice(scratch);
     }
     Ok(!buf.is_empty())

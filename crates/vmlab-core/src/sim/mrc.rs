@@ -92,6 +92,7 @@ pub fn miss_ratio_curves(src: &mut dyn TraceSource, opts: &MrcOptions) -> Result
     let mut sa: Vec<SetAssociativeStacks> = opts.sets.iter().map(|&s| SetAssociativeStacks::new(s, opts.max_ways)).collect();
     let mut buf = Vec::with_capacity(crate::trace::BATCH);
     while src.next_batch(&mut buf)? {
+        crate::interrupt::check()?;
         for r in &buf {
             let Record::Access(a) = r else { continue };
             let wanted = match opts.side {

@@ -378,6 +378,7 @@ fn write_all<W: Write>(src: &mut dyn TraceSource, sink: W, path: &Path) -> Resul
     let mut w = ChampSimWriter::new(sink, path);
     let mut buf = Vec::with_capacity(BATCH);
     while src.next_batch(&mut buf)? {
+        crate::interrupt::check()?;
         buf.iter().try_for_each(|r| w.write(r))?;
     }
     w.finish()

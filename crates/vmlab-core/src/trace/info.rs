@@ -72,6 +72,7 @@ pub fn summarize(src: &mut dyn TraceSource) -> Result<TraceInfo> {
     let mut procs: BTreeMap<u32, (ProcessInfo, HashSet<u64>, crate::os::vma::VmaSet, Option<u64>)> = BTreeMap::new();
     let mut buf = Vec::new();
     while src.next_batch(&mut buf)? {
+        crate::interrupt::check()?;
         for r in &buf {
             counts.records += 1;
             match *r {

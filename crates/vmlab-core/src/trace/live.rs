@@ -212,10 +212,12 @@ fn valgrind_version(valgrind: &str) -> Result<String> {
 }
 
 fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn FnMut(&[Record]) -> Result<()>) -> Result<LiveSummary> {
-    let mut child = Command::new(&opts.valgrind)
+    let child = Command::new(&opts.valgrind)
         .arg("--tool=lackey")
         .arg("--trace-mem=yes")
         .arg("--trace-syscalls=yes")
+        // No gdbserver: its FIFOs in $TMPDIR would outlive a valgrind killed on an interrupt.
+        .arg("--vgdb=no")
         .arg(format!("--trace-children={}", if opts.follow_children { "yes" } else { "no" }))
         .arg(format!("--log-file={}/vg.%p", dir.display()))
         .args(&opts.valgrind_args)
@@ -227,12 +229,14 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
         .spawn()
         .map_err(|e| Error::Sim(format!("cannot start valgrind: {e}")))?;
     let root = child.id();
-    let (tx, rx) = sync_channel::<Msg>(64);
     let stop = Arc::new(AtomicBool::new(false));
+    let mut reaper = Reaper { child, pids: Vec::new(), stop: stop.clone(), finished: false };
+    let (tx, rx) = sync_channel::<Msg>(64);
     let mut readers: HashMap<Pid, std::thread::JoinHandle<()>> = HashMap::new();
     let mut merger = Merger::new(root);
     let mut exit_code = None;
     loop {
+        crate::interrupt::check()?;
         // Start a reader for every new log.
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
@@ -242,13 +246,14 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
                         let (path, stop, tx) = (e.path(), stop.clone(), tx.clone());
                         slot.insert(std::thread::spawn(move || read_log(path, pid, stop, tx)));
                         merger.expect(pid);
+                        reaper.pids.push(pid);
                     }
                 }
             }
         }
         drain(&rx, &mut merger, sink, Duration::from_millis(5))?;
         if exit_code.is_none() {
-            if let Some(status) = child.try_wait().map_err(|e| Error::Sim(format!("waiting for valgrind: {e}")))? {
+            if let Some(status) = reaper.child.try_wait().map_err(|e| Error::Sim(format!("waiting for valgrind: {e}")))? {
                 exit_code = Some(status.code().unwrap_or(-1));
                 stop.store(true, Ordering::SeqCst);
             }
@@ -268,11 +273,44 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
             }
         }
     }
+    reaper.finished = true;
     for (_, h) in readers {
         let _ = h.join();
     }
     merger.flush_held(sink)?;
     Ok(LiveSummary { exit_code: exit_code.unwrap_or(-1), records: merger.records, processes: merger.seen_order.clone(), valgrind_version: String::new() })
+}
+
+/// Ends the traced processes if tracing stops before they do (an interrupt, a
+/// simulation error downstream): valgrind must not run on, reparented to init, once
+/// vmlab is gone.
+struct Reaper {
+    child: std::process::Child,
+    /// Every traced process seen so far (a followed child runs its own valgrind).
+    pids: Vec<Pid>,
+    stop: Arc<AtomicBool>,
+    finished: bool,
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if self.finished {
+            return;
+        }
+        // Only a process still running valgrind: a pid that exited may have been reused.
+        let traced = |pid: Pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains("valgrind"));
+        for &pid in self.pids.iter().filter(|&&p| traced(p)) {
+            #[cfg(unix)]
+            // SAFETY: kill(2) with a pid valgrind named its log after; a process that has
+            // already gone makes it fail harmlessly (ESRCH).
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn drain(rx: &Receiver<Msg>, m: &mut Merger, sink: &mut dyn FnMut(&[Record]) -> Result<()>, wait: Duration) -> Result<()> {

@@ -866,6 +866,7 @@ pub fn write_file(src: &mut dyn super::TraceSource, out: &Path) -> Result<u64> {
     let mut w = VmtWriter::create(out, src.meta())?;
     let mut buf = Vec::with_capacity(super::BATCH);
     while src.next_batch(&mut buf)? {
+        crate::interrupt::check()?;
         w.write_all(&buf)?;
     }
     w.finish()

@@ -667,3 +667,21 @@ fn a_pid_reused_after_exit_is_a_new_process() {
     assert_eq!(u(&doc, "/faults/implicit"), 2, "the new process has no mmap: implicit anonymous memory");
     assert_eq!((u(&doc, "/faults/processes_created"), u(&doc, "/faults/processes_exited")), (2, 1));
 }
+
+/// Live processes are bounded (`os.max_processes`: each costs host memory), not pids
+/// seen: a trace of many short-lived processes runs, one with too many at once stops
+/// with an error naming the key.
+#[test]
+fn live_processes_are_bounded_by_os_max_processes() {
+    let live: Vec<Record> = (1..=9).flat_map(|pid| [Record::read(BASE, 8, pid), Record::write(0x40_0000, 8, pid)]).collect();
+    let e = simulate("tiny", &["os.max_processes=8"], live.clone()).unwrap_err().to_string();
+    assert!(e.contains("os.max_processes") && e.contains("pid 9") && e.contains("at most 8"), "{e}");
+    assert!(simulate("tiny", &["os.max_processes=9"], live).is_ok());
+    let one_at_a_time: Vec<Record> = (1..=100).flat_map(|pid| [Record::read(BASE, 8, pid), Record::Exit { pid }]).collect();
+    let doc = simulate("tiny", &["os.max_processes=1"], one_at_a_time).unwrap();
+    assert_eq!(u(&doc, "/faults/processes_created"), 100);
+    for bad in ["0", "65536"] {
+        let e = Config::load("tiny", &[format!("os.max_processes={bad}")]).unwrap_err().to_string();
+        assert!(e.contains("os.max_processes"), "{e}");
+    }
+}

@@ -1,0 +1,84 @@
+//! Stopping cleanly on SIGINT or SIGTERM.
+//!
+//! A request to stop is one process-wide word. The `vmlab` binary's signal handlers set
+//! it ([`install_handlers`]); the Python binding sets it when Python reports a
+//! KeyboardInterrupt or a SIGTERM handler's exception while a run is in progress
+//! (crates/vmlab-py). Every long loop calls [`check`] once per batch of records (a
+//! relaxed load: nothing on the per-access path), so a run, a conversion or a trace ends
+//! within one batch with [`Error::Interrupted`]; what it was writing is dropped
+//! unfinished (files::AtomicFile) and a traced program is killed (trace/live.rs).
+//!
+//! The handlers are one-shot (`SA_RESETHAND`): a second Ctrl-C kills the process at
+//! once, as it would without vmlab's handling.
+
+use crate::{Error, Result};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+static REQUESTED: AtomicI32 = AtomicI32::new(0);
+
+/// SIGINT's number, for callers that learn of an interrupt some other way.
+pub const SIGINT: i32 = 2;
+/// SIGTERM's number.
+pub const SIGTERM: i32 = 15;
+
+/// Ask every loop in the process to stop, as if `signal` had arrived.
+pub fn request(signal: i32) {
+    REQUESTED.store(signal.max(1), Ordering::Relaxed);
+}
+
+/// Withdraw a request once the interrupted work has returned.
+pub fn clear() {
+    REQUESTED.store(0, Ordering::Relaxed);
+}
+
+/// The signal a stop was requested by, if any.
+pub fn requested() -> Option<i32> {
+    match REQUESTED.load(Ordering::Relaxed) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// `Err(Error::Interrupted)` once a stop is requested.
+#[inline]
+pub fn check() -> Result<()> {
+    match requested() {
+        None => Ok(()),
+        Some(signal) => Err(Error::Interrupted { signal }),
+    }
+}
+
+/// A signal's name for messages.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        SIGINT => "SIGINT".into(),
+        SIGTERM => "SIGTERM".into(),
+        s => format!("signal {s}"),
+    }
+}
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    request(signal);
+}
+
+/// Route SIGINT and SIGTERM to [`request`] for this process (the `vmlab` binary, or the
+/// Python console script running a Rust command). Without it, the default action ends
+/// the process at once, leaving temporary files and traced programs behind.
+pub fn install_handlers() {
+    #[cfg(unix)]
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); the handler
+        // does one atomic store, which is async-signal-safe; SA_RESTART keeps reads and
+        // writes from failing with EINTR, and SA_RESETHAND makes a second signal take the
+        // default action.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+    // Elsewhere the default action stays: the process ends at once.
+}
