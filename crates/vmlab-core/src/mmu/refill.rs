@@ -91,12 +91,21 @@ impl RefillConfig {
                 "a software handler's cost is modelled from its code; unset mmu.fixed_miss_cycles, which replaces it",
             ));
         }
+        // Every refill runs the handler instruction by instruction through the I-cache.
+        for (key, n) in [("mmu.refill.instructions", self.instructions), ("mmu.refill.instructions_per_step", self.instructions_per_step)] {
+            if n.is_some_and(|n| n > MAX_HANDLER_INSTRUCTIONS) {
+                return Err(Error::config(key, format!("at most {MAX_HANDLER_INSTRUCTIONS} instructions (a refill handler is tens)")));
+            }
+        }
         if self.kind == RefillKind::StlbMiss && stlb_entries == 0 {
             return Err(Error::config("mmu.refill.kind", "\"stlb-miss\" traps on a miss of the page table's STLB; set page_table.stlb.entries"));
         }
         Ok(())
     }
 }
+
+/// The longest handler (its fixed part, or its per-step loop) vmlab runs.
+pub const MAX_HANDLER_INSTRUCTIONS: u64 = 1 << 16;
 
 /// The default handler length for a page-table kind: (instructions outside the loop,
 /// instructions per step). Elphinstone's best cases (Table 6.4, all cache hits, no

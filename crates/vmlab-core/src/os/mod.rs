@@ -263,7 +263,11 @@ impl<P: PageTable> Mm<P> {
         if self.spaces.len() >= self.max_processes as usize {
             return Err(Error::config(
                 "os.max_processes",
-                format!("pid {pid} would be live process {} of at most {} (each costs host memory; raise the limit for a trace with this many)", self.spaces.len() + 1, self.max_processes),
+                format!(
+                    "pid {pid} would be live process {} of at most {} (each costs host memory; raise the limit for a trace with this many)",
+                    self.spaces.len() + 1,
+                    self.max_processes
+                ),
             ));
         }
         let asid = match self.free_asids.pop_first() {

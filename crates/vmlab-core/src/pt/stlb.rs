@@ -90,8 +90,8 @@ impl<P: PageTable> SoftwareTlb<P> {
 
     /// As `new`, for a configuration found at `key` (errors name its keys).
     pub fn configured_at(inner: P, cfg: &StlbConfig, key: &str) -> Result<SoftwareTlb<P>> {
-        if cfg.entries == 0 || !cfg.entries.is_power_of_two() {
-            return Err(Error::config(format!("{key}.entries"), "must be a power of two"));
+        if cfg.entries == 0 || !cfg.entries.is_power_of_two() || cfg.entries > crate::mmu::assoc::MAX_ENTRIES {
+            return Err(Error::config(format!("{key}.entries"), "must be a power of two, at most 2^26"));
         }
         if cfg.ways == 0 || !cfg.entries.is_multiple_of(cfg.ways) || !(cfg.entries / cfg.ways).is_power_of_two() {
             return Err(Error::config(format!("{key}.ways"), format!("{} entries cannot form {}-way sets", cfg.entries, cfg.ways)));

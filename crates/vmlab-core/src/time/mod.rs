@@ -143,12 +143,20 @@ fn positive(key: &str, v: f64) -> Result<()> {
     }
 }
 
-fn at_least_one(key: &str, v: u32) -> Result<()> {
-    if v == 0 {
-        return Err(Error::config(key, "must be at least 1"));
+/// `v` in [lo, hi]: the structures a count sizes are allocated whole, so an absurd count
+/// must be an error, not a host allocation that fails.
+fn within(key: &str, v: u32, lo: u32, hi: u32) -> Result<()> {
+    if !(lo..=hi).contains(&v) {
+        return Err(Error::config(key, format!("must be between {lo} and {hi}, not {v}")));
     }
     Ok(())
 }
+
+/// The most a core's window, queues or walkers may hold (65536: far beyond any core,
+/// and a few MiB of host memory).
+pub const MAX_WINDOW: u32 = 1 << 16;
+/// The most DRAM channels, and banks per channel.
+pub const MAX_DRAM_UNITS: u32 = 1024;
 
 impl TimeConfig {
     pub fn is_default(&self) -> bool {
@@ -157,19 +165,19 @@ impl TimeConfig {
 
     pub fn validate(&self, cfg: &Config) -> Result<()> {
         positive("time.frequency_ghz", self.frequency_ghz)?;
-        at_least_one("time.walkers", self.walkers)?;
+        within("time.walkers", self.walkers, 1, MAX_WINDOW)?;
         let c = &self.core;
-        at_least_one("time.core.width", c.width)?;
-        at_least_one("time.core.rob", c.rob)?;
-        at_least_one("time.core.load_queue", c.load_queue)?;
-        at_least_one("time.core.store_queue", c.store_queue)?;
+        within("time.core.width", c.width, 1, MAX_WINDOW)?;
+        within("time.core.rob", c.rob, 1, MAX_WINDOW)?;
+        within("time.core.load_queue", c.load_queue, 1, MAX_WINDOW)?;
+        within("time.core.store_queue", c.store_queue, 1, MAX_WINDOW)?;
         positive("time.core.base_cpi", c.base_cpi)?;
         if c.base_cpi * (c.width as f64) < 1.0 - 1e-9 {
             return Err(Error::config("time.core.base_cpi", format!("{} is below 1 / width (time.core.width = {})", c.base_cpi, c.width)));
         }
         let d = &self.dram;
-        at_least_one("time.dram.channels", d.channels)?;
-        at_least_one("time.dram.banks", d.banks)?;
+        within("time.dram.channels", d.channels, 1, MAX_DRAM_UNITS)?;
+        within("time.dram.banks", d.banks, 1, MAX_DRAM_UNITS)?;
         if d.row.0 < 64 || !d.row.0.is_power_of_two() {
             return Err(Error::config("time.dram.row", "must be a power of two of at least 64 bytes"));
         }

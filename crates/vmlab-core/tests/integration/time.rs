@@ -225,9 +225,26 @@ fn bad_time_settings_are_one_line_errors_naming_the_key() {
         ("time.sampling.unit=0", "time.sampling.unit"),
         ("time.sampling.period=2000", "time.sampling.period"),
         ("time.sampling.rate=2", "time.sampling.rate"),
+        // Counts that size whole structures are bounded, not allocated until the host gives out.
+        ("time.walkers=2147483648", "time.walkers"),
+        ("time.core.load_queue=2147483648", "time.core.load_queue"),
+        ("time.core.store_queue=100000", "time.core.store_queue"),
+        ("time.dram.channels=2048", "time.dram.channels"),
+        ("time.dram.banks=2147483648", "time.dram.banks"),
     ] {
         let e = Config::load("skylake", &["memory.data_refs=true".into(), set.into()]).unwrap_err().to_string();
         assert!(e.contains(key) && !e.contains('\n'), "{set}: {e}");
+    }
+    // Checked when the model is built.
+    for (preset, sets, key) in [
+        ("skylake", &["page_table.stlb.entries=2147483648"][..], "page_table.stlb.entries"),
+        ("romer-cache", &["os.recolor.kind=\"cml\"", "os.recolor.cml_lru=2147483648"][..], "os.recolor.cml_lru"),
+        ("skylake", &["mmu.refill.kind=\"software\"", "mmu.refill.instructions=1000000000"][..], "mmu.refill.instructions"),
+    ] {
+        let built = Config::load(preset, &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .and_then(|cfg| vmlab::sim::build(&cfg, &vmlab::sim::SourceInfo::default(), None).map(|_| ()));
+        let e = built.unwrap_err().to_string();
+        assert!(e.contains(key) && !e.contains('\n'), "{sets:?}: {e}");
     }
     let e = Config::load("skylake", &["time.model=\"ooo\"".into()]).unwrap_err().to_string();
     assert!(e.contains("time.model") && e.contains("memory.data_refs"), "{e}");

@@ -129,6 +129,9 @@ impl Default for RecolorCosts {
     }
 }
 
+/// The most tuples either part of the CML buffer may have.
+pub const MAX_CML_TUPLES: usize = 1 << 16;
+
 /// `[os.recolor]`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -184,6 +187,12 @@ impl RecolorConfig {
         }
         if self.kind == RecolorKind::Cml && self.cml_lru.unwrap_or(16) + self.cml_hot.unwrap_or(16) == 0 {
             return Err(Error::config("os.recolor.cml_lru", "the CML buffer needs at least one tuple"));
+        }
+        // Romer's buffer has 16 + 16 tuples (Table 5-1); it is scanned whole on every interrupt.
+        for (key, n) in [("os.recolor.cml_lru", self.cml_lru), ("os.recolor.cml_hot", self.cml_hot)] {
+            if n.is_some_and(|n| n > MAX_CML_TUPLES) {
+                return Err(Error::config(key, format!("at most {MAX_CML_TUPLES} tuples")));
+            }
         }
         if self.kind != RecolorKind::Cml && self.target == TargetKind::ColdestMiss {
             return Err(Error::config("os.recolor.target", "coldest-miss reads the CML buffer: only with kind = \"cml\""));
