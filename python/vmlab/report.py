@@ -184,7 +184,10 @@ def build_plots(df) -> list[Plot]:
 def report(store: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Write OUT_DIR/index.html and the plots (PNG and SVG) for a results store; returns
     the index path."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ReportError("vmlab report draws with matplotlib, which is not installed (pip install matplotlib)") from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

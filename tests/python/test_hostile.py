@@ -418,3 +418,15 @@ def test_wrong_python_types_name_the_argument(call, name):
     with pytest.raises(vmlab.VmlabError) as e:
         call(vmlab)
     assert isinstance(e.value, TypeError) and f"`{name}`" in str(e.value), e.value
+
+
+def test_a_report_without_matplotlib_says_what_to_install(tmp_path):
+    store = _real_store(tmp_path)
+    # A module that fails to import stands in for the missing package.
+    shadow = tmp_path / "shadow"
+    (shadow / "matplotlib").mkdir(parents=True)
+    (shadow / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
+    p = subprocess.run(vmlab_cmd() + ["report", str(store), "-o", str(tmp_path / "r")], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(shadow)}, timeout=120)
+    msg = one_error_line(p)
+    assert "matplotlib" in msg and "pip install" in msg
