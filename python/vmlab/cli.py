@@ -13,7 +13,7 @@ PYTHON_COMMANDS = {
     "demo": "Run built-in workloads under a few designs and print a comparison table (--quick: seconds)",
     "sweep": "Run a sweep spec (designs x swept keys x inputs x seeds) into a results store, resuming",
     "report": "Plots (PNG, SVG) and an HTML page from a results store: vmlab report STORE -o DIR",
-    "reproduce": "Run a paper's experiments and regenerate its reproduction tables: vmlab reproduce PAPER [--quick]",
+    "reproduce": "Run a paper's experiments and regenerate its reproduction tables: vmlab reproduce PAPER|--all [--quick]",
 }
 
 

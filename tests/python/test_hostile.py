@@ -151,6 +151,14 @@ import time
 STOP_WITHIN = 5.0
 
 
+def _foreground():
+    """A child as a terminal's foreground job has it: SIGINT and SIGTERM at their default
+    (a shell starts background jobs, such as a CI runner's, with SIGINT ignored, and a
+    process keeps an ignored signal ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _wait_for(cond, timeout=60.0):
     end = time.monotonic() + timeout
     while not cond():
@@ -199,7 +207,7 @@ def test_a_signal_stops_a_command_and_leaves_no_partial_output(command, sig, tmp
         args = ["generate", "gups", "footprint=1G", "accesses=1G", "-o", str(out)]
     else:
         args = ["convert", "--to", "champsim", str(_long_input(tmp_path)), "-o", str(out)]
-    p = subprocess.Popen(vmlab_cmd() + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(vmlab_cmd() + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=_foreground)
     # Started: the Python console script has handed over to the engine (its temporary
     # output exists, or for `run` a moment has passed).
     begun = time.monotonic()
@@ -234,7 +242,8 @@ def test_a_signal_stops_a_trace_kills_the_traced_programs_and_cleans_up(sig, tmp
     # A parent that forks a child: both run under valgrind until killed.
     script = "sleep 1000 & while :; do :; done"
     p = subprocess.Popen(vmlab_cmd() + ["trace", "-o", str(out), "--", "sh", "-c", script, marker],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)})
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)},
+                         preexec_fn=_foreground)
     # Only the signal to vmlab itself: the traced programs must not outlive it.
     _stopped(*_stop(p, sig, lambda: any(tmpdir.glob("vmlab-trace-*/vg.*"))), sig)
     _wait_for(lambda: not _traced_alive(marker), timeout=STOP_WITHIN)
@@ -255,7 +264,8 @@ def test_python_runs_raise_keyboard_interrupt_mid_run():
             sys.exit(0)
         print("ran to the end", flush=True)
     """)
-    p = subprocess.Popen([_python(), "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([_python(), "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_foreground)
     assert p.stdout.readline() == "start\n"
     time.sleep(1.0)
     t0 = time.monotonic()
@@ -302,7 +312,7 @@ def test_ctrl_c_stops_a_sweep_and_its_workers_and_a_rerun_resumes(to_group, tmp_
     store = tmp_path / "s.sqlite"
     # A session of its own, as a terminal's foreground job is: Ctrl-C goes to the group.
     p = subprocess.Popen(vmlab_cmd() + ["sweep", str(spec), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
+                         text=True, start_new_session=True, preexec_fn=_foreground)
     _wait_for(lambda: _recorded(store) >= 1 or p.poll() is not None, timeout=120)
     t0 = time.monotonic()
     if to_group:
@@ -430,3 +440,19 @@ def test_a_report_without_matplotlib_says_what_to_install(tmp_path):
                        env={**os.environ, "PYTHONPATH": str(shadow)}, timeout=120)
     msg = one_error_line(p)
     assert "matplotlib" in msg and "pip install" in msg
+
+
+def test_an_ignored_sigint_stays_ignored():
+    # A shell's background job (`vmlab run ... &` in a script) starts with SIGINT ignored,
+    # and keeps it so; SIGTERM still stops it cleanly.
+    def background():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    p = subprocess.Popen(vmlab_cmd() + ["run", "-c", "skylake", "-w", *LONG_RUN], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=background)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert p.poll() is None, p.communicate()
+    _stopped(*_stop(p, signal.SIGTERM, lambda: True), signal.SIGTERM)

@@ -108,3 +108,49 @@ def test_time_tables_put_the_papers_speedups_beside_ours():
         unloaded, loaded = (float(x) for x in r[10].split(" → "))
         reads = int(r[11].split(" / ")[0].replace(",", ""))
         assert 0 < unloaded <= loaded and reads > 0
+
+
+def test_verdicts_are_strict_about_the_papers_parameters():
+    from vmlab.reproduce._common import count_verdict, judge, order_verdict
+
+    assert judge(1.19, 1.2, neutral=1.0) == "match"
+    assert judge(1.19, 1.2, neutral=1.0, same_regime=False) == "same shape"  # never a match under other parameters
+    assert judge(1.19, 1.05, neutral=1.0) == "same shape"
+    assert judge(1.19, 0.6, neutral=1.0) == "differs"
+    assert judge(0.98, -0.3, neutral=0.0) == "differs"
+    assert order_verdict(["a", "b", "c"], ["a", "b", "c"], close=True) == "match"
+    assert order_verdict(["a", "b", "c"], ["a", "b", "c"], close=False) == "same shape"
+    assert order_verdict(["a", "b", "c"], ["b", "a", "c"], close=True) == "differs"
+    assert [count_verdict(h, 5) for h in (5, 3, 2)] == ["match", "same shape", "differs"]
+
+
+def test_a_headline_short_of_a_match_must_say_why():
+    from vmlab.reproduce._common import headline, take_headlines
+
+    take_headlines()
+    with pytest.raises(ValueError, match="needs its reason"):
+        headline("x", "Fig. 1", "1.0", "0.5", "differs")
+    with pytest.raises(ValueError, match="not one of"):
+        headline("x", "Fig. 1", "1.0", "1.0", "close enough")
+    headline("x", "Fig. 1", "1.0", "1.0", "match", "ignored for a match")
+    assert [h.why for h in take_headlines()] == [""]
+
+
+def test_the_summary_lists_every_papers_headlines_and_what_is_not_built():
+    from vmlab.reproduce import PAPERS, TITLES, summary
+    from vmlab.reproduce._common import Headline
+
+    heads = {p: [Headline(f"claim of {p}", "Fig. 1", "1.0", "0.9", "same shape", "smaller")] for p in PAPERS}
+    heads["itanium"].append(Headline("Whole-program run time", "", "", "–", "not built", "translation only"))
+    page = summary(heads, quick=True, seconds=60)
+    rows = [l for l in page.splitlines() if l.startswith("| ") and not l.startswith("| paper |")]
+    assert len(rows) == len(PAPERS) + 1
+    assert all(TITLES[p] in page for p in PAPERS) and "**not built**" in page
+    assert "--quick" in page and "not the numbers to cite" in page
+    assert "Verdicts: 0 match, 5 same shape, 0 differs, 1 not built." in page
+
+
+def test_reproduce_takes_one_paper_or_all():
+    for args in ([], ["itanium", "--all"]):
+        p = subprocess.run([*VMLAB, "reproduce", *args], capture_output=True, text=True)
+        assert p.returncode == 2 and "name one paper, or give --all" in p.stderr, p.stderr

@@ -64,15 +64,21 @@ extern "C" fn on_signal(signal: libc::c_int) {
 
 /// Route SIGINT and SIGTERM to [`request`] for this process (the `vmlab` binary, or the
 /// Python console script running a Rust command). Without it, the default action ends
-/// the process at once, leaving temporary files and traced programs behind.
+/// the process at once, leaving temporary files and traced programs behind. A signal
+/// the process was started ignoring stays ignored, as Python and shells do: a shell
+/// starts background jobs with SIGINT ignored, and `nohup` ignores SIGHUP on purpose.
 pub fn install_handlers() {
     #[cfg(unix)]
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); the handler
-        // does one atomic store, which is async-signal-safe; SA_RESTART keeps reads and
-        // writes from failing with EINTR, and SA_RESETHAND makes a second signal take the
-        // default action.
+        // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags), and a null
+        // new action only reads the current one; the handler does one atomic store, which
+        // is async-signal-safe; SA_RESTART keeps reads and writes from failing with EINTR,
+        // and SA_RESETHAND makes a second signal take the default action.
         unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 || current.sa_sigaction == libc::SIG_IGN {
+                continue;
+            }
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
             action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;

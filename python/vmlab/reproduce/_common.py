@@ -1,4 +1,5 @@
-"""What every paper's reproduction shares: batched one-pass runs and traced programs."""
+"""What every paper's reproduction shares: batched one-pass runs, traced programs, and
+the headline results each page states next to the paper's."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable
 
@@ -118,3 +120,67 @@ def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overr
     df = compare(specs, config=config, overrides=items(overrides), threads=threads or os.cpu_count() or 1, **kw)
     return {label: df.loc[label].to_dict() for label in designs}
 
+
+
+# Verdicts of a headline result, strongest first.
+VERDICTS = ("match", "same shape", "differs", "not built")
+
+
+@dataclass
+class Headline:
+    """One headline result of a paper beside ours (docs/reproductions/README.md)."""
+
+    result: str   # the claim, in a phrase
+    where: str    # where the paper states it (figure, table, section)
+    paper: str    # the paper's number, as it states it
+    ours: str     # ours, in the same terms
+    verdict: str  # one of VERDICTS
+    why: str = ""  # one line: what differs, and where the page measures it
+
+
+_headlines: list[Headline] = []
+
+
+def headline(result: str, where: str, paper: str, ours: str, verdict: str, why: str = "") -> None:
+    """Record a headline row; `vmlab reproduce --all` collects them into the summary page.
+    A verdict other than "match" needs its reason."""
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    if verdict != "match" and not why:
+        raise ValueError(f"{result}: a {verdict!r} verdict needs its reason")
+    _headlines.append(Headline(result, where, paper, ours, verdict, why if verdict != "match" else ""))
+
+
+def take_headlines() -> list[Headline]:
+    """The rows recorded since the last call."""
+    out = list(_headlines)
+    _headlines.clear()
+    return out
+
+
+def judge(paper: float, ours: float, neutral: float, tol: float = 0.1, same_regime: bool = True) -> str:
+    """The verdict on a number: "match" within ``tol`` (relative) of the paper's, under
+    the paper's parameters (``same_regime``; a run in another regime can at best have
+    the same shape); "same shape" on the same side of ``neutral`` as the paper's (a
+    speed-up above 1, a reduction above 0); "differs" otherwise."""
+    if same_regime and abs(ours - paper) <= tol * abs(paper):
+        return "match"
+    return "same shape" if (ours - neutral) * (paper - neutral) > 0 else "differs"
+
+
+def weakest(verdicts: list[str]) -> str:
+    """The weakest of several inputs' verdicts: a result holds only as well as its worst input."""
+    return max(verdicts, key=VERDICTS.index)
+
+
+def order_verdict(paper: list[str], ours: list[str], close: bool) -> str:
+    """A ranking: "match" if ours is the paper's order and the numbers are ``close``,
+    "same shape" if the order alone agrees, "differs" if any two trade places."""
+    if ours != paper:
+        return "differs"
+    return "match" if close else "same shape"
+
+
+def count_verdict(held: int, total: int) -> str:
+    """A pattern the paper reports for every program, checked on ``total`` inputs."""
+    return "match" if held == total else "same shape" if 2 * held > total else "differs"

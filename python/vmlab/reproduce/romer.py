@@ -9,7 +9,7 @@ overhead). The cache chapters (4-6) are in romer_cache.py.
 
 from __future__ import annotations
 
-from ._common import Batch, md_table
+from ._common import Batch, count_verdict, headline, md_table
 
 DOC = "docs/reproductions/romer.md"
 NOT_BUILT: list[str] = []
@@ -45,6 +45,8 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
             b.add((n, p), "romer", overrides(p), src)
     b.run()
 
+    patterns(b, list(WORKLOADS))
+
     def table(title: str, cell) -> str:
         rows = [[n] + [cell(b[(n, p)], b[(n, "fixed")]) for p in POLICIES] for n in sources]
         return md_table(["workload"] + POLICIES, rows, title)
@@ -59,3 +61,32 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         table("Memory overhead vs 4K pages, % (Figure 3-4 shape: data frames never touched / touched)",
               lambda d, f: f"{100 * d['policy']['bloat_fraction']:.1f}"),
     ])
+
+
+def improvement(d: dict, fixed: dict) -> float:
+    """Table 3-5's estimated execution-time improvement over FIXED 4K, in percent."""
+    return 100 * (1 - (1 + d["policy"]["tlbmcpi"]) / (1 + fixed["policy"]["tlbmcpi"]))
+
+
+def patterns(b: Batch, names: list[str]) -> None:
+    """The patterns §3.6 reports, checked on every synthetic workload."""
+    def check(result: str, where: str, paper: str, holds, shown, why: str) -> None:
+        held = [n for n in names if holds(n)]
+        missed = [n for n in names if n not in held]
+        headline(result, where, paper, f"{len(held)} of {len(names)} workloads: " + ", ".join(f"{n} {shown(n)}" for n in names),
+                 count_verdict(len(held), len(names)), f"not on {', '.join(missed)}: {why}" if missed else "")
+
+    gap = lambda n: improvement(b[(n, "offline")], b[(n, "fixed")]) - improvement(b[(n, "approx-online")], b[(n, "fixed")])
+    check("APPROX-ONLINE comes within a few % of OFFLINE's improvement", "Table 3-5", "within a few % on most programs",
+          lambda n: gap(n) <= 5.0, lambda n: f"{gap(n):.1f} pts",
+          "OFFLINE's foresight gains more there than in the thesis's programs (romer.md, \"Theirs next to ours\")")
+    misses_close = lambda n: abs(misses(b[(n, "online")]) - misses(b[(n, "approx-online")])) <= 0.05 * max(1, misses(b[(n, "approx-online")]))
+    slower = lambda n: b[(n, "online")]["policy"]["tlbmcpi"] > b[(n, "approx-online")]["policy"]["tlbmcpi"]
+    check("ONLINE removes as many misses as APPROX-ONLINE but costs more (capacity bookkeeping)", "§3.6, Table 3-4",
+          "yes", lambda n: misses_close(n) and slower(n),
+          lambda n: f"{misses(b[(n, 'online')]) / max(1, misses(b[(n, 'approx-online')])):.2f}× misses, TLBMCPI "
+                    f"{b[(n, 'online')]['policy']['tlbmcpi']:.2f} vs {b[(n, 'approx-online')]['policy']['tlbmcpi']:.2f}",
+          "the two part ways there (romer.md, \"Our numbers\")")
+    bloat = lambda n: 100 * b[(n, "approx-online")]["policy"]["bloat_fraction"]
+    check("The online policies' memory overhead stays within a few %", "Fig. 3-4", "≤ 4%", lambda n: bloat(n) <= 4.0,
+          lambda n: f"{bloat(n):.1f}%", "every 8K-stride superpage is half untouched (the stride skips every other page)")
