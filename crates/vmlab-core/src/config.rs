@@ -1,4 +1,4 @@
-//! Run configuration: TOML presets (configs/*.toml, built into the binary), user files,
+//! Run configuration: TOML presets (crates/vmlab-core/configs/*.toml, built into the binary), user files,
 //! and `key=value` overrides. Unknown keys and impossible geometries are errors that
 //! name the key path. Every key is documented in docs/config.md.
 
@@ -8,16 +8,16 @@ use crate::mmu::assoc::Replacement;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The presets shipped in configs/, by name.
+/// The presets shipped in crates/vmlab-core/configs/, by name.
 pub const PRESETS: &[(&str, &str)] = &[
-    ("skylake", include_str!("../../../configs/skylake.toml")),
-    ("tiny", include_str!("../../../configs/tiny.toml")),
-    ("itanium2", include_str!("../../../configs/itanium2.toml")),
-    ("ecpt-asplos22", include_str!("../../../configs/ecpt-asplos22.toml")),
-    ("romer", include_str!("../../../configs/romer.toml")),
-    ("tps", include_str!("../../../configs/tps.toml")),
-    ("romer-cache", include_str!("../../../configs/romer-cache.toml")),
-    ("combined", include_str!("../../../configs/combined.toml")),
+    ("skylake", include_str!("../configs/skylake.toml")),
+    ("tiny", include_str!("../configs/tiny.toml")),
+    ("itanium2", include_str!("../configs/itanium2.toml")),
+    ("ecpt-asplos22", include_str!("../configs/ecpt-asplos22.toml")),
+    ("romer", include_str!("../configs/romer.toml")),
+    ("tps", include_str!("../configs/tps.toml")),
+    ("romer-cache", include_str!("../configs/romer-cache.toml")),
+    ("combined", include_str!("../configs/combined.toml")),
 ];
 
 /// `page_table.kind`: the page-table organisation.

@@ -172,7 +172,7 @@ proptest! {
             .map(|(i, p)| if i % 3 == 0 { Record::write(BASE + p * 4096 + 8, 8, 1) } else { Record::read(BASE + p * 4096, 4, 1) })
             .collect();
         let cfg = Config::from_toml(
-            include_str!("../../../../configs/tiny.toml"), "tiny",
+            include_str!("../../configs/tiny.toml"), "tiny",
             &single_tlb_config(entries, ways),
         ).unwrap();
         let mut src = VecSource::new("test", recs);
@@ -245,7 +245,7 @@ proptest! {
         pages in proptest::collection::vec(0u64..64, 1..1500),
     ) {
         let recs: Vec<Record> = pages.iter().map(|p| Record::read(BASE + p * 4096, 8, 1)).collect();
-        let cfg = Config::from_toml(include_str!("../../../../configs/tiny.toml"), "tiny", &[
+        let cfg = Config::from_toml(include_str!("../../configs/tiny.toml"), "tiny", &[
             "tlb={a={level=1,serves=\"data\",entries=4,ways=0,page_sizes=[\"4K\"]},b={level=2,serves=\"data\",entries=16,ways=2,page_sizes=[\"4K\"]}}".into(),
         ]).unwrap();
         let mut src = VecSource::new("test", recs);
