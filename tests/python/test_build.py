@@ -48,3 +48,4 @@ def test_the_sdist_holds_everything_the_build_includes(tmp_path):
     assert "License-Expression: MIT" in meta and (top / "LICENSE").exists()
     assert "Description-Content-Type: text/markdown" in meta and (top / "README.md").exists()
     assert "Provides-Extra: ray" in meta
+    assert (top / "python" / "vmlab" / "py.typed").exists(), "the package says it is typed (PEP 561)"
