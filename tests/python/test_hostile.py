@@ -280,7 +280,7 @@ def _python():
     return venv if os.path.exists(venv) else sys.executable
 
 
-def _spec(tmp_path, accesses="3M", seeds=12, store="s.sqlite"):
+def _spec(tmp_path, accesses="10M", seeds=12, store="s.sqlite"):
     spec = tmp_path / "s.toml"
     spec.write_text(textwrap.dedent(f"""
         [sweep]
