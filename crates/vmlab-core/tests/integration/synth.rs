@@ -185,7 +185,7 @@ fn generated_streams_are_pinned() {
         "stride 41f9d6d61cf33552",
         "pchase efefcc76859e3f17",
         "sparse c1368158d7707aad",
-        "shared 7cb2073ebb3b7996",
+        "shared 3dee6f536263453a",
         "graph b187d70aaf2634f6",
         "kv 10cfca8ead5622a1",
         "kv 058b8683ecedf43d",
@@ -312,4 +312,21 @@ fn info_counts_accesses_by_dependence() {
     let recs = vec![Record::read(0x1000, 8, 1), Record::read(0x2000, 8, 1).with_dep(Dep::on_load(1))];
     let info = vmlab::trace::info::summarize(&mut vmlab::trace::VecSource::new("t", recs)).unwrap();
     assert_eq!((info.counts.dependent, info.counts.independent, info.counts.unknown_deps), (1, 0, 1));
+}
+
+/// `instrs_per_access` non-memory instructions go before every access: before a data
+/// access, before the fetch that starts it when code is simulated, and before each fetch
+/// of a workload whose own references are fetches (stab, the extreme ITLB benchmark).
+#[test]
+fn every_access_gets_its_non_memory_instructions() {
+    let ticks = |rs: &[Record]| rs.iter().map(|r| if let Record::Tick(n) = r { *n } else { 0 }).sum::<u64>();
+    let accesses = |rs: &[Record], kind: AccessKind| rs.iter().filter(|r| matches!(r, Record::Access(a) if a.kind == kind)).count() as u64;
+    let stab = drain("strawman", &[("fetch", "1"), ("accesses", "1000")]);
+    assert_eq!((accesses(&stab, AccessKind::Fetch), ticks(&stab)), (1000, 4000));
+    let itlb = drain("shared", &[("side", "instr"), ("accesses", "1000"), ("instrs_per_access", "3")]);
+    assert_eq!(ticks(&itlb), 3 * accesses(&itlb, AccessKind::Fetch));
+    let data = drain("gups", &[("accesses", "1000")]);
+    assert_eq!((accesses(&data, AccessKind::Fetch), ticks(&data)), (0, 4000));
+    let code = drain("gups", &[("accesses", "1000"), ("code", "64K")]);
+    assert_eq!((accesses(&code, AccessKind::Fetch), ticks(&code)), (1000, 4000), "one tick per instruction, before its fetch");
 }

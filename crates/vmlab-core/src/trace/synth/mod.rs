@@ -142,10 +142,12 @@ impl TraceSource for SynthSource {
         // the time model sees the instructions between two accesses where they are.
         let ipa = self.common.instrs_per_access;
         if ipa > 0 && made > 0 {
-            // A tick before each access (each fetch, with code), made room for at the
-            // end and placed from the back: every record moves once.
+            // A tick before each access (before its fetch, with code: the fetch starts
+            // the instruction; a workload whose own accesses are fetches, such as stab,
+            // gets its ticks too), made room for at the end and placed from the back:
+            // every record moves once.
             let with_code = self.common.code > 0;
-            let ticked = |r: &Record| matches!(r, Record::Access(a) if a.kind.is_instr() == with_code);
+            let ticked = |r: &Record| matches!(r, Record::Access(a) if !with_code || a.kind.is_instr());
             let ticks = buf[before..].iter().filter(|r| ticked(r)).count();
             let old = buf.len();
             buf.resize(old + ticks, Record::Tick(0));
