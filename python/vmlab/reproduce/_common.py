@@ -184,3 +184,13 @@ def order_verdict(paper: list[str], ours: list[str], close: bool) -> str:
 def count_verdict(held: int, total: int) -> str:
     """A pattern the paper reports for every program, checked on ``total`` inputs."""
     return "match" if held == total else "same shape" if 2 * held > total else "differs"
+
+
+def pattern_headline(result: str, where: str, paper: str, names: list[str], holds, shown, why: str) -> None:
+    """A headline for a pattern the paper reports for every program, checked on each of
+    ``names``: ``holds(name)`` says whether it holds there, ``shown(name)`` our number;
+    ``why`` follows the names it does not hold on."""
+    held = [n for n in names if holds(n)]
+    missed = [n for n in names if n not in held]
+    headline(result, where, paper, f"{len(held)} of {len(names)} workloads: " + ", ".join(f"{n} {shown(n)}" for n in names),
+             count_verdict(len(held), len(names)), f"not on {', '.join(missed)}: {why}" if missed else "")

@@ -9,7 +9,7 @@ overhead). The cache chapters (4-6) are in romer_cache.py.
 
 from __future__ import annotations
 
-from ._common import Batch, count_verdict, headline, md_table
+from ._common import Batch, md_table, pattern_headline
 
 DOC = "docs/reproductions/romer.md"
 NOT_BUILT: list[str] = []
@@ -71,10 +71,7 @@ def improvement(d: dict, fixed: dict) -> float:
 def patterns(b: Batch, names: list[str]) -> None:
     """The patterns §3.6 reports, checked on every synthetic workload."""
     def check(result: str, where: str, paper: str, holds, shown, why: str) -> None:
-        held = [n for n in names if holds(n)]
-        missed = [n for n in names if n not in held]
-        headline(result, where, paper, f"{len(held)} of {len(names)} workloads: " + ", ".join(f"{n} {shown(n)}" for n in names),
-                 count_verdict(len(held), len(names)), f"not on {', '.join(missed)}: {why}" if missed else "")
+        pattern_headline(result, where, paper, names, holds, shown, why)
 
     gap = lambda n: improvement(b[(n, "offline")], b[(n, "fixed")]) - improvement(b[(n, "approx-online")], b[(n, "fixed")])
     check("APPROX-ONLINE comes within a few % of OFFLINE's improvement", "Table 3-5", "within a few % on most programs",

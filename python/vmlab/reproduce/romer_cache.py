@@ -9,7 +9,7 @@ policies' L2 MCPI, split), Table 5-3 (MCPI: DM, 8-entry victim cache, CML) and T
 
 from __future__ import annotations
 
-from ._common import Batch, count_verdict, headline, md_table
+from ._common import Batch, md_table, pattern_headline
 
 DOC = "docs/reproductions/romer-cache.md"
 NOT_BUILT = ["Table 5-2 and Figures 5-4/5-6: the CML break-even analysis and the CML parameter sweeps are not scripted."]
@@ -93,10 +93,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
 def patterns(b: Batch, names: list[str]) -> None:
     """The thesis's claims of chapters 4-6, checked on every synthetic workload."""
     def check(result: str, where: str, paper: str, ours, better, section: str) -> None:
-        held = [n for n in names if better(n)]
-        missed = [n for n in names if n not in held]
-        headline(result, where, paper, f"{len(held)} of {len(names)} workloads: " + ", ".join(f"{n} {ours(n)}" for n in names),
-                 count_verdict(len(held), len(names)), f"not on {', '.join(missed)} (romer-cache.md, {section})" if missed else "")
+        pattern_headline(result, where, paper, names, better, ours, f"see romer-cache.md, {section}")
 
     l2 = lambda n, *k: b[(n, *k)]["mcpi"]["l2_mcpi"]
     mcpi = lambda n, *k: b[(n, *k)]["mcpi"]["mcpi"]
