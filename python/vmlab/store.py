@@ -9,6 +9,7 @@ finished run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -17,7 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from . import _core
 
@@ -98,15 +99,18 @@ class Store:
         # timeout does not cover it): two sweeps that create one store together retry.
         deadline = time.monotonic() + 30
         while True:
+            db = None
             try:
-                self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
-                self._db.executescript(_SCHEMA)
-                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._db = db
                 break
             except sqlite3.OperationalError as e:
-                self._db.close()
+                if db is not None:
+                    db.close()
                 if "locked" not in str(e) or time.monotonic() > deadline:
                     raise _store_error(self.path, e) from None
                 time.sleep(0.05)
@@ -176,19 +180,17 @@ class Store:
         with self._lock():
             self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
 
-    def _lock(self):
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
         """A write transaction taken at once (BEGIN IMMEDIATE): claims are read and
         written with no other writer in between."""
-        db = self._db
-
-        class _Tx:
-            def __enter__(self_):
-                db.execute("BEGIN IMMEDIATE")
-
-            def __exit__(self_, typ, *_):
-                db.execute("COMMIT" if typ is None else "ROLLBACK")
-
-        return _Tx()
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     @_guarded
     def rows(self) -> list[dict]:

@@ -332,8 +332,8 @@ pub fn main(args: Vec<String>) -> i32 {
     match dispatch(cli.cmd).and_then(flushed) {
         Ok(code) => code,
         // Like a shell reports a process a signal ended: 128 + the signal's number.
-        Err(Error::Interrupted { signal }) => {
-            eprintln!("vmlab: {}", Error::Interrupted { signal });
+        Err(e @ Error::Interrupted { signal }) => {
+            eprintln!("vmlab: {e}");
             128 + signal
         }
         Err(e) => {

@@ -70,20 +70,17 @@ def improvement(d: dict, fixed: dict) -> float:
 
 def patterns(b: Batch, names: list[str]) -> None:
     """The patterns §3.6 reports, checked on every synthetic workload."""
-    def check(result: str, where: str, paper: str, holds, shown, why: str) -> None:
-        pattern_headline(result, where, paper, names, holds, shown, why)
-
     gap = lambda n: improvement(b[(n, "offline")], b[(n, "fixed")]) - improvement(b[(n, "approx-online")], b[(n, "fixed")])
-    check("APPROX-ONLINE comes within a few % of OFFLINE's improvement", "Table 3-5", "within a few % on most programs",
-          lambda n: gap(n) <= 5.0, lambda n: f"{gap(n):.1f} pts",
-          "OFFLINE's foresight gains more there than in the thesis's programs (romer.md, \"Theirs next to ours\")")
+    pattern_headline("APPROX-ONLINE comes within a few % of OFFLINE's improvement", "Table 3-5", "within a few % on most programs",
+                     names, lambda n: gap(n) <= 5.0, lambda n: f"{gap(n):.1f} pts",
+                     "OFFLINE's foresight gains more there than in the thesis's programs (romer.md, \"Theirs next to ours\")")
     misses_close = lambda n: abs(misses(b[(n, "online")]) - misses(b[(n, "approx-online")])) <= 0.05 * max(1, misses(b[(n, "approx-online")]))
     slower = lambda n: b[(n, "online")]["policy"]["tlbmcpi"] > b[(n, "approx-online")]["policy"]["tlbmcpi"]
-    check("ONLINE removes as many misses as APPROX-ONLINE but costs more (capacity bookkeeping)", "§3.6, Table 3-4",
-          "yes", lambda n: misses_close(n) and slower(n),
-          lambda n: f"{misses(b[(n, 'online')]) / max(1, misses(b[(n, 'approx-online')])):.2f}× misses, TLBMCPI "
-                    f"{b[(n, 'online')]['policy']['tlbmcpi']:.2f} vs {b[(n, 'approx-online')]['policy']['tlbmcpi']:.2f}",
-          "the two part ways there (romer.md, \"Our numbers\")")
+    pattern_headline("ONLINE removes as many misses as APPROX-ONLINE but costs more (capacity bookkeeping)", "§3.6, Table 3-4",
+                     "yes", names, lambda n: misses_close(n) and slower(n),
+                     lambda n: f"{misses(b[(n, 'online')]) / max(1, misses(b[(n, 'approx-online')])):.2f}× misses, TLBMCPI "
+                               f"{b[(n, 'online')]['policy']['tlbmcpi']:.2f} vs {b[(n, 'approx-online')]['policy']['tlbmcpi']:.2f}",
+                     "the two part ways there (romer.md, \"Our numbers\")")
     bloat = lambda n: 100 * b[(n, "approx-online")]["policy"]["bloat_fraction"]
-    check("The online policies' memory overhead stays within a few %", "Fig. 3-4", "≤ 4%", lambda n: bloat(n) <= 4.0,
-          lambda n: f"{bloat(n):.1f}%", "every 8K-stride superpage is half untouched (the stride skips every other page)")
+    pattern_headline("The online policies' memory overhead stays within a few %", "Fig. 3-4", "≤ 4%", names, lambda n: bloat(n) <= 4.0,
+                     lambda n: f"{bloat(n):.1f}%", "every 8K-stride superpage is half untouched (the stride skips every other page)")
