@@ -2,7 +2,7 @@
 //! walk caches, the walker's accounting and the cache hierarchy the walks go through.
 //! The engine (`crate::sim::engine`) keeps the functional side (trace, OS model, page table)
 //! and the TLBs, and drives the walker inline. When the page table splits its walk
-//! ([`PageTable::SPLITS`]) and nothing on the engine's side reads the walker per
+//! ([`SplitWalk`]) and nothing on the engine's side reads the walker per
 //! access, the walker runs on a thread of its own instead: on a TLB miss the engine
 //! finds the walk's functional path and sends it as a [`WalkerOp`]; the thread replays
 //! it through the walk caches and the cache hierarchy (docs/performance.md, "The walker
@@ -16,11 +16,11 @@ use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
 use crate::mmu::refill::RefillHandler;
 use crate::mmu::TlbHierarchy;
 use crate::os::Shootdown;
-use crate::pt::{PageTable, Translation, WalkCaches, WalkPath, WalkRef};
+use crate::pt::{split_walk, FastPaths, PathOf, SplitWalk, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, WalkCounters};
 
 /// The TLB hierarchy, and the walker behind it (here, or on a thread of its own).
-pub struct Mmu<P: PageTable> {
+pub struct Mmu<P: FastPaths> {
     pub tlbs: TlbHierarchy,
     /// Cumulative TLB latency when a lookup stops at level l (index) per side.
     tlb_latency: [Vec<u64>; 2],
@@ -39,18 +39,26 @@ pub struct Mmu<P: PageTable> {
     /// [`Mmu::attach`] first).
     walker: Option<Walker<P>>,
     /// The walker on a thread of its own, while the run goes on.
-    walker_thread: Option<OpThread<Walker<P>>>,
-    /// The walk caches the table's functional path consults while the walker is on its
-    /// thread ([`WalkCaches::split_front`]; rejoined on `attach`).
-    front: Option<P::Caches>,
+    walker_thread: Option<Detached<P>>,
     /// Walks that faulted while the walker is on its thread (added on `attach`).
     faulting: u64,
     /// Walks sent to the walker's thread.
     walks_sent: u64,
 }
 
+/// The walker on a thread of its own: the table's half of each walk is made here and
+/// sent to it.
+struct Detached<P: FastPaths> {
+    thread: OpThread<Walker<P>>,
+    /// The walk caches the table's functional path consults
+    /// ([`WalkCaches::split_front`]; rejoined on `attach`).
+    front: P::Caches,
+    /// The table's walk splits.
+    split: P::Split,
+}
+
 /// The walk caches, the walker's accounting and the cache hierarchy.
-pub struct Walker<P: PageTable> {
+pub struct Walker<P: FastPaths> {
     pub walk_caches: P::Caches,
     /// The cache hierarchy (a placeholder while it runs on `mem_thread`).
     pub mem: MemoryHierarchy,
@@ -59,7 +67,7 @@ pub struct Walker<P: PageTable> {
     /// The hierarchy on a thread of its own (when the walker stays with the engine).
     mem_thread: Option<MemoryThread>,
     path: WalkPath,
-    /// The walk in `path` awaits more pieces ([`PageTable::path_continues`]).
+    /// The walk in `path` awaits more pieces ([`SplitWalk::path_continues`]).
     walk_open: bool,
     /// The nested walk of a virtual walk reference.
     nested_path: WalkPath,
@@ -102,9 +110,11 @@ impl WalkCacheOp {
 
 /// One request to a walker running on its own thread, in trace order.
 #[derive(Clone, Copy, Debug)]
-pub enum WalkerOp<T: Copy> {
-    /// A walk of `va` in address space `space`, along the functional path `full`.
+pub enum WalkerOp<S: Copy, T: Copy> {
+    /// A walk of `va` in address space `space`, along the functional path `full`
+    /// (`split`: the table's walk splits).
     Walk {
+        split: S,
         space: Asid,
         va: u64,
         full: T,
@@ -113,7 +123,7 @@ pub enum WalkerOp<T: Copy> {
     Mem(MemOp),
 }
 
-impl<P: PageTable> Mmu<P> {
+impl<P: FastPaths> Mmu<P> {
     pub fn new(cfg: &Config, walk_caches: P::Caches) -> Result<Mmu<P>> {
         let tlbs = TlbHierarchy::new(cfg)?;
         let mem = MemoryHierarchy::new(cfg)?;
@@ -154,7 +164,6 @@ impl<P: PageTable> Mmu<P> {
             probed_data_tlb: false,
             walker: Some(walker),
             walker_thread: None,
-            front: None,
             faulting: 0,
             walks_sent: 0,
         })
@@ -210,15 +219,15 @@ impl<P: PageTable> Mmu<P> {
     /// path, sent to be replayed there.
     #[inline]
     fn walk(&mut self, space: Asid, va: u64, pt: &mut P) -> Option<Translation> {
-        if let Some(th) = &mut self.walker_thread {
-            let front = self.front.as_mut().expect("the walk caches split when the walker left");
-            let t = if P::ONE_PIECE {
-                th.push_in_place(WalkerOp::Walk { space, va, full: P::Path::default() }, |op| match op {
-                    WalkerOp::Walk { full, .. } => pt.full_path_into(space, va, front, full),
+        if let Some(Detached { thread: th, front, split }) = &mut self.walker_thread {
+            let split = *split;
+            let t = if P::Split::ONE_PIECE {
+                th.push_in_place(WalkerOp::Walk { split, space, va, full: PathOf::<P>::default() }, |op| match op {
+                    WalkerOp::Walk { full, .. } => split.full_path_into(pt, space, va, front, full),
                     _ => unreachable!("the op was made a walk"),
                 })
             } else {
-                pt.full_path(space, va, front, |full| th.push(WalkerOp::Walk { space, va, full }))
+                split.full_path(pt, space, va, front, |full| th.push(WalkerOp::Walk { split, space, va, full }))
             };
             self.walks_sent += 1;
             return t;
@@ -268,11 +277,9 @@ impl<P: PageTable> Mmu<P> {
 
     fn walk_cache_op(&mut self, op: WalkCacheOp) {
         match &mut self.walker_thread {
-            Some(th) => {
-                th.push(WalkerOp::WalkCaches(op));
-                if let Some(front) = &mut self.front {
-                    op.apply(front);
-                }
+            Some(d) => {
+                d.thread.push(WalkerOp::WalkCaches(op));
+                op.apply(&mut d.front);
             }
             None => op.apply(&mut self.walker_mut().walk_caches),
         }
@@ -282,7 +289,7 @@ impl<P: PageTable> Mmu<P> {
     #[inline(always)]
     pub fn mem_op(&mut self, op: MemOp) {
         match &mut self.walker_thread {
-            Some(th) => th.push(WalkerOp::Mem(op)),
+            Some(d) => d.thread.push(WalkerOp::Mem(op)),
             None => self.walker.as_mut().expect("the walker is attached").mem_op(op),
         }
     }
@@ -304,15 +311,15 @@ impl<P: PageTable> Mmu<P> {
         self.walker_thread.is_some()
     }
 
-    /// Move the walker (`whole`, for a table that splits its walk, if its walk caches
+    /// Move the walker (`whole`, if the table splits its walk and its walk caches
     /// split: [`WalkCaches::split_front`]) or only its cache hierarchy to a thread of
     /// its own. If the host cannot start one, the run goes
     /// on inline (the results are the same) after a warning. Returns whether it moved.
     #[cold]
     pub fn detach(&mut self, whole: bool) -> bool {
-        if !whole {
+        let Some(split) = split_walk::<P>().filter(|_| whole) else {
             return self.walker_mut().detach_mem();
-        }
+        };
         let mut w = self.walker.take().expect("the walker is attached");
         let Some(front) = w.walk_caches.split_front() else {
             // Caches that cannot split keep the walker here; the cache hierarchy can
@@ -321,10 +328,7 @@ impl<P: PageTable> Mmu<P> {
             return self.walker_mut().detach_mem();
         };
         match OpThread::start_or_inline("vmlab-walker", w, "the walker") {
-            Ok(t) => {
-                self.walker_thread = Some(t);
-                self.front = Some(front);
-            }
+            Ok(thread) => self.walker_thread = Some(Detached { thread, front, split }),
             Err(mut w) => {
                 w.walk_caches.rejoin_front(front);
                 self.walker = Some(w);
@@ -336,11 +340,9 @@ impl<P: PageTable> Mmu<P> {
     /// Bring the walker and its cache hierarchy back (waiting for their threads to
     /// apply every op sent).
     pub fn attach(&mut self) {
-        if let Some(t) = self.walker_thread.take() {
-            let mut w = t.stop();
-            if let Some(front) = self.front.take() {
-                w.walk_caches.rejoin_front(front);
-            }
+        if let Some(d) = self.walker_thread.take() {
+            let mut w = d.thread.stop();
+            w.walk_caches.rejoin_front(d.front);
             w.walks.faulting += std::mem::take(&mut self.faulting);
             self.walks_sent = 0;
             self.walker = Some(w);
@@ -363,7 +365,7 @@ impl<P: PageTable> Mmu<P> {
     }
 }
 
-impl<P: PageTable> Walker<P> {
+impl<P: FastPaths> Walker<P> {
     /// Time the walk whose references are in `path`: they go through the cache
     /// hierarchy step by step; a step's references are issued in parallel, so a step
     /// costs its slowest reference. A virtual reference (linear arrays) is translated by
@@ -559,21 +561,21 @@ impl<P: PageTable> Walker<P> {
     }
 }
 
-impl<P: PageTable> OpSink for Walker<P> {
-    type Op = WalkerOp<P::Path>;
+impl<P: FastPaths> OpSink for Walker<P> {
+    type Op = WalkerOp<P::Split, PathOf<P>>;
 
     /// The walk of `Mmu::walk` after a TLB miss, along the path the engine found: the
     /// same walk-cache probes and fills, references and accounting.
     #[inline]
-    fn apply(&mut self, op: WalkerOp<P::Path>) {
+    fn apply(&mut self, op: Self::Op) {
         match op {
-            WalkerOp::Walk { space, va, full } => {
+            WalkerOp::Walk { split, space, va, full } => {
                 if !self.walk_open {
                     self.path.clear();
                 }
-                P::replay(&full, space, va, &mut self.walk_caches, &mut self.path);
+                split.replay(&full, space, va, &mut self.walk_caches, &mut self.path);
                 // A walk sent in pieces is timed once its last piece is in.
-                self.walk_open = P::path_continues(&full);
+                self.walk_open = split.path_continues(&full);
                 if self.walk_open {
                     return;
                 }

@@ -22,7 +22,7 @@ pub mod vma;
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::pt::{PageTable, Translation};
+use crate::pt::{FastPaths, PageTable, Translation};
 use crate::trace::{MapFlags, Record};
 use address_space::{AddressSpace, Mapping};
 use buddy::{BuddyAllocator, FrameUse};
@@ -206,6 +206,28 @@ impl<P: PageTable> Os<P> {
         self.mm.asid_of(pid)
     }
 
+    /// A last-level TLB miss of the current process (called by the engine after the fill).
+    #[inline]
+    pub fn tlb_miss(&mut self, m: &TlbMiss, fill: &[crate::mmu::TlbChange]) -> Result<()> {
+        self.policy.tlb_miss(&mut self.mm, m, fill)
+    }
+
+    /// The policy's periodic background work (khugepaged).
+    pub fn background(&mut self) -> Result<()> {
+        self.policy.background(&mut self.mm)
+    }
+
+    /// Apply an OS event record. Accesses and ticks are not OS events.
+    pub fn event(&mut self, r: &Record) -> Result<()> {
+        self.mm.event(r)
+    }
+
+    pub fn space(&self, pid: Pid) -> Option<&AddressSpace> {
+        self.mm.space(pid)
+    }
+}
+
+impl<P: FastPaths> Os<P> {
     /// Handle a translation fault of `pid` at `va`: the walk found no mapping, or one
     /// without the permission `kind` needs. Returns the translation now in place.
     pub fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<Translation> {
@@ -226,26 +248,6 @@ impl<P: PageTable> Os<P> {
         }
         let asid = self.mm.space(pid).map(|s| s.asid);
         Ok(asid.and_then(|a| self.mm.pt.translate(a, va)).unwrap_or(t))
-    }
-
-    /// A last-level TLB miss of the current process (called by the engine after the fill).
-    #[inline]
-    pub fn tlb_miss(&mut self, m: &TlbMiss, fill: &[crate::mmu::TlbChange]) -> Result<()> {
-        self.policy.tlb_miss(&mut self.mm, m, fill)
-    }
-
-    /// The policy's periodic background work (khugepaged).
-    pub fn background(&mut self) -> Result<()> {
-        self.policy.background(&mut self.mm)
-    }
-
-    /// Apply an OS event record. Accesses and ticks are not OS events.
-    pub fn event(&mut self, r: &Record) -> Result<()> {
-        self.mm.event(r)
-    }
-
-    pub fn space(&self, pid: Pid) -> Option<&AddressSpace> {
-        self.mm.space(pid)
     }
 }
 

@@ -23,7 +23,7 @@
 //! entries, as in the paper); that update cost is not modelled.
 
 use super::cuckoo::{CuckooParams, ElasticCuckooTable, CLUSTER};
-use super::{PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, NoSplit, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::cwc::{EcptWalkCaches, PMD_SHIFT, PUD_SHIFT};
@@ -577,9 +577,6 @@ impl ElasticCuckooPageTable {
 
 impl PageTable for ElasticCuckooPageTable {
     type Caches = EcptWalkCaches;
-    type Path = ();
-    // A PTE holds the frame and rights mapped, its table the size.
-    const TRANSLATES_AS_MAPPED: bool = true;
 
     fn kind(&self) -> &'static str {
         "ecpt"
@@ -700,36 +697,6 @@ impl PageTable for ElasticCuckooPageTable {
         t
     }
 
-    const PREFETCHES: bool = true;
-
-    /// The 4K table's candidate slots of `va` (the ways' reads overlap in a lookup, but
-    /// each is a host-cache miss on a large table).
-    fn prefetch(&self, asid: Asid, va: u64) {
-        if let Some(s) = self.prefetch_region(asid, va) {
-            s.tables[0].prefetch(key_of(va, PageSize::K4).0);
-        }
-    }
-
-    /// The location is where the 4K table's ways keep `va`'s slots
-    /// (`ElasticCuckooTable::prefetch_located`).
-    #[inline]
-    fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
-        self.prefetch_region(asid, va)?.tables[0].prefetch_located(key_of(va, PageSize::K4).0)
-    }
-
-    /// The 4K entry at `loc`, or a larger page's. A 4K cluster that moved since (rare)
-    /// is not searched for: the answer is a hint, and during a warm-up most misses are
-    /// clusters not yet there, whose search would find nothing.
-    #[inline]
-    fn phys_at(&self, asid: Asid, loc: u64, va: u64) -> Option<u64> {
-        let (key, slot) = key_of(va, PageSize::K4);
-        let e = self.space(asid)?.tables[0].line_at(key, loc).map_or(0, |l| l[slot]);
-        if e != 0 {
-            return Some(Self::translation(0, e).phys(va));
-        }
-        self.lookup_from(asid, va, 1).map(|(i, e)| Self::translation(i, e).phys(va))
-    }
-
     fn footprint(&self) -> PtFootprint {
         let tables = || self.spaces.iter().flatten().flat_map(|s| s.tables.iter().chain(s.cwt.iter().flatten()));
         PtFootprint { bytes: tables().map(|t| t.bytes()).sum(), nodes: tables().map(|t| t.entries() as u64).sum(), mapped_pages: self.mapped }
@@ -760,6 +727,42 @@ impl PageTable for ElasticCuckooPageTable {
             "cwt_bytes": self.spaces.iter().flatten().flat_map(|s| s.cwt.iter().flatten()).map(|t| t.bytes()).sum::<u64>(),
             "retired_resizes": self.retired_resizes, "retired_migrated": self.retired_migrated,
         })
+    }
+}
+
+impl FastPaths for ElasticCuckooPageTable {
+    type Split = NoSplit;
+    // A PTE holds the frame and rights mapped, its table the size.
+    const TRANSLATES_AS_MAPPED: bool = true;
+
+    const PREFETCHES: bool = true;
+
+    /// The 4K table's candidate slots of `va` (the ways' reads overlap in a lookup, but
+    /// each is a host-cache miss on a large table).
+    fn prefetch(&self, asid: Asid, va: u64) {
+        if let Some(s) = self.prefetch_region(asid, va) {
+            s.tables[0].prefetch(key_of(va, PageSize::K4).0);
+        }
+    }
+
+    /// The location is where the 4K table's ways keep `va`'s slots
+    /// (`ElasticCuckooTable::prefetch_located`).
+    #[inline]
+    fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
+        self.prefetch_region(asid, va)?.tables[0].prefetch_located(key_of(va, PageSize::K4).0)
+    }
+
+    /// The 4K entry at `loc`, or a larger page's. A 4K cluster that moved since (rare)
+    /// is not searched for: the answer is a hint, and during a warm-up most misses are
+    /// clusters not yet there, whose search would find nothing.
+    #[inline]
+    fn phys_at(&self, asid: Asid, loc: u64, va: u64) -> Option<u64> {
+        let (key, slot) = key_of(va, PageSize::K4);
+        let e = self.space(asid)?.tables[0].line_at(key, loc).map_or(0, |l| l[slot]);
+        if e != 0 {
+            return Some(Self::translation(0, e).phys(va));
+        }
+        self.lookup_from(asid, va, 1).map(|(i, e)| Self::translation(i, e).phys(va))
     }
 }
 

@@ -23,7 +23,7 @@
 //! level"). G2 thus maps every power of two; G16 maps 4K, 64K, 1M, 16M, 256M.
 
 use super::slab::Slab;
-use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, NoSplit, NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::BuddyAllocator;
@@ -356,7 +356,6 @@ impl GuardedPageTable {
 
 impl PageTable for GuardedPageTable {
     type Caches = NoWalkCaches;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         "guarded"
@@ -533,6 +532,23 @@ impl PageTable for GuardedPageTable {
         }
     }
 
+    fn footprint(&self) -> PtFootprint {
+        PtFootprint { bytes: self.node_slab.bytes() + self.root_slab.bytes(), nodes: self.live_nodes, mapped_pages: self.mapped }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        let per = self.entries_per_node() as u64;
+        serde_json::json!({
+            "node_entries": per, "va_bits": self.va_bits, "digits": self.digits,
+            "entry_bytes": ENTRY_BYTES,
+            "node_entries_total": self.live_nodes * per,
+            "entry_bytes_per_mapped_page": if self.mapped == 0 { 0.0 } else { (self.live_nodes * per * ENTRY_BYTES) as f64 / self.mapped as f64 },
+        })
+    }
+}
+
+impl FastPaths for GuardedPageTable {
+    type Split = NoSplit;
     const PREFETCHES: bool = true;
 
     fn prefetch(&self, asid: Asid, va: u64) {
@@ -568,20 +584,6 @@ impl PageTable for GuardedPageTable {
         let slot = self.next_chase.get();
         self.chases[slot].set(chase);
         self.next_chase.set((slot + 1) % CHASES);
-    }
-
-    fn footprint(&self) -> PtFootprint {
-        PtFootprint { bytes: self.node_slab.bytes() + self.root_slab.bytes(), nodes: self.live_nodes, mapped_pages: self.mapped }
-    }
-
-    fn details(&self) -> serde_json::Value {
-        let per = self.entries_per_node() as u64;
-        serde_json::json!({
-            "node_entries": per, "va_bits": self.va_bits, "digits": self.digits,
-            "entry_bytes": ENTRY_BYTES,
-            "node_entries_total": self.live_nodes * per,
-            "entry_bytes_per_mapped_page": if self.mapped == 0 { 0.0 } else { (self.live_nodes * per * ENTRY_BYTES) as f64 / self.mapped as f64 },
-        })
     }
 }
 

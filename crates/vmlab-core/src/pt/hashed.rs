@@ -20,7 +20,7 @@
 //! are the distinct cache lines it reads (the tag, then the PTE on a match or the link
 //! on a mismatch).
 
-use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, NoSplit, NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
@@ -646,7 +646,6 @@ impl HashedPageTable {
 
 impl PageTable for HashedPageTable {
     type Caches = NoWalkCaches;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         match self.cfg.subblock {
@@ -723,6 +722,10 @@ impl PageTable for HashedPageTable {
         }
         d
     }
+}
+
+impl FastPaths for HashedPageTable {
+    type Split = NoSplit;
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! two address spaces (shared memory) or at two addresses; such a map is an error
 //! that says so. Pages are 4 KiB only.
 
-use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, NoSplit, NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
@@ -113,7 +113,6 @@ impl InvertedPageTable {
 
 impl PageTable for InvertedPageTable {
     type Caches = NoWalkCaches;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         "inverted"
@@ -217,6 +216,19 @@ impl PageTable for InvertedPageTable {
         None
     }
 
+    fn footprint(&self) -> PtFootprint {
+        let bytes = self.hat_size.map_or(0, |s| s.bytes()) + self.ft_size.map_or(0, |s| s.bytes());
+        PtFootprint { bytes, nodes: 2 * self.hat_size.is_some() as u64, mapped_pages: self.mapped }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        serde_json::json!({"anchors": self.anchors.len(), "frame_entries": self.frames.len(),
+                           "anchor_bytes": ANCHOR_BYTES, "frame_entry_bytes": FRAME_ENTRY_BYTES})
+    }
+}
+
+impl FastPaths for InvertedPageTable {
+    type Split = NoSplit;
     const PREFETCHES: bool = true;
 
     /// The walk's first read is a random anchor slot in an array sized by physical
@@ -227,16 +239,6 @@ impl PageTable for InvertedPageTable {
         if !self.anchors.is_empty() {
             crate::host::prefetch(&self.anchors[self.hash(va >> 12, asid)]);
         }
-    }
-
-    fn footprint(&self) -> PtFootprint {
-        let bytes = self.hat_size.map_or(0, |s| s.bytes()) + self.ft_size.map_or(0, |s| s.bytes());
-        PtFootprint { bytes, nodes: 2 * self.hat_size.is_some() as u64, mapped_pages: self.mapped }
-    }
-
-    fn details(&self) -> serde_json::Value {
-        serde_json::json!({"anchors": self.anchors.len(), "frame_entries": self.frames.len(),
-                           "anchor_bytes": ANCHOR_BYTES, "frame_entry_bytes": FRAME_ENTRY_BYTES})
     }
 }
 

@@ -26,7 +26,7 @@
 //! this is exactly the one array indexed by VA >> 12.
 
 use super::stlb::{SoftwareTlb, StlbConfig};
-use super::{PageTable, PtFootprint, RadixPageTable, Translation, WalkPath};
+use super::{FastPaths, NoSplit, PageTable, PtFootprint, RadixPageTable, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::{Bytes, Config, TlbConfig};
 use crate::error::{Error, Result};
@@ -335,7 +335,6 @@ impl LinearPageTable {
 
 impl PageTable for LinearPageTable {
     type Caches = PageWalkCache;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         "linear"
@@ -500,6 +499,10 @@ impl PageTable for LinearPageTable {
         }
         d
     }
+}
+
+impl FastPaths for LinearPageTable {
+    type Split = NoSplit;
 }
 
 #[cfg(test)]

@@ -5,11 +5,16 @@
 //! One `PageTable` value holds the tables of every address space (keyed by ASID), so
 //! organisations with one global table (inverted, hashed) and per-process ones (radix)
 //! sit behind the same interface.
+//!
+//! [`PageTable`] is the model alone. What only makes the host faster (prefetch hints,
+//! splitting a walk across two threads) is in [`FastPaths`], which every kind also
+//! implements, mostly with its do-nothing defaults.
 
 pub mod adaptive;
 pub mod arena;
 pub mod cuckoo;
 pub mod ecpt;
+pub mod fast_paths;
 pub mod guarded;
 pub mod hashed;
 pub mod inverted;
@@ -23,6 +28,7 @@ pub mod stlb;
 pub mod walk;
 
 pub use ecpt::ElasticCuckooPageTable;
+pub use fast_paths::{split_walk, FastPaths, GuestPath, NoSplit, PathOf, SplitWalk};
 pub use guarded::GuardedPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
@@ -118,9 +124,9 @@ pub trait WalkCaches: Send + 'static {
     {
         None
     }
-    /// When the walk splits ([`PageTable::SPLITS`]) and the walker leaves for a thread of
-    /// its own: move out the caches the functional path consults
-    /// ([`PageTable::full_path`]'s `front`), leaving the rest here for the walker.
+    /// When the walk splits ([`SplitWalk`]) and the walker leaves for a thread of its
+    /// own: move out the caches the functional path consults
+    /// ([`SplitWalk::full_path`]'s `front`), leaving the rest here for the walker.
     /// `None`: these caches cannot split, so the walker stays.
     fn split_front(&mut self) -> Option<Self>
     where
@@ -151,10 +157,6 @@ impl WalkCaches for NoWalkCaches {
 /// The interface every page-table organisation implements.
 pub trait PageTable: 'static {
     type Caches: WalkCaches;
-    /// The functional part of a walk (`full_path`), for kinds that split their walk:
-    /// what a walk with cold walk caches reads, found without the caches. `()` for
-    /// kinds that do not.
-    type Path: Copy + Default + Send + 'static;
 
     /// Short name used in stats (`radix`, `hashed`, ...).
     fn kind(&self) -> &'static str;
@@ -206,79 +208,10 @@ pub trait PageTable: 'static {
     /// `None` if `va` is unmapped (the walk that discovers a fault still costs its refs).
     fn walk(&mut self, asid: Asid, va: u64, caches: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation>;
 
-    /// Whether the walk splits into [`PageTable::full_path`] (functional: the table,
-    /// and the walk caches that decide what it must read) and [`PageTable::replay`]
-    /// (timing: the other walk caches), so that the latter can run on another thread
-    /// than the table (docs/performance.md, "The walker thread"). Then `walk` must be
-    /// exactly `full_path` followed by the replay of every piece it sends, and the
-    /// caches must split ([`WalkCaches::split_front`]).
-    const SPLITS: bool = false;
-    /// The mapping of `va`, and the path a walk takes to it (or to the missing entry),
-    /// sent to `emit` in pieces, the last one ending the walk
-    /// ([`PageTable::path_continues`]). Radix: one piece, read with cold walk caches.
-    /// A nested table consults its guest PWC and NTLB in `front` (what
-    /// `split_front` moved out): they decide which host walks happen. Only called
-    /// when `SPLITS`.
-    fn full_path(&mut self, _asid: Asid, _va: u64, _front: &mut Self::Caches, _emit: impl FnMut(Self::Path)) -> Option<Translation> {
-        unreachable!("full_path of a page table that does not split its walk")
-    }
-    /// The table translates a page exactly as the OS mapped it (no second dimension,
-    /// no splintering): a fault can hand the TLB the OS's translation without
-    /// translating again (`Os::fault`).
-    const TRANSLATES_AS_MAPPED: bool = false;
-    /// `full_path` sends exactly one piece (radix): then the walker can take it from
-    /// [`PageTable::full_path_into`].
-    const ONE_PIECE: bool = false;
-    /// `full_path` of a `ONE_PIECE` table, written into `out` (the op the walker will
-    /// read) instead of being built on the stack and copied there: the copy read back
-    /// byte-sized stores with 16-byte loads, which the host cannot forward, on every
-    /// walk.
-    fn full_path_into(&mut self, asid: Asid, va: u64, front: &mut Self::Caches, out: &mut Self::Path) -> Option<Translation> {
-        self.full_path(asid, va, front, |p| *out = p)
-    }
-    /// The walk of `va` along one piece of its path, with the walker's walk caches: the
-    /// references it makes go into `path`, exactly as `walk` would make them (the
-    /// mapping is `full_path`'s). Only called when `SPLITS`.
-    fn replay(_full: &Self::Path, _asid: Asid, _va: u64, _caches: &mut Self::Caches, _path: &mut WalkPath) {
-        unreachable!("replay of a page table that does not split its walk")
-    }
-    /// Whether more pieces of the same walk follow this one.
-    #[inline(always)]
-    fn path_continues(_full: &Self::Path) -> bool {
-        false
-    }
-    /// The physical address of every entry a walk along `full` may read, whatever its
-    /// walk caches hold (a nested table host-translates their pages for the walker).
-    /// Only called when `SPLITS`.
-    fn path_entries(_full: &Self::Path, _each: impl FnMut(u64)) {
-        unreachable!("path_entries of a page table that does not split its walk")
-    }
-
     /// Translate an address of the table's own virtual array (a `WalkRef::VIRTUAL`
     /// reference whose page missed the TLB): the nested walk, with its references in
     /// `path`. Tables that make no virtual references never get this call.
     fn walk_nested(&mut self, _asid: Asid, _va: u64, _caches: &mut Self::Caches, _path: &mut WalkPath) -> Option<Translation> {
-        None
-    }
-
-    /// A hint that `va` will probably be walked soon: bring the simulator's own copy of
-    /// the entries into the host cache. Must not change any state or statistic.
-    #[inline(always)]
-    fn prefetch(&self, _asid: Asid, _va: u64) {}
-    /// Whether `prefetch` does anything (a nested table skips the work of finding a
-    /// host address to prefetch for when its host table would ignore the hint).
-    const PREFETCHES: bool = false;
-    /// `prefetch`, also saying where the entry it hinted sits, for a later `phys_at`
-    /// once the entry has reached the host cache (a nested table's look-ahead for its
-    /// host table). `None`: the table does not say; the caller translates instead.
-    #[inline(always)]
-    fn prefetch_at(&self, asid: Asid, va: u64) -> Option<u64> {
-        self.prefetch(asid, va);
-        None
-    }
-    /// What the entry at `loc` (from `prefetch_at` of `va`) maps `va` to now. A hint
-    /// only: the answer may be stale or missing, never a reason to change state.
-    fn phys_at(&self, _asid: Asid, _loc: u64, _va: u64) -> Option<u64> {
         None
     }
 

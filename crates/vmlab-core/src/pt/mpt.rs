@@ -17,7 +17,7 @@
 
 use super::arena::NodeArena;
 use super::slab::Slab;
-use super::{NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, NoSplit, NoWalkCaches, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
@@ -203,7 +203,6 @@ impl MultilevelPageTable {
 
 impl PageTable for MultilevelPageTable {
     type Caches = NoWalkCaches;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         "mpt"
@@ -376,6 +375,10 @@ impl PageTable for MultilevelPageTable {
             "pair_bytes": PAIR_BYTES,
         })
     }
+}
+
+impl FastPaths for MultilevelPageTable {
+    type Split = NoSplit;
 }
 
 #[cfg(test)]

@@ -29,14 +29,14 @@
 //! page-table pages, which skip the host walk of a guest entry) and the nested PWC
 //! (NPWC: the host table's upper-level entries, for every host walk).
 //!
-//! Over a radix host the walk splits ([`PageTable::SPLITS`]): the table sends the
+//! Over a radix host the walk splits ([`NestedSplit`]): the table sends the
 //! walker the guest walk's functional path, and the host path of every guest
 //! page-table page that path may read which the walker does not already hold, then
 //! the data page's host path ([`NestedPiece`]). The walker makes the whole walk with
 //! every walk cache (guest PWC, NTLB, nested PWC), exactly as the fused walk does
 //! (docs/performance.md, "The nested walker thread").
 
-use super::{CacheCounters, PageTable, PtFootprint, RadixPageTable, Translation, WalkCaches, WalkPath, WalkRef};
+use super::{CacheCounters, FastPaths, GuestPath, PageTable, PathOf, PtFootprint, RadixPageTable, SplitWalk, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::Bytes;
 use crate::error::{Error, Result};
@@ -256,12 +256,12 @@ impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default, HP: Copy + Default> Nes
     /// the NTLB, or a host walk along its page's host path (references into `into`),
     /// which then fills the NTLB.
     #[inline]
-    fn entry_hpa<H: PageTable<Caches = HC, Path = HP>>(&mut self, gpa: u64, into: &mut WalkPath) -> u64 {
+    fn entry_hpa<H: PageTable<Caches = HC>, S: SplitWalk<H, Path = HP>>(&mut self, host: S, gpa: u64, into: &mut WalkPath) -> u64 {
         if let Some(hpa) = self.ntlb_probe(gpa) {
             return hpa;
         }
         let t = self.table_page(gpa >> 12);
-        H::replay(&t.host, VM, gpa, &mut self.host, into);
+        host.replay(&t.host, VM, gpa, &mut self.host, into);
         self.ntlb_fill(gpa, t.hpage << 12);
         (t.hpage << 12) | (gpa & 0xfff)
     }
@@ -465,7 +465,7 @@ struct Hinted {
 /// Guest radix over host radix.
 pub type NestedRadixPageTable = NestedPageTable<RadixPageTable, RadixPageTable>;
 
-impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
+impl<G: FastPaths, H: FastPaths> NestedPageTable<G, H> {
     /// `host` gets the VM's address space here; `kind` names the design in stats.
     pub fn new(kind: &'static str, guest: G, mut host: H, cfg: &NestedConfig) -> Result<Self> {
         let host_size = PageSize::from_bytes(cfg.host_page_size.0).map_err(|m| Error::config("page_table.nested.host_page_size", m))?;
@@ -619,11 +619,18 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
     /// The walker's half of a split walk, once its pieces are in: `walk`, along the
     /// guest path and the host paths that came with it or sit in the memo, with every
     /// walk cache; `data`: the data page's guest-physical address and host path.
-    fn replay_walk(asid: Asid, va: u64, data: Option<(u64, &H::Path)>, c: &mut <Self as PageTable>::Caches, path: &mut WalkPath) {
+    fn replay_walk(
+        split: NestedSplit<G::Split, H::Split>,
+        asid: Asid,
+        va: u64,
+        data: Option<(u64, &PathOf<H>)>,
+        c: &mut <Self as PageTable>::Caches,
+        path: &mut WalkPath,
+    ) {
         let mut gpath = std::mem::take(&mut c.gpath);
         gpath.clear();
         let gp = c.guest_path;
-        G::replay(&gp, asid, va, &mut c.guest, &mut gpath);
+        split.guest.replay(&gp, asid, va, &mut c.guest, &mut gpath);
         let refs = gpath.refs();
         let mut i = 0;
         while i < refs.len() {
@@ -632,7 +639,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
                 // One entry (radix guests: always): its host walk's references go
                 // straight into the path, each its own step, as `flush_merge` puts them.
                 let r = refs[i];
-                let hpa = c.entry_hpa::<H>(r.pa, path);
+                let hpa = c.entry_hpa::<H, _>(split.host, r.pa, path);
                 path.begin_step();
                 path.push_parallel(hpa, r.what);
             } else {
@@ -640,7 +647,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
                 let mut hpath = std::mem::take(&mut c.hpath);
                 for r in &refs[i..j] {
                     hpath.clear();
-                    let hpa = c.entry_hpa::<H>(r.pa, &mut hpath);
+                    let hpa = c.entry_hpa::<H, _>(split.host, r.pa, &mut hpath);
                     c.merge.extend_from_slice(hpath.refs());
                     c.hpas.push((hpa, r.what));
                 }
@@ -652,7 +659,7 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         c.gpath = gpath;
         if let Some((gpa, host)) = data {
             // Alone in its step: straight into the path.
-            H::replay(host, VM, gpa, &mut c.host, path);
+            split.host.replay(host, VM, gpa, &mut c.host, path);
         }
     }
 
@@ -669,14 +676,37 @@ impl<G: PageTable, H: PageTable> NestedPageTable<G, H> {
         Some(())
     }
 
+    /// The guest entry of `va` now; the host entry of the data page of the address
+    /// given `HOST_PREFETCH_LAG` calls ago, whose guest entry has had time to arrive
+    /// (a nested walk's two dependent misses, each hidden by its own look-ahead).
+    pub(crate) fn prefetch_both(&self, asid: Asid, va: u64) {
+        if !H::PREFETCHES {
+            self.guest.prefetch(asid, va);
+            return;
+        }
+        let loc = self.guest.prefetch_at(asid, va);
+        let slot = self.next_prefetched.get();
+        let old = self.prefetched[slot].replace(Hinted { asid, va, loc });
+        self.next_prefetched.set((slot + 1) % HOST_PREFETCH_LAG);
+        if old.va != u64::MAX {
+            // Where the guest said its entry sits: one read instead of a translation.
+            let gpa = match old.loc {
+                Some(loc) => self.guest.phys_at(old.asid, loc, old.va),
+                None => self.guest.translate(old.asid, old.va).map(|g| g.phys(old.va)),
+            };
+            if let Some(gpa) = gpa {
+                self.host.prefetch(VM, gpa);
+            }
+        }
+    }
+
     pub fn host_footprint(&self) -> PtFootprint {
         self.host.footprint()
     }
 }
 
-impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
-    type Caches = NestedWalkCaches<G::Caches, H::Caches, G::Path, H::Path>;
-    type Path = NestedPiece<G::Path, H::Path>;
+impl<G: FastPaths, H: FastPaths> PageTable for NestedPageTable<G, H> {
+    type Caches = NestedWalkCaches<G::Caches, H::Caches, PathOf<G>, PathOf<H>>;
 
     fn kind(&self) -> &'static str {
         self.kind
@@ -733,90 +763,6 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         self.guest.translate(asid, va).map_or(t.phys(va), |g| g.phys(va))
     }
 
-    /// Radix over radix: the table finds the paths, the walker makes the walk with
-    /// every walk cache (the walker thread then does all of a walk's cache work).
-    const SPLITS: bool = G::SPLITS && H::SPLITS;
-
-    /// The guest walk's path; the host path of every guest page-table page it may
-    /// read (the guest PWC, on the walker, decides which it does) unless the walker's
-    /// memo holds it; then the data page's host path, ending the walk. A page is backed
-    /// here if the hypervisor has not yet, exactly when `walk` backs it: a page the
-    /// walk will not read (its entry is in the guest PWC) or whose host translation is
-    /// in the NTLB was read before, so it is backed.
-    fn full_path(&mut self, asid: Asid, va: u64, front: &mut Self::Caches, mut emit: impl FnMut(Self::Path)) -> Option<Translation> {
-        let mut gp = G::Path::default();
-        let g = self.guest.full_path(asid, va, &mut front.guest, |p| gp = p);
-        emit(NestedPiece::Guest(gp));
-        if front.sent_gen != self.host_gen {
-            front.sent.fill(0);
-            front.sent_gen = self.host_gen;
-        }
-        // Memo slots this walk relies on: a page sent later must not evict them. (A
-        // guest path has at most six entries.)
-        let mut relied = [usize::MAX; 8];
-        let mut n = 0;
-        let mut ok = true;
-        G::path_entries(&gp, |gpa| {
-            let (page, slot) = (gpa >> 12, front.memo_slot(gpa >> 12));
-            if !ok {
-                return;
-            }
-            if front.sent[slot] == page + 1 {
-                if n < relied.len() {
-                    relied[n] = slot;
-                    n += 1;
-                }
-                return;
-            }
-            let mut hp = H::Path::default();
-            let h = self.back_table_page(gpa).and_then(|()| self.host.full_path(VM, gpa, &mut front.host, |p| hp = p));
-            let Some(h) = h else {
-                ok = false;
-                return;
-            };
-            let keep = n < relied.len() && !relied[..n].contains(&slot);
-            if keep {
-                front.sent[slot] = page + 1;
-            }
-            emit(NestedPiece::TablePage { gpa, hpa: h.phys(gpa), host: hp, keep });
-        });
-        let Some(g) = g.filter(|_| ok) else {
-            emit(NestedPiece::End);
-            return None;
-        };
-        // Finally the data page's guest-physical address.
-        let gpa = g.phys(va);
-        let mut hp = H::Path::default();
-        let h = self.host.full_path(VM, gpa, &mut front.host, |p| hp = p);
-        emit(NestedPiece::Data { gpa, host: hp });
-        Some(join(g, gpa, h?))
-    }
-
-    #[inline]
-    fn replay(p: &Self::Path, asid: Asid, va: u64, c: &mut Self::Caches, path: &mut WalkPath) {
-        match p {
-            NestedPiece::Guest(gp) => {
-                c.guest_path = *gp;
-                c.table_pages.clear();
-            }
-            NestedPiece::TablePage { gpa, hpa, host, keep } => {
-                let t = TablePage { page: gpa >> 12, hpage: hpa >> 12, host: *host };
-                if *keep {
-                    let slot = c.memo_slot(t.page);
-                    c.memo[slot] = t;
-                }
-                c.table_pages.push(t);
-            }
-            NestedPiece::Data { gpa, host } => Self::replay_walk(asid, va, Some((*gpa, host)), c, path),
-            NestedPiece::End => Self::replay_walk(asid, va, None, c, path),
-        }
-    }
-
-    #[inline(always)]
-    fn path_continues(p: &Self::Path) -> bool {
-        matches!(p, NestedPiece::Guest(_) | NestedPiece::TablePage { .. })
-    }
-
     fn walk(&mut self, asid: Asid, va: u64, c: &mut Self::Caches, path: &mut WalkPath) -> Option<Translation> {
         let mut gpath = std::mem::take(&mut self.gpath);
         gpath.clear();
@@ -848,31 +794,6 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
         Some(join(g, gpa, h?))
     }
 
-    /// The guest entry of `va` now; the host entry of the data page of the address
-    /// given `HOST_PREFETCH_LAG` calls ago, whose guest entry has had time to arrive
-    /// (a nested walk's two dependent misses, each hidden by its own look-ahead).
-    fn prefetch(&self, asid: Asid, va: u64) {
-        if !H::PREFETCHES {
-            self.guest.prefetch(asid, va);
-            return;
-        }
-        let loc = self.guest.prefetch_at(asid, va);
-        let slot = self.next_prefetched.get();
-        let old = self.prefetched[slot].replace(Hinted { asid, va, loc });
-        self.next_prefetched.set((slot + 1) % HOST_PREFETCH_LAG);
-        if old.va != u64::MAX {
-            // Where the guest said its entry sits: one read instead of a translation.
-            let gpa = match old.loc {
-                Some(loc) => self.guest.phys_at(old.asid, loc, old.va),
-                None => self.guest.translate(old.asid, old.va).map(|g| g.phys(old.va)),
-            };
-            if let Some(gpa) = gpa {
-                self.host.prefetch(VM, gpa);
-            }
-        }
-    }
-    const PREFETCHES: bool = G::PREFETCHES || H::PREFETCHES;
-
     fn take_error(&mut self) -> Option<Error> {
         self.walk_error.take()
     }
@@ -892,6 +813,129 @@ impl<G: PageTable, H: PageTable> PageTable for NestedPageTable<G, H> {
             "host_faults": self.host_faults, "host_fallbacks": self.host_fallbacks,
             "host_memory_used_bytes": self.host_mem.counters().frames_used * 4096,
         })
+    }
+}
+
+/// The walk caches of a nested table of `G` over `H`.
+type NestedCaches<G, H> = <NestedPageTable<G, H> as PageTable>::Caches;
+
+/// A nested walk splits where both its tables' walks split (radix over radix): the
+/// table finds the paths, the walker makes the walk with every walk cache (the walker
+/// thread then does all of a walk's cache work).
+#[derive(Clone, Copy, Debug)]
+pub struct NestedSplit<GS, HS> {
+    guest: GS,
+    host: HS,
+}
+
+impl<G: FastPaths, H: FastPaths> SplitWalk<NestedPageTable<G, H>> for NestedSplit<G::Split, H::Split>
+where
+    PathOf<G>: GuestPath,
+{
+    type Path = NestedPiece<PathOf<G>, PathOf<H>>;
+    const WITNESS: Option<Self> = match (G::Split::WITNESS, H::Split::WITNESS) {
+        (Some(guest), Some(host)) => Some(NestedSplit { guest, host }),
+        _ => None,
+    };
+
+    /// The guest walk's path; the host path of every guest page-table page it may
+    /// read (the guest PWC, on the walker, decides which it does) unless the walker's
+    /// memo holds it; then the data page's host path, ending the walk. A page is backed
+    /// here if the hypervisor has not yet, exactly when `walk` backs it: a page the
+    /// walk will not read (its entry is in the guest PWC) or whose host translation is
+    /// in the NTLB was read before, so it is backed.
+    fn full_path(
+        self,
+        pt: &mut NestedPageTable<G, H>,
+        asid: Asid,
+        va: u64,
+        front: &mut NestedCaches<G, H>,
+        mut emit: impl FnMut(Self::Path),
+    ) -> Option<Translation> {
+        let mut gp = PathOf::<G>::default();
+        let g = self.guest.full_path(&mut pt.guest, asid, va, &mut front.guest, |p| gp = p);
+        emit(NestedPiece::Guest(gp));
+        if front.sent_gen != pt.host_gen {
+            front.sent.fill(0);
+            front.sent_gen = pt.host_gen;
+        }
+        // Memo slots this walk relies on: a page sent later must not evict them. (A
+        // guest path has at most six entries.)
+        let mut relied = [usize::MAX; 8];
+        let mut n = 0;
+        let mut ok = true;
+        gp.entries(|gpa| {
+            let (page, slot) = (gpa >> 12, front.memo_slot(gpa >> 12));
+            if !ok {
+                return;
+            }
+            if front.sent[slot] == page + 1 {
+                if n < relied.len() {
+                    relied[n] = slot;
+                    n += 1;
+                }
+                return;
+            }
+            let mut hp = PathOf::<H>::default();
+            let h = pt.back_table_page(gpa).and_then(|()| self.host.full_path(&mut pt.host, VM, gpa, &mut front.host, |p| hp = p));
+            let Some(h) = h else {
+                ok = false;
+                return;
+            };
+            let keep = n < relied.len() && !relied[..n].contains(&slot);
+            if keep {
+                front.sent[slot] = page + 1;
+            }
+            emit(NestedPiece::TablePage { gpa, hpa: h.phys(gpa), host: hp, keep });
+        });
+        let Some(g) = g.filter(|_| ok) else {
+            emit(NestedPiece::End);
+            return None;
+        };
+        // Finally the data page's guest-physical address.
+        let gpa = g.phys(va);
+        let mut hp = PathOf::<H>::default();
+        let h = self.host.full_path(&mut pt.host, VM, gpa, &mut front.host, |p| hp = p);
+        emit(NestedPiece::Data { gpa, host: hp });
+        Some(join(g, gpa, h?))
+    }
+
+    #[inline]
+    fn replay(self, p: &Self::Path, asid: Asid, va: u64, c: &mut NestedCaches<G, H>, path: &mut WalkPath) {
+        match p {
+            NestedPiece::Guest(gp) => {
+                c.guest_path = *gp;
+                c.table_pages.clear();
+            }
+            NestedPiece::TablePage { gpa, hpa, host, keep } => {
+                let t = TablePage { page: gpa >> 12, hpage: hpa >> 12, host: *host };
+                if *keep {
+                    let slot = c.memo_slot(t.page);
+                    c.memo[slot] = t;
+                }
+                c.table_pages.push(t);
+            }
+            NestedPiece::Data { gpa, host } => NestedPageTable::<G, H>::replay_walk(self, asid, va, Some((*gpa, host)), c, path),
+            NestedPiece::End => NestedPageTable::<G, H>::replay_walk(self, asid, va, None, c, path),
+        }
+    }
+
+    #[inline(always)]
+    fn path_continues(self, p: &Self::Path) -> bool {
+        matches!(p, NestedPiece::Guest(_) | NestedPiece::TablePage { .. })
+    }
+}
+
+impl<G: FastPaths, H: FastPaths> FastPaths for NestedPageTable<G, H>
+where
+    PathOf<G>: GuestPath,
+{
+    type Split = NestedSplit<G::Split, H::Split>;
+    const PREFETCHES: bool = G::PREFETCHES || H::PREFETCHES;
+
+    #[inline]
+    fn prefetch(&self, asid: Asid, va: u64) {
+        self.prefetch_both(asid, va)
     }
 }
 
@@ -991,9 +1035,11 @@ pub(crate) mod tests {
                 let asid = if i % 97 == 0 { 5 } else { 0 };
                 let x = fused.walk(asid, va, &mut fc, &mut a);
                 pieces.clear();
-                let f = split.full_path(asid, va, &mut front, |p| pieces.push(p));
+                let w = crate::pt::split_walk::<NestedRadixPageTable>().expect("radix over radix splits its walk");
+                let f = w.full_path(&mut split, asid, va, &mut front, |p| pieces.push(p));
                 let (last, rest) = pieces.split_last().expect("a walk sends at least one piece");
-                assert!(rest.iter().all(NestedRadixPageTable::path_continues) && !NestedRadixPageTable::path_continues(last));
+                let continues = |p| SplitWalk::<NestedRadixPageTable>::path_continues(w, p);
+                assert!(rest.iter().all(continues) && !continues(last));
                 multi_piece += (pieces.len() > 1) as u32;
                 for p in &pieces {
                     if let NestedPiece::TablePage { keep, .. } = p {
@@ -1002,7 +1048,7 @@ pub(crate) mod tests {
                     }
                 }
                 for p in &pieces {
-                    NestedRadixPageTable::replay(p, asid, va, &mut sc, &mut b);
+                    SplitWalk::<NestedRadixPageTable>::replay(w, p, asid, va, &mut sc, &mut b);
                 }
                 assert_eq!(f, x, "{va:#x}");
                 assert_eq!((a.refs(), a.steps()), (b.refs(), b.steps()), "{va:#x}");

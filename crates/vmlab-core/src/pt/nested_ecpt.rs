@@ -24,7 +24,7 @@
 use super::adaptive::{AdaptivePteCaching, Transition};
 use super::ecpt::{EcptProbe, Probed, ALL_SIZES, ONLY_4K};
 use super::nested::{NestedConfig, NestedPageTable, PtBacking};
-use super::{CacheCounters, ElasticCuckooPageTable, PageTable, PtFootprint, Translation, WalkCaches, WalkPath};
+use super::{CacheCounters, ElasticCuckooPageTable, FastPaths, NoSplit, PageTable, PtFootprint, Translation, WalkCaches, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::cwc::EcptWalkCaches;
@@ -286,7 +286,6 @@ impl NestedEcptPageTable {
 
 impl PageTable for NestedEcptPageTable {
     type Caches = NestedEcptCaches;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         "nested-ecpt"
@@ -342,12 +341,6 @@ impl PageTable for NestedEcptPageTable {
         self.inner.compose_with(va, g, h)
     }
 
-    const PREFETCHES: bool = true;
-
-    fn prefetch(&self, asid: Asid, va: u64) {
-        self.inner.prefetch(asid, va)
-    }
-
     fn take_error(&mut self) -> Option<crate::Error> {
         self.inner.take_error()
     }
@@ -365,6 +358,15 @@ impl PageTable for NestedEcptPageTable {
         a["pt_pages_4k_only"] = self.pt_pages_4k_only.into();
         d["nested_ecpt"] = a;
         d
+    }
+}
+
+impl FastPaths for NestedEcptPageTable {
+    type Split = NoSplit;
+    const PREFETCHES: bool = true;
+
+    fn prefetch(&self, asid: Asid, va: u64) {
+        self.inner.prefetch_both(asid, va)
     }
 }
 

@@ -15,7 +15,7 @@
 //! walk references carry real physical addresses for the cache model.
 
 use super::arena::NodeArena;
-use super::{PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, GuestPath, PageTable, PtFootprint, SplitWalk, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::pwc::PageWalkCache;
@@ -105,7 +105,7 @@ pub enum AliasPtes {
     Copy,
 }
 
-/// A radix walk with cold PWCs ([`PageTable::full_path`]): the entries it reads, root
+/// A radix walk with cold PWCs ([`RadixSplit::full_path`](SplitWalk::full_path)): the entries it reads, root
 /// first, and the mapping it finds.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RadixPath {
@@ -371,7 +371,6 @@ impl RadixPageTable {
 
 impl PageTable for RadixPageTable {
     type Caches = PageWalkCache;
-    type Path = RadixPath;
 
     fn kind(&self) -> &'static str {
         "radix"
@@ -552,32 +551,47 @@ impl PageTable for RadixPageTable {
         }
     }
 
-    const SPLITS: bool = true;
+    fn footprint(&self) -> PtFootprint {
+        PtFootprint { bytes: self.live_nodes * 4096, nodes: self.live_nodes, mapped_pages: self.mapped }
+    }
+
+    fn details(&self) -> serde_json::Value {
+        let per_level: serde_json::Map<String, serde_json::Value> =
+            (1..=self.levels).map(|l| (format!("level{l}"), self.nodes_per_level[l as usize].into())).collect();
+        let mut d = serde_json::json!({ "levels": self.levels, "nodes_per_level": per_level });
+        if let Some(a) = self.tailored {
+            d["tailored"] = serde_json::json!({ "alias_ptes": a });
+        }
+        d
+    }
+}
+
+/// A radix walk splits into the entries a cold walk reads ([`RadixPath`], one piece)
+/// and their replay through the PWC.
+#[derive(Clone, Copy, Debug)]
+pub struct RadixSplit;
+
+impl SplitWalk<RadixPageTable> for RadixSplit {
+    type Path = RadixPath;
+    const WITNESS: Option<Self> = Some(RadixSplit);
     const ONE_PIECE: bool = true;
-    // A leaf (or a tailored page's true PTE) holds the frame, size and rights mapped.
-    const TRANSLATES_AS_MAPPED: bool = true;
 
     #[inline(always)]
-    fn full_path_into(&mut self, asid: Asid, va: u64, _front: &mut PageWalkCache, out: &mut RadixPath) -> Option<Translation> {
-        *out = RadixPath { top: self.levels, ..RadixPath::default() };
-        self.cold_path(asid, va, out)
+    fn full_path_into(self, pt: &mut RadixPageTable, asid: Asid, va: u64, _front: &mut PageWalkCache, out: &mut RadixPath) -> Option<Translation> {
+        *out = RadixPath { top: pt.levels, ..RadixPath::default() };
+        pt.cold_path(asid, va, out)
     }
 
     #[inline]
-    fn full_path(&mut self, asid: Asid, va: u64, _front: &mut PageWalkCache, mut emit: impl FnMut(RadixPath)) -> Option<Translation> {
-        let mut full = RadixPath { top: self.levels, ..RadixPath::default() };
-        let t = self.cold_path(asid, va, &mut full);
+    fn full_path(self, pt: &mut RadixPageTable, asid: Asid, va: u64, _front: &mut PageWalkCache, mut emit: impl FnMut(RadixPath)) -> Option<Translation> {
+        let mut full = RadixPath { top: pt.levels, ..RadixPath::default() };
+        let t = pt.cold_path(asid, va, &mut full);
         emit(full);
         t
     }
 
-    #[inline(always)]
-    fn path_entries(full: &RadixPath, mut each: impl FnMut(u64)) {
-        full.pa[..full.len as usize].iter().for_each(|&pa| each(pa));
-    }
-
     #[inline]
-    fn replay(full: &RadixPath, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) {
+    fn replay(self, full: &RadixPath, asid: Asid, va: u64, pwc: &mut PageWalkCache, path: &mut WalkPath) {
         if !full.rooted {
             return;
         }
@@ -599,6 +613,24 @@ impl PageTable for RadixPageTable {
             }
         }
     }
+
+    #[inline(always)]
+    fn path_continues(self, _full: &RadixPath) -> bool {
+        false
+    }
+}
+
+impl GuestPath for RadixPath {
+    #[inline(always)]
+    fn entries(&self, mut each: impl FnMut(u64)) {
+        self.pa[..self.len as usize].iter().for_each(|&pa| each(pa));
+    }
+}
+
+impl FastPaths for RadixPageTable {
+    type Split = RadixSplit;
+    // A leaf (or a tailored page's true PTE) holds the frame, size and rights mapped.
+    const TRANSLATES_AS_MAPPED: bool = true;
     const PREFETCHES: bool = true;
 
     #[inline]
@@ -648,20 +680,6 @@ impl PageTable for RadixPageTable {
         let (idx, level, i) = ((loc >> 12) as u32, ((loc >> 9) & 7) as u8, (loc & 511) as usize);
         let e = self.entry(idx, i);
         (e & P_PRESENT != 0 && e & P_LEAF != 0).then(|| leaf_translation(e, level).phys(va))
-    }
-
-    fn footprint(&self) -> PtFootprint {
-        PtFootprint { bytes: self.live_nodes * 4096, nodes: self.live_nodes, mapped_pages: self.mapped }
-    }
-
-    fn details(&self) -> serde_json::Value {
-        let per_level: serde_json::Map<String, serde_json::Value> =
-            (1..=self.levels).map(|l| (format!("level{l}"), self.nodes_per_level[l as usize].into())).collect();
-        let mut d = serde_json::json!({ "levels": self.levels, "nodes_per_level": per_level });
-        if let Some(a) = self.tailored {
-            d["tailored"] = serde_json::json!({ "alias_ptes": a });
-        }
-        d
     }
 }
 
@@ -795,8 +813,8 @@ mod tests {
                 let asid = if i % 97 == 0 { 5 } else { 0 };
                 let x = pt.walk(asid, va, &mut fused, &mut a);
                 let mut full = RadixPath::default();
-                let f = pt.full_path(asid, va, &mut PageWalkCache::none(), |p| full = p);
-                RadixPageTable::replay(&full, asid, va, &mut split, &mut b);
+                let f = RadixSplit.full_path(&mut pt, asid, va, &mut PageWalkCache::none(), |p| full = p);
+                RadixSplit.replay(&full, asid, va, &mut split, &mut b);
                 assert_eq!(f, x, "{va:#x}");
                 assert_eq!((a.refs(), a.steps()), (b.refs(), b.steps()), "{va:#x}");
             }

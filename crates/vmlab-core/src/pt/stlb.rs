@@ -16,7 +16,7 @@
 //! then fills the entry. Map, unmap and protect keep it consistent by invalidating the
 //! entries they affect.
 
-use super::{PageTable, PtFootprint, Translation, WalkPath};
+use super::{FastPaths, NoSplit, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
@@ -148,7 +148,6 @@ impl<P: PageTable> SoftwareTlb<P> {
 
 impl<P: PageTable> PageTable for SoftwareTlb<P> {
     type Caches = P::Caches;
-    type Path = ();
 
     fn kind(&self) -> &'static str {
         self.inner.kind()
@@ -250,12 +249,6 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
         self.inner.take_error()
     }
 
-    const PREFETCHES: bool = P::PREFETCHES;
-
-    fn prefetch(&self, asid: Asid, va: u64) {
-        self.inner.prefetch(asid, va)
-    }
-
     fn footprint(&self) -> PtFootprint {
         let mut f = self.inner.footprint();
         if self.table_pa.is_some() {
@@ -272,6 +265,15 @@ impl<P: PageTable> PageTable for SoftwareTlb<P> {
                      "bytes": self.table_size.bytes(), "hits": self.hits, "misses": self.misses,
                      "hit_rate": if self.hits + self.misses == 0 { 0.0 } else { self.hits as f64 / (self.hits + self.misses) as f64 }},
         })
+    }
+}
+
+impl<P: FastPaths> FastPaths for SoftwareTlb<P> {
+    type Split = NoSplit;
+    const PREFETCHES: bool = P::PREFETCHES;
+
+    fn prefetch(&self, asid: Asid, va: u64) {
+        self.inner.prefetch(asid, va)
     }
 }
 

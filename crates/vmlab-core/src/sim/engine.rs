@@ -10,7 +10,7 @@ use crate::mmu::regions::RegionIds;
 use crate::mmu::{Lookup, Mmu};
 use crate::os::policy::TlbMiss;
 use crate::os::{Os, Shootdown};
-use crate::pt::{PageTable, Translation, WalkCaches};
+use crate::pt::{split_walk, FastPaths, Translation, WalkCaches};
 use crate::stats::{CycleCounters, RunCounters, WalkCounters};
 use crate::time::AccessTime;
 use crate::trace::{Access, Dep, Record, TraceSource};
@@ -44,7 +44,7 @@ impl SamePage {
 /// How many records ahead the engine prefetches page-table entries.
 const PREFETCH_DISTANCE: usize = 12;
 
-pub struct Engine<P: PageTable> {
+pub struct Engine<P: FastPaths> {
     pub os: Os<P>,
     /// The timing side: the TLBs, and the walker (walk caches, caches), which may run
     /// on a thread of its own: everything that reads the walker outside the per-access
@@ -112,7 +112,7 @@ pub struct Engine<P: PageTable> {
     pub time_end: Option<crate::time::TimeStats>,
 }
 
-impl<P: PageTable> Engine<P> {
+impl<P: FastPaths> Engine<P> {
     pub fn new(cfg: &Config, pt: P, walk_caches: P::Caches) -> Result<Engine<P>> {
         let os = Os::new(cfg, pt)?;
         let mut mmu = Mmu::new(cfg, walk_caches)?;
@@ -784,12 +784,12 @@ impl<P: PageTable> Engine<P> {
     /// Use a second host thread from the next batch on, if `on` and nothing in this
     /// configuration depends on a reference's latency (`MemoryHierarchy::can_detach`,
     /// no recolouring). The whole walker (walk caches, caches, walk accounting) moves to
-    /// it when, in addition, the table splits its walk ([`PageTable::SPLITS`]);
+    /// it when, in addition, the table splits its walk ([`crate::pt::SplitWalk`]);
     /// otherwise only the cache hierarchy does. Results are identical either way.
     /// Returns whether a thread will be used.
     pub fn use_memory_thread(&mut self, on: bool) -> bool {
         self.detach = on && !self.recolor_on && self.mmu.walker().mem.can_detach();
-        self.split = self.detach && P::SPLITS && crate::mem::thread::timing_thread_wanted();
+        self.split = self.detach && split_walk::<P>().is_some() && crate::mem::thread::timing_thread_wanted();
         self.detach
     }
 

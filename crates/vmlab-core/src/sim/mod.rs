@@ -14,7 +14,7 @@ use crate::pt::ecpt::EcptConfig;
 use crate::pt::nested::{nested_pwc, NestedPageTable, NestedWalkCaches};
 use crate::pt::nested_ecpt::{NestedEcptCaches, NestedEcptPageTable};
 use crate::pt::{
-    ElasticCuckooPageTable, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches, PageTable,
+    ElasticCuckooPageTable, FastPaths, GuardedPageTable, HashedPageTable, InvertedPageTable, LinearPageTable, MultilevelPageTable, NoWalkCaches,
     RadixPageTable, SoftwareTlb, WalkCaches,
 };
 use crate::stats::SCHEMA;
@@ -132,7 +132,7 @@ pub fn build(cfg: &Config, info: &SourceInfo, plan: Option<OfflinePlan>) -> Resu
 }
 
 /// A kind's simulation, behind a software TLB if one is configured.
-fn with_stlb<P: PageTable + Send + 'static>(cfg: &Config, pt: P, caches: P::Caches, plan: Option<OfflinePlan>, info: SourceInfo) -> Result<Box<dyn Simulation>>
+fn with_stlb<P: FastPaths + Send + 'static>(cfg: &Config, pt: P, caches: P::Caches, plan: Option<OfflinePlan>, info: SourceInfo) -> Result<Box<dyn Simulation>>
 where
     P::Caches: Send,
 {
@@ -143,7 +143,7 @@ where
     }
 }
 
-fn boxed<P: PageTable + Send + 'static>(cfg: &Config, pt: P, caches: P::Caches, plan: Option<OfflinePlan>, info: SourceInfo) -> Result<Box<dyn Simulation>>
+fn boxed<P: FastPaths + Send + 'static>(cfg: &Config, pt: P, caches: P::Caches, plan: Option<OfflinePlan>, info: SourceInfo) -> Result<Box<dyn Simulation>>
 where
     P::Caches: Send,
 {
@@ -172,14 +172,14 @@ pub trait Simulation: Send {
     fn finish(self: Box<Self>, meta: &TraceMeta) -> Result<(Value, Option<OfflinePlan>)>;
 }
 
-struct Run<P: PageTable> {
+struct Run<P: FastPaths> {
     cfg: Config,
     engine: Engine<P>,
     info: SourceInfo,
     done: bool,
 }
 
-impl<P: PageTable + Send> Simulation for Run<P>
+impl<P: FastPaths + Send> Simulation for Run<P>
 where
     P::Caches: Send,
 {
@@ -363,7 +363,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// Assemble the stats document of a finished engine.
-pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
+pub fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
     let mut tlb = Map::new();
     for t in &e.mmu().tlbs.tlbs {
         let c = &t.counters;
@@ -497,14 +497,14 @@ pub fn document<P: PageTable>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, inf
 
 /// The `regions` section: region IDs and protection-key TLB sharing (docs/metrics.md).
 /// The `time` section (docs/metrics.md), if the time model ran.
-fn time_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Option<Value> {
+fn time_section<P: FastPaths>(cfg: &Config, e: &Engine<P>) -> Option<Value> {
     let end = e.time_end.as_ref()?;
     let tm = e.mmu().walker().time_model()?;
     let names: Vec<String> = cfg.cache.keys().cloned().collect();
     Some(tm.section(cfg, end, e.time_base.as_ref(), &names))
 }
 
-fn regions_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Value {
+fn regions_section<P: FastPaths>(cfg: &Config, e: &Engine<P>) -> Value {
     let c = e.regions.as_ref().map(|r| r.counters).unwrap_or_default();
     json!({
         "share": cfg.mmu.regions.share,
@@ -518,7 +518,7 @@ fn regions_section<P: PageTable>(cfg: &Config, e: &Engine<P>) -> Value {
 }
 
 /// The `recolor` section: placement and recolouring (docs/metrics.md).
-fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
+fn recolor_section<P: FastPaths>(e: &Engine<P>) -> Value {
     let mm = &e.os.mm;
     let rc = &mm.rc;
     let h = rc.histogram();
@@ -545,7 +545,7 @@ fn recolor_section<P: PageTable>(e: &Engine<P>) -> Value {
 }
 
 /// The `mcpi` section: Romer's memory cycles per instruction, split (docs/metrics.md).
-fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
+fn mcpi_section<P: FastPaths>(e: &Engine<P>) -> Value {
     let instr = e.run.instructions;
     let pc = &e.os.mm.pc;
     let last = e.mmu().walker().mem.color_cache().map(|c| c.name.clone());
@@ -568,7 +568,7 @@ fn mcpi_section<P: PageTable>(e: &Engine<P>) -> Value {
 }
 
 /// The `policy` section (docs/metrics.md).
-fn policy_section<P: PageTable>(e: &Engine<P>) -> Value {
+fn policy_section<P: FastPaths>(e: &Engine<P>) -> Value {
     let mm = &e.os.mm;
     let pc = &mm.pc;
     let by_size =

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use vmlab::config::Config;
 use vmlab::mmu::pwc::PageWalkCache;
 use vmlab::os::address_space::Mapping;
-use vmlab::pt::{PageTable, RadixPageTable};
+use vmlab::pt::{FastPaths, RadixPageTable};
 use vmlab::sim::Engine;
 use vmlab::trace::{MapFlags, Record};
 
@@ -20,7 +20,7 @@ pub fn drain(src: &mut dyn vmlab::trace::TraceSource) -> vmlab::Result<Vec<Recor
 
 /// Map `regions` (start, length) for pid 1, then read at `accesses` (region index,
 /// offset); if `unmap_one`, halfway through unmap the first half of the first region.
-pub fn drive_vmas<P: PageTable>(e: &mut Engine<P>, regions: &[(u64, u64)], accesses: &[(usize, u64)], unmap_one: bool) {
+pub fn drive_vmas<P: FastPaths>(e: &mut Engine<P>, regions: &[(u64, u64)], accesses: &[(usize, u64)], unmap_one: bool) {
     for &(start, len) in regions {
         e.record(&Record::Mmap { pid: 1, start, len, prot: 3, flags: MapFlags::PRIVATE }).unwrap();
     }
@@ -36,7 +36,7 @@ pub fn drive_vmas<P: PageTable>(e: &mut Engine<P>, regions: &[(u64, u64)], acces
 
 /// Every page pid 1 has mapped, after checking that it lies inside one VMA and is
 /// aligned to its size.
-pub fn pages_inside_vmas<P: PageTable>(e: &Engine<P>) -> Result<Vec<(u64, Mapping)>, TestCaseError> {
+pub fn pages_inside_vmas<P: FastPaths>(e: &Engine<P>) -> Result<Vec<(u64, Mapping)>, TestCaseError> {
     let space = e.os.space(1).unwrap();
     let mut out = Vec::new();
     for base in space.pages.bases_in(0, u64::MAX) {
@@ -54,7 +54,7 @@ pub fn pages_inside_vmas<P: PageTable>(e: &Engine<P>) -> Result<Vec<(u64, Mappin
 /// the entry's base is at least the entry's size (a splinter is a piece of it), the
 /// frame offsets agree, and so do the permissions. A stale entry (a missed shootdown)
 /// fails this.
-pub fn tlbs_agree_with_page_table<P: PageTable>(e: &Engine<P>) -> Result<(), TestCaseError> {
+pub fn tlbs_agree_with_page_table<P: FastPaths>(e: &Engine<P>) -> Result<(), TestCaseError> {
     for tlb in &e.mmu().tlbs.tlbs {
         let mut bad = None;
         tlb.for_each_entry(|asid, va, t| {
