@@ -4,7 +4,10 @@
 
 use crate::addr::{parse_bytes, PageSize};
 use crate::error::{Error, Result};
-use crate::mmu::assoc::Replacement;
+use crate::mem::cache::{CacheConfig, Organization, WritePolicy};
+use crate::mem::MemoryConfig;
+use crate::mmu::{pwc::PwcConfig, tlb::TlbConfig, MmuConfig};
+use crate::pt::radix::RadixConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -220,47 +223,6 @@ pub struct PageTableConfig {
     pub stlb: crate::pt::stlb::StlbConfig,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct RadixConfig {
-    pub levels: u8,
-    /// Tailored Page Sizes (TPS §III-A1): leaf entries map every 2^n page from 4K to 1G.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub tailored: bool,
-    /// How a tailored page's other leaf slots are filled: "pointer" (one extra walk
-    /// reference) or "copy" (full copies).
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub alias_ptes: crate::pt::radix::AliasPtes,
-}
-
-impl Default for RadixConfig {
-    fn default() -> Self {
-        RadixConfig { levels: 4, tailored: false, alias_ptes: Default::default() }
-    }
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct MmuConfig {
-    /// TLB entries carry ASIDs; if false every context switch flushes TLBs and PWCs.
-    #[serde(default = "yes")]
-    pub asid_tags: bool,
-    /// Seed for random replacement.
-    #[serde(default)]
-    pub seed: u64,
-    /// Charge every walk this many cycles instead of its modelled latency: a software
-    /// miss handler of fixed cost (Romer §3.5.1: 30). The walk's references are still
-    /// made and counted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fixed_miss_cycles: Option<u64>,
-    /// Itanium region IDs and protection-key TLB sharing (mmu/regions.rs).
-    #[serde(default, skip_serializing_if = "crate::mmu::regions::RegionConfig::is_default")]
-    pub regions: crate::mmu::regions::RegionConfig,
-    /// Software-managed refill as code (mmu/refill.rs).
-    #[serde(default, skip_serializing_if = "crate::mmu::refill::RefillConfig::is_default")]
-    pub refill: crate::mmu::refill::RefillConfig,
-}
-
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Serves {
@@ -286,150 +248,6 @@ impl Serves {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct TlbConfig {
-    /// 1 = first level probed; higher levels are probed on a miss in all lower ones.
-    pub level: u8,
-    pub serves: Serves,
-    pub entries: usize,
-    /// Associativity; 0 (or = entries) means fully associative.
-    #[serde(default)]
-    pub ways: usize,
-    /// Page sizes the structure holds, e.g. ["4K"] or ["4K", "2M"].
-    pub page_sizes: Vec<Bytes>,
-    /// An any-size structure (TPS §III-A2; Romer's 4K-8M TLBs): holds every power of
-    /// two from the smallest to the largest of `page_sizes`, each entry matching when
-    /// `(vpn & mask) == tag`. Must be fully associative.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub any_size: bool,
-    /// Cache a page larger than every size held here as its piece of the largest held
-    /// size below it (TLB splintering), instead of not caching it at all.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub splinter: bool,
-    /// Each entry maps an even/odd pair of pages under one tag, with a valid bit per
-    /// half (the MIPS R4x00's TLB, Elphinstone §6.1; mmu/pair_tlb.rs). One page size,
-    /// a hierarchy of one level.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub pairs: bool,
-    #[serde(default)]
-    pub replacement: Replacement,
-    /// Cycles a lookup that reaches this level costs (L1 usually 0: overlapped with the
-    /// cache access).
-    #[serde(default)]
-    pub latency: u32,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PwcConfig {
-    /// Entries of the page-walk cache per level, lowest first: [PDE, PDPTE, PML4E, ...].
-    /// An empty list (or zeros) disables a level.
-    #[serde(default)]
-    pub entries: Vec<usize>,
-    #[serde(default)]
-    pub ways: usize,
-    #[serde(default)]
-    pub replacement: Replacement,
-    /// Cycles for the (parallel) PWC probe at the start of each walk.
-    #[serde(default)]
-    pub latency: u32,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct CacheConfig {
-    /// 1 = closest to the core. Level 1 may have a "data" and an "instr" cache.
-    pub level: u8,
-    #[serde(default)]
-    pub serves: Serves,
-    pub size: Bytes,
-    pub ways: usize,
-    #[serde(default = "line64")]
-    pub line: Bytes,
-    #[serde(default)]
-    pub replacement: Replacement,
-    /// Load-to-use cycles of an access that hits at this level.
-    pub latency: u32,
-    /// "write-back" (dirty lines written when evicted) or "write-through" (every write
-    /// also goes to the level below, through the write buffer if there is one).
-    #[serde(default, skip_serializing_if = "crate::config::is_default")]
-    pub write_policy: WritePolicy,
-    /// Allocate a line on a write miss (false: read-allocate only, Romer Table 4-2's L1).
-    #[serde(default = "yes", skip_serializing_if = "crate::config::is_true")]
-    pub write_allocate: bool,
-    /// "physical" or "virtual": which address selects the set (tags are always
-    /// physical; a virtually indexed cache larger than a page per way can alias).
-    #[serde(default, skip_serializing_if = "crate::config::is_default")]
-    pub indexing: Indexing,
-    /// "set-associative" or "column-associative" (Agarwal & Pudar 1993: a direct-mapped
-    /// array probed a second time at the index with its top bit flipped; needs ways = 1).
-    #[serde(default, rename = "organisation", skip_serializing_if = "crate::config::is_default")]
-    pub organization: Organization,
-    /// Column-associative: cycles of a hit on the second probe (default latency + 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slow_latency: Option<u32>,
-    /// A victim cache behind this level (Jouppi 1990): a small fully associative LRU
-    /// buffer of the lines this level evicts, probed on a miss.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub victim: Option<VictimConfig>,
-    /// Entries of a write buffer between a write-through level and the level below:
-    /// writes retire from it in the background, the core stalls only when it is full.
-    /// 0 = none (the core waits for the level below).
-    #[serde(default, skip_serializing_if = "crate::config::is_default")]
-    pub write_buffer: usize,
-    /// Miss status holding registers: misses this level can have in flight (the time
-    /// model only; unset: `crate::time::DEFAULT_MSHRS`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mshrs: Option<u32>,
-}
-
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum WritePolicy {
-    #[default]
-    WriteBack,
-    WriteThrough,
-}
-
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Indexing {
-    #[default]
-    Physical,
-    Virtual,
-}
-
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum Organization {
-    #[default]
-    SetAssociative,
-    ColumnAssociative,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct VictimConfig {
-    /// Lines held (Romer §5.5.3: 8).
-    pub entries: usize,
-    /// Extra cycles of a hit in the victim cache after the miss at its level (Romer: 5).
-    pub latency: u32,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryConfig {
-    /// Cycles of an access that misses every cache level.
-    pub latency: u32,
-    /// Cache level at which page-walk references enter the hierarchy (1 = L1 data cache).
-    #[serde(default = "one")]
-    pub walker_level: u8,
-    /// Send data references (not only walk references) through the cache hierarchy.
-    #[serde(default)]
-    pub data_refs: bool,
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SimConfig {
@@ -443,13 +261,13 @@ pub struct SimConfig {
     pub warmup_accesses: u64,
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
-fn one() -> u8 {
+pub(crate) fn one() -> u8 {
     1
 }
-fn line64() -> Bytes {
+pub(crate) fn line64() -> Bytes {
     Bytes(64)
 }
 

@@ -10,9 +10,9 @@
 //! byte of fingerprint per line (docs/performance.md).
 
 use super::column::ColumnStore;
-use super::victim::VictimCache;
+use super::victim::{VictimCache, VictimConfig};
 use super::write_buffer::WriteBuffer;
-use crate::config::{CacheConfig, Indexing, Organization, Serves, WritePolicy};
+use crate::config::{Bytes, Serves};
 use crate::error::{Error, Result};
 use crate::mmu::assoc::{
     check_geometry, fingerprint, lru_initial_order, lru_to_front, lru_victim, lru_victim_to_front, match_mask_ignoring, plru_touch, plru_victim, Replacement,
@@ -20,7 +20,79 @@ use crate::mmu::assoc::{
 };
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// 1 = closest to the core. Level 1 may have a "data" and an "instr" cache.
+    pub level: u8,
+    #[serde(default)]
+    pub serves: Serves,
+    pub size: Bytes,
+    pub ways: usize,
+    #[serde(default = "crate::config::line64")]
+    pub line: Bytes,
+    #[serde(default)]
+    pub replacement: Replacement,
+    /// Load-to-use cycles of an access that hits at this level.
+    pub latency: u32,
+    /// "write-back" (dirty lines written when evicted) or "write-through" (every write
+    /// also goes to the level below, through the write buffer if there is one).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub write_policy: WritePolicy,
+    /// Allocate a line on a write miss (false: read-allocate only, Romer Table 4-2's L1).
+    #[serde(default = "crate::config::yes", skip_serializing_if = "crate::config::is_true")]
+    pub write_allocate: bool,
+    /// "physical" or "virtual": which address selects the set (tags are always
+    /// physical; a virtually indexed cache larger than a page per way can alias).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub indexing: Indexing,
+    /// "set-associative" or "column-associative" (Agarwal & Pudar 1993: a direct-mapped
+    /// array probed a second time at the index with its top bit flipped; needs ways = 1).
+    #[serde(default, rename = "organisation", skip_serializing_if = "crate::config::is_default")]
+    pub organization: Organization,
+    /// Column-associative: cycles of a hit on the second probe (default latency + 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_latency: Option<u32>,
+    /// A victim cache behind this level (Jouppi 1990): a small fully associative LRU
+    /// buffer of the lines this level evicts, probed on a miss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub victim: Option<VictimConfig>,
+    /// Entries of a write buffer between a write-through level and the level below:
+    /// writes retire from it in the background, the core stalls only when it is full.
+    /// 0 = none (the core waits for the level below).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub write_buffer: usize,
+    /// Miss status holding registers: misses this level can have in flight (the time
+    /// model only; unset: `crate::time::DEFAULT_MSHRS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mshrs: Option<u32>,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum WritePolicy {
+    #[default]
+    WriteBack,
+    WriteThrough,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Indexing {
+    #[default]
+    Physical,
+    Virtual,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Organization {
+    #[default]
+    SetAssociative,
+    ColumnAssociative,
+}
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct CacheCounters {

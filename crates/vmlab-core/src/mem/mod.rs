@@ -15,8 +15,23 @@ pub use cache::{Cache, CacheCounters, RefSource, Served, NO_LINE};
 pub use cml_buffer::{CmlBuffer, CmlTuple};
 pub use thread::{MemOp, MemoryThread, Timing, WalkTimer};
 
-use crate::config::Config;
 use crate::error::{Error, Result};
+use cache::CacheConfig;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Cycles of an access that misses every cache level.
+    pub latency: u32,
+    /// Cache level at which page-walk references enter the hierarchy (1 = L1 data cache).
+    #[serde(default = "crate::config::one")]
+    pub walker_level: u8,
+    /// Send data references (not only walk references) through the cache hierarchy.
+    #[serde(default)]
+    pub data_refs: bool,
+}
 
 /// (`Default`: no caches; a placeholder while the hierarchy runs on its thread.)
 #[derive(Default)]
@@ -92,10 +107,12 @@ pub struct Paths<'a> {
 }
 
 impl MemoryHierarchy {
-    pub fn new(cfg: &Config) -> Result<MemoryHierarchy> {
+    /// The caches of `[cache.NAME]` over the memory of `[memory]`; the i-th cache (by
+    /// name) replaces at random from `seed + 1000 + i`.
+    pub fn new(settings: &BTreeMap<String, CacheConfig>, memory: &MemoryConfig, seed: u64) -> Result<MemoryHierarchy> {
         let mut caches = Vec::new();
-        for (i, (name, c)) in cfg.cache.iter().enumerate() {
-            caches.push(Cache::new(name, c, cfg.mmu.seed.wrapping_add(1000 + i as u64))?);
+        for (i, (name, c)) in settings.iter().enumerate() {
+            caches.push(Cache::new(name, c, seed.wrapping_add(1000 + i as u64))?);
         }
         let max_level = caches.iter().map(|c| c.level).max().unwrap_or(0);
         let pick = |instr: bool| -> Result<Vec<usize>> {
@@ -118,7 +135,7 @@ impl MemoryHierarchy {
         if data_path.len().max(instr_path.len()) > MAX_LEVELS || caches.len() > MAX_CACHES {
             return Err(Error::config("cache", format!("more than {MAX_CACHES} caches, or {MAX_LEVELS} levels on one path")));
         }
-        let wl = cfg.memory.walker_level;
+        let wl = memory.walker_level;
         let walker_entry = match data_path.iter().position(|&i| caches[i].level >= wl) {
             Some(p) => p,
             None if caches.is_empty() => 0,
@@ -136,7 +153,7 @@ impl MemoryHierarchy {
             walk_reads_plain,
             walk_levels,
             program_refs_plain,
-            memory_latency: cfg.memory.latency,
+            memory_latency: memory.latency,
             memory_accesses: 0,
             memory_writes: 0,
             written: [0; WRITES_KEPT],
@@ -397,10 +414,12 @@ impl MemoryHierarchy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     fn romer(overrides: &[&str]) -> MemoryHierarchy {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-        MemoryHierarchy::new(&Config::load("romer-cache", &o).unwrap()).unwrap()
+        let c = Config::load("romer-cache", &o).unwrap();
+        MemoryHierarchy::new(&c.cache, &c.memory, c.mmu.seed).unwrap()
     }
 
     /// Two lines 512 KiB apart share a line of the direct-mapped L2 (and of the 8K L1).
@@ -481,7 +500,8 @@ mod tests {
     }
 
     fn skylake() -> MemoryHierarchy {
-        MemoryHierarchy::new(&Config::load("skylake", &[]).unwrap()).unwrap()
+        let c = Config::load("skylake", &[]).unwrap();
+        MemoryHierarchy::new(&c.cache, &c.memory, c.mmu.seed).unwrap()
     }
 
     fn counters<'a>(m: &'a MemoryHierarchy, name: &str) -> &'a CacheCounters {

@@ -490,7 +490,8 @@ mod tests {
     use crate::config::Config;
 
     fn skylake() -> MemoryHierarchy {
-        MemoryHierarchy::new(&Config::load("skylake", &[]).unwrap()).unwrap()
+        let c = Config::load("skylake", &[]).unwrap();
+        MemoryHierarchy::new(&c.cache, &c.memory, c.mmu.seed).unwrap()
     }
 
     /// A mixed op stream: walks with parallel steps and nested walks, background

@@ -3,6 +3,16 @@
 //! victim cache's latency, and the line swaps back into the level.
 
 use super::cache::{DIRTY, INVALID};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VictimConfig {
+    /// Lines held (Romer §5.5.3: 8).
+    pub entries: usize,
+    /// Extra cycles of a hit in the victim cache after the miss at its level (Romer: 5).
+    pub latency: u32,
+}
 
 #[derive(Clone, Debug)]
 pub struct VictimCache {

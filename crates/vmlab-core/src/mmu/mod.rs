@@ -21,9 +21,33 @@ pub use walker::{Lookup, Mmu, Walker};
 use tlb::{piece_of, ANY_SIZE};
 
 use crate::addr::{Asid, PageSize};
-use crate::config::Config;
 use crate::error::Result;
 use crate::pt::Translation;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tlb::TlbConfig;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MmuConfig {
+    /// TLB entries carry ASIDs; if false every context switch flushes TLBs and PWCs.
+    #[serde(default = "crate::config::yes")]
+    pub asid_tags: bool,
+    /// Seed for random replacement.
+    #[serde(default)]
+    pub seed: u64,
+    /// Charge every walk this many cycles instead of its modelled latency: a software
+    /// miss handler of fixed cost (Romer §3.5.1: 30). The walk's references are still
+    /// made and counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_miss_cycles: Option<u64>,
+    /// Itanium region IDs and protection-key TLB sharing (mmu/regions.rs).
+    #[serde(default, skip_serializing_if = "crate::mmu::regions::RegionConfig::is_default")]
+    pub regions: crate::mmu::regions::RegionConfig,
+    /// Software-managed refill as code (mmu/refill.rs).
+    #[serde(default, skip_serializing_if = "crate::mmu::refill::RefillConfig::is_default")]
+    pub refill: crate::mmu::refill::RefillConfig,
+}
 
 /// Index of a TLB inside [`TlbHierarchy::tlbs`].
 pub type TlbId = usize;
@@ -167,10 +191,11 @@ pub enum TlbChange {
 }
 
 impl TlbHierarchy {
-    pub fn new(cfg: &Config) -> Result<TlbHierarchy> {
+    /// The TLBs of `[tlb.NAME]`; the i-th (by name) replaces at random from `seed + i`.
+    pub fn new(settings: &BTreeMap<String, TlbConfig>, seed: u64) -> Result<TlbHierarchy> {
         let mut tlbs = Vec::new();
-        for (i, (name, c)) in cfg.tlb.iter().enumerate() {
-            tlbs.push(Tlb::new(name, c, cfg.mmu.seed.wrapping_add(i as u64))?);
+        for (i, (name, c)) in settings.iter().enumerate() {
+            tlbs.push(Tlb::new(name, c, seed.wrapping_add(i as u64))?);
         }
         let max_level = tlbs.iter().map(|t| t.level).max().unwrap_or(1) as usize;
         let mut data = vec![Vec::new(); max_level];
@@ -407,6 +432,7 @@ impl TlbHierarchy {
 mod tests {
     use super::*;
     use crate::addr::Perms;
+    use crate::config::Config;
     use rand::{Rng, SeedableRng};
 
     /// The planned lookups and fills give the same hits and, once folded, the same
@@ -418,8 +444,8 @@ mod tests {
     fn probe_plan_matches_probing_every_structure() {
         let sets = ["tlb.l1d_2m.splinter=true".to_string()];
         let cfg = Config::load("skylake", &sets).unwrap();
-        let mut planned = TlbHierarchy::new(&cfg).unwrap();
-        let mut plain = TlbHierarchy::new(&cfg).unwrap();
+        let mut planned = TlbHierarchy::new(&cfg.tlb, cfg.mmu.seed).unwrap();
+        let mut plain = TlbHierarchy::new(&cfg.tlb, cfg.mmu.seed).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(4);
         let mut filled = 0u64;
         for _ in 0..20_000 {

@@ -136,7 +136,8 @@ impl PairEntries {
 #[cfg(test)]
 mod tests {
     use crate::addr::{PageSize, Perms};
-    use crate::config::{Bytes, Serves, TlbConfig};
+    use crate::config::{Bytes, Serves};
+    use crate::mmu::tlb::TlbConfig;
     use crate::mmu::Tlb;
     use crate::pt::Translation;
     use proptest::prelude::*;

@@ -6,6 +6,23 @@ use crate::error::Result;
 use crate::mmu::assoc::{AssocCache, Replacement};
 use crate::pt::radix::level_shift;
 use crate::pt::{CacheCounters, WalkCaches};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PwcConfig {
+    /// Entries of the page-walk cache per level, lowest first: [PDE, PDPTE, PML4E, ...].
+    /// An empty list (or zeros) disables a level.
+    #[serde(default)]
+    pub entries: Vec<usize>,
+    #[serde(default)]
+    pub ways: usize,
+    #[serde(default)]
+    pub replacement: Replacement,
+    /// Cycles for the (parallel) PWC probe at the start of each walk.
+    #[serde(default)]
+    pub latency: u32,
+}
 
 /// Page-walk caches (Intel's paging-structure caches): one small cache per upper level,
 /// holding non-leaf entries tagged by the VA bits above that entry's coverage.

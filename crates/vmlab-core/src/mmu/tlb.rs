@@ -2,14 +2,48 @@
 //! page sizes. A lookup probes each held size with its own set index (VPN mod sets), as
 //! a hardware structure holding several sizes does.
 
-use super::assoc::{AssocCache, Evicted};
+use super::assoc::{AssocCache, Evicted, Replacement};
 use super::pair_tlb::PairEntries;
 use super::{TlbChange, TlbPage};
 use crate::addr::{Asid, PageSize, Perms};
-use crate::config::{Serves, TlbConfig};
+use crate::config::{Bytes, Serves};
 use crate::error::{Error, Result};
 use crate::pt::Translation;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlbConfig {
+    /// 1 = first level probed; higher levels are probed on a miss in all lower ones.
+    pub level: u8,
+    pub serves: Serves,
+    pub entries: usize,
+    /// Associativity; 0 (or = entries) means fully associative.
+    #[serde(default)]
+    pub ways: usize,
+    /// Page sizes the structure holds, e.g. ["4K"] or ["4K", "2M"].
+    pub page_sizes: Vec<Bytes>,
+    /// An any-size structure (TPS §III-A2; Romer's 4K-8M TLBs): holds every power of
+    /// two from the smallest to the largest of `page_sizes`, each entry matching when
+    /// `(vpn & mask) == tag`. Must be fully associative.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_size: bool,
+    /// Cache a page larger than every size held here as its piece of the largest held
+    /// size below it (TLB splintering), instead of not caching it at all.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub splinter: bool,
+    /// Each entry maps an even/odd pair of pages under one tag, with a valid bit per
+    /// half (the MIPS R4x00's TLB, Elphinstone §6.1; mmu/pair_tlb.rs). One page size,
+    /// a hierarchy of one level.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pairs: bool,
+    #[serde(default)]
+    pub replacement: Replacement,
+    /// Cycles a lookup that reaches this level costs (L1 usually 0: overlapped with the
+    /// cache access).
+    #[serde(default)]
+    pub latency: u32,
+}
 
 /// What a TLB entry holds besides its tag: the page's physical base, its size and
 /// permissions, in one word (the base is aligned to at least 4 KiB, so the low bits

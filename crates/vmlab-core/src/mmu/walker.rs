@@ -125,8 +125,8 @@ pub enum WalkerOp<S: Copy, T: Copy> {
 
 impl<P: FastPaths> Mmu<P> {
     pub fn new(cfg: &Config, walk_caches: P::Caches) -> Result<Mmu<P>> {
-        let tlbs = TlbHierarchy::new(cfg)?;
-        let mem = MemoryHierarchy::new(cfg)?;
+        let tlbs = TlbHierarchy::new(&cfg.tlb, cfg.mmu.seed)?;
+        let mem = MemoryHierarchy::new(&cfg.cache, &cfg.memory, cfg.mmu.seed)?;
         let levels = tlbs.levels();
         let mut tlb_latency = [Vec::new(), Vec::new()];
         for (side, lat) in tlb_latency.iter_mut().enumerate() {

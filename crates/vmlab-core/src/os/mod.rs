@@ -181,7 +181,7 @@ impl<P: PageTable> Os<P> {
             shadow: None,
             pc: PolicyCounters::default(),
             copy_cycles_per_kb: cfg.os.policy.copy_cycles_per_kb,
-            placement: Placement::new(cfg)?,
+            placement: Placement::new(&cfg.os.placement, &cfg.cache),
             rmap: None,
             copies: Vec::new(),
             rc: RecolorCounters::default(),
@@ -191,7 +191,8 @@ impl<P: PageTable> Os<P> {
         };
         let mut os = Os { mm, policy, recolor: None };
         if cfg.os.recolor.kind != recolor::RecolorKind::None {
-            let r = Recolorer::new(cfg, &os.mm.placement)?;
+            let line = crate::os::placement::color_cache(&cfg.cache).map(|c| c.line.0);
+            let r = Recolorer::new(&cfg.os.recolor, &os.mm.placement, line)?;
             if r.needs_rmap() {
                 os.mm.rmap = Some(ReverseMap::default());
             }

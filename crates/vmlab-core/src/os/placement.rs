@@ -16,11 +16,13 @@
 
 use super::buddy::{BuddyAllocator, FrameUse};
 use crate::addr::{PageSize, MIN_PAGE_SHIFT};
-use crate::config::{CacheConfig, Config};
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::mem::cache::CacheConfig;
 use rand::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 
 /// `os.placement.kind`.
@@ -65,13 +67,13 @@ impl PlacementConfig {
 }
 
 /// The cache page colours come from: the largest (highest-level) cache serving data.
-pub fn color_cache(cfg: &Config) -> Option<&CacheConfig> {
-    cfg.cache.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
+pub fn color_cache(caches: &BTreeMap<String, CacheConfig>) -> Option<&CacheConfig> {
+    caches.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
 }
 
 /// Colours of the colour cache: size / (ways x 4 KiB), at least 1.
-pub fn derived_colors(cfg: &Config) -> u64 {
-    color_cache(cfg).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
+pub fn derived_colors(caches: &BTreeMap<String, CacheConfig>) -> u64 {
+    color_cache(caches).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -93,18 +95,18 @@ pub struct Placement {
 }
 
 impl Placement {
-    pub fn new(cfg: &Config) -> Result<Placement> {
-        let p = &cfg.os.placement;
-        p.validate(cfg)?;
-        let colors = if p.colors == 0 { derived_colors(cfg) } else { p.colors };
-        Ok(Placement {
+    /// Placement by `p` (validated with the rest of the configuration), over the
+    /// caches `caches` (whose largest data cache gives the colours unless `p` does).
+    pub fn new(p: &PlacementConfig, caches: &BTreeMap<String, CacheConfig>) -> Placement {
+        let colors = if p.colors == 0 { derived_colors(caches) } else { p.colors };
+        Placement {
             kind: p.kind,
             colors,
             next_bin: 0,
             rng: Xoshiro256PlusPlus::seed_from_u64(p.seed),
             cursors: HashMap::new(),
             counters: PlacementCounters::default(),
-        })
+        }
     }
 
     /// The colour of physical address `pa`.
@@ -163,7 +165,7 @@ mod tests {
 
     fn placement(kind: &str) -> Placement {
         let cfg = Config::load("romer-cache", &[format!("os.placement.kind=\"{kind}\"")]).unwrap();
-        Placement::new(&cfg).unwrap()
+        Placement::new(&cfg.os.placement, &cfg.cache)
     }
 
     #[test]
@@ -171,7 +173,7 @@ mod tests {
         let p = placement("page-coloring");
         assert_eq!(p.colors, 128, "512 KiB direct-mapped / 4 KiB");
         let cfg = Config::load("romer-cache", &["cache.l2.ways=2".into()]).unwrap();
-        assert_eq!(derived_colors(&cfg), 64);
+        assert_eq!(derived_colors(&cfg.cache), 64);
     }
 
     #[test]

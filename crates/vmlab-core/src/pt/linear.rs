@@ -28,9 +28,10 @@
 use super::stlb::{SoftwareTlb, StlbConfig};
 use super::{FastPaths, NoSplit, PageTable, PtFootprint, RadixPageTable, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
-use crate::config::{Bytes, Config, TlbConfig};
+use crate::config::{Bytes, Config};
 use crate::error::{Error, Result};
 use crate::mmu::pwc::PageWalkCache;
+use crate::mmu::tlb::TlbConfig;
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

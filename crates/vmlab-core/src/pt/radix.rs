@@ -20,7 +20,27 @@ use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::pwc::PageWalkCache;
 use crate::os::buddy::{BuddyAllocator, FrameUse};
+use serde::{Deserialize, Serialize};
 use std::cell::Cell;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RadixConfig {
+    pub levels: u8,
+    /// Tailored Page Sizes (TPS §III-A1): leaf entries map every 2^n page from 4K to 1G.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tailored: bool,
+    /// How a tailored page's other leaf slots are filled: "pointer" (one extra walk
+    /// reference) or "copy" (full copies).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub alias_ptes: crate::pt::radix::AliasPtes,
+}
+
+impl Default for RadixConfig {
+    fn default() -> Self {
+        RadixConfig { levels: 4, tailored: false, alias_ptes: Default::default() }
+    }
+}
 
 const ENTRIES: usize = 512;
 const PTE_BYTES: u64 = 8;
@@ -191,7 +211,7 @@ impl RadixPageTable {
     }
 
     /// The table `page_table.radix` describes.
-    pub fn from_config(c: &crate::config::RadixConfig) -> Result<RadixPageTable> {
+    pub fn from_config(c: &RadixConfig) -> Result<RadixPageTable> {
         let pt = RadixPageTable::new(c.levels)?;
         Ok(if c.tailored { pt.with_tailored(c.alias_ptes) } else { pt })
     }

@@ -142,7 +142,7 @@ impl<P: FastPaths> Engine<P> {
         let (background_every, background_by_instr) = os.policy.background_clock().unwrap_or((0, false));
         let timed = cfg.time.model == crate::time::TimeModelKind::Ooo;
         if timed {
-            let tm = crate::time::TimeModel::new(cfg, &mmu.walker().mem);
+            let tm = crate::time::TimeModel::new(&cfg.time, &cfg.cache, &mmu.walker().mem);
             mmu.walker_mut().set_time_model(tm);
         }
         let recolor_on = if let Some(r) = &os.recolor {

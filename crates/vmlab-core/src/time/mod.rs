@@ -28,10 +28,12 @@ use self::memory::{MshrCounters, Path, TimedMemory};
 use self::sampling::{Phase, SampleSums, Sampler, SamplingConfig};
 use crate::config::{Bytes, Config};
 use crate::error::{Error, Result};
+use crate::mem::cache::CacheConfig;
 use crate::mem::{MemOp, MemoryHierarchy, Timing, MEMORY, WRITES_KEPT};
 use crate::trace::Dep;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// `time.model`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -404,9 +406,9 @@ impl TimeStats {
 }
 
 impl TimeModel {
-    pub fn new(cfg: &Config, mem: &MemoryHierarchy) -> TimeModel {
-        let t = &cfg.time;
-        let caches: Vec<(u32, u64, u32)> = cfg.cache.values().map(|c| (c.latency, c.line.0, c.mshrs.unwrap_or(DEFAULT_MSHRS))).collect();
+    /// The time model of `t` over the hierarchy `mem` built from `caches`.
+    pub fn new(t: &TimeConfig, caches: &BTreeMap<String, CacheConfig>, mem: &MemoryHierarchy) -> TimeModel {
+        let caches: Vec<(u32, u64, u32)> = caches.values().map(|c| (c.latency, c.line.0, c.mshrs.unwrap_or(DEFAULT_MSHRS))).collect();
         let timed = TimedMemory::new(&caches, mem.paths(), Dram::new(t.dram_timing()));
         TimeModel {
             core: Core::new(t.core_settings()),
@@ -941,8 +943,8 @@ mod tests {
     impl Feed {
         fn new() -> Feed {
             let cfg = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=ooo".into(), "time.walkers=1".into()]).unwrap();
-            let mem = MemoryHierarchy::new(&cfg).unwrap();
-            let tm = TimeModel::new(&cfg, &mem);
+            let mem = MemoryHierarchy::new(&cfg.cache, &cfg.memory, cfg.mmu.seed).unwrap();
+            let tm = TimeModel::new(&cfg.time, &cfg.cache, &mem);
             Feed { mem, tm }
         }
 

@@ -630,7 +630,8 @@ impl SuperpageCharges {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Bytes, Serves, TlbConfig};
+    use crate::config::{Bytes, Serves};
+    use crate::mmu::tlb::TlbConfig;
     use crate::mmu::Tlb;
     use crate::pt::Translation;
     use proptest::prelude::*;

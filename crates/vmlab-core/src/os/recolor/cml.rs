@@ -7,7 +7,6 @@
 //! no longer back a private page are ignored.
 
 use super::{Ctx, RecolorConfig, Shared};
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::mem::CmlBuffer;
 use crate::pt::PageTable;
@@ -22,8 +21,8 @@ pub struct Cml {
 }
 
 impl Cml {
-    pub fn new(cfg: &Config, rc: &RecolorConfig) -> Result<Cml> {
-        let line = crate::os::placement::color_cache(cfg).map(|c| c.line.0).ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
+    /// Romer's CML policy by `rc`, over a colour cache of `line`-byte lines.
+    pub fn new(rc: &RecolorConfig, line: u64) -> Result<Cml> {
         let recolor_threshold = rc.recolor_threshold.unwrap_or((4096 / line) as u32 + 4);
         let interrupt_threshold = rc.interrupt_threshold.unwrap_or(recolor_threshold + 60);
         if interrupt_threshold < recolor_threshold {

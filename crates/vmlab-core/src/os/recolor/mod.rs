@@ -182,7 +182,7 @@ impl RecolorConfig {
         if self.kind == RecolorKind::None {
             return Ok(());
         }
-        if crate::os::placement::color_cache(cfg).is_none() {
+        if crate::os::placement::color_cache(&cfg.cache).is_none() {
             return Err(Error::config("os.recolor.kind", "recolouring needs a data-side cache (no [cache.*] serves data)"));
         }
         if self.kind == RecolorKind::Cml && self.cml_lru.unwrap_or(16) + self.cml_hot.unwrap_or(16) == 0 {
@@ -355,8 +355,9 @@ pub struct Recolorer {
 }
 
 impl Recolorer {
-    pub fn new(cfg: &Config, placement: &Placement) -> Result<Recolorer> {
-        let rc = &cfg.os.recolor;
+    /// The recolouring policy of `rc`, over `placement`'s colours of the colour cache,
+    /// whose lines are `line` bytes (`None`: no cache serves data).
+    pub fn new(rc: &RecolorConfig, placement: &Placement, line: Option<u64>) -> Result<Recolorer> {
         let (period, delay) = rc.kind.table_4_5();
         let params = Params {
             period: rc.period.unwrap_or(period),
@@ -372,7 +373,10 @@ impl Recolorer {
                 Policy::Periodic(periodic::Periodic::new(rc.kind == RecolorKind::PeriodicRandom, rc.seed))
             }
             RecolorKind::Snapshot | RecolorKind::SnapshotDelay | RecolorKind::SnapshotMiss => Policy::Snapshot(snapshot::Snapshot::new(rc.kind)),
-            RecolorKind::Cml => Policy::Cml(cml::Cml::new(cfg, rc)?),
+            RecolorKind::Cml => {
+                let line = line.ok_or_else(|| Error::config("os.recolor.kind", "cml needs a data-side cache"))?;
+                Policy::Cml(cml::Cml::new(rc, line)?)
+            }
             RecolorKind::None => return Err(Error::config("os.recolor.kind", "none has no policy")),
         };
         let next_timer = match rc.kind {
