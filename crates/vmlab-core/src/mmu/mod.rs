@@ -84,8 +84,6 @@ pub struct TlbHierarchy {
 struct Probe {
     tlb: u16,
     shift: u8,
-    /// The structure's `packed_lru_ways` (0: the general path).
-    ways: u8,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -103,53 +101,6 @@ struct FillStep {
     tlb: u16,
     level: u8,
     piece: u8,
-    /// The structure's `packed_lru_ways` (0: the general path).
-    ways: u8,
-}
-
-/// A plan's `ways` for a page-pair structure (`Tlb::probe_pair`, `Tlb::install_pair`).
-const PAIRED: u8 = u8::MAX;
-
-/// A structure's `packed_lru_ways`, for a plan (0 where no specialised path exists;
-/// `PAIRED` for a page-pair structure).
-fn planned_ways(t: &Tlb) -> u8 {
-    if t.pairs() {
-        return PAIRED;
-    }
-    match t.packed_lru_ways() {
-        w if assoc::PACKED_LRU_WIDTHS.contains(&w) => w as u8,
-        _ => 0,
-    }
-}
-
-/// `Tlb::probe`, through the path specialised for the structure's geometry when the
-/// plan has one (`ways`), else the general one.
-#[inline(always)]
-fn probe_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
-    match ways {
-        1 => t.probe_lru::<1>(va, asid, shift),
-        2 => t.probe_lru::<2>(va, asid, shift),
-        4 => t.probe_lru::<4>(va, asid, shift),
-        8 => t.probe_lru::<8>(va, asid, shift),
-        12 => t.probe_lru::<12>(va, asid, shift),
-        PAIRED => t.probe_pair(va, asid),
-        _ => t.probe(va, asid, shift),
-    }
-}
-
-/// `Tlb::install`, likewise; `buddy` is the other half of a page-pair entry, when the
-/// page table holds PTE pairs.
-#[inline(always)]
-fn install_planned(t: &mut Tlb, ways: u8, va: u64, asid: Asid, e: &Translation, buddy: Option<&Translation>) {
-    match ways {
-        1 => t.install_lru::<1>(va, asid, e),
-        2 => t.install_lru::<2>(va, asid, e),
-        4 => t.install_lru::<4>(va, asid, e),
-        8 => t.install_lru::<8>(va, asid, e),
-        12 => t.install_lru::<12>(va, asid, e),
-        PAIRED => t.install_pair(va, asid, e, buddy),
-        _ => t.install(va, asid, e),
-    }
 }
 
 /// Where a lookup hit.
@@ -217,7 +168,7 @@ impl TlbHierarchy {
                     for (level, ids) in side.iter().enumerate() {
                         for &id in ids {
                             if let Some(piece) = tlbs[id].piece_shift(shift) {
-                                steps.push(FillStep { tlb: id as u16, level: level as u8, piece, ways: planned_ways(&tlbs[id]) });
+                                steps.push(FillStep { tlb: id as u16, level: level as u8, piece });
                             }
                         }
                     }
@@ -243,12 +194,12 @@ impl TlbHierarchy {
                 for &id in ids {
                     let t = &self.tlbs[id];
                     if t.any_size() {
-                        plan.probes.push(Probe { tlb: id as u16, shift: ANY_SIZE, ways: 0 });
+                        plan.probes.push(Probe { tlb: id as u16, shift: ANY_SIZE });
                         continue;
                     }
                     let mut sizes = t.held_shifts() & self.filled_shifts;
                     while sizes != 0 {
-                        plan.probes.push(Probe { tlb: id as u16, shift: sizes.trailing_zeros() as u8, ways: planned_ways(t) });
+                        plan.probes.push(Probe { tlb: id as u16, shift: sizes.trailing_zeros() as u8 });
                         sizes &= sizes - 1;
                     }
                 }
@@ -330,7 +281,7 @@ impl TlbHierarchy {
         if plan.one_per_level {
             // Most hierarchies once one page size is in use: a structure per level.
             for (level, p) in plan.probes.iter().enumerate() {
-                if let Some(e) = probe_planned(&mut self.tlbs[p.tlb as usize], p.ways, va, asid, p.shift) {
+                if let Some(e) = self.tlbs[p.tlb as usize].probe(va, asid, p.shift) {
                     self.probe_hits[p.tlb as usize] += 1;
                     self.level_hits[side][level] += 1;
                     return Some(TlbHit { level, tlb: p.tlb as usize, entry: e });
@@ -347,7 +298,7 @@ impl TlbHierarchy {
                 if p.tlb == hit_tlb {
                     continue;
                 }
-                if let Some(e) = probe_planned(&mut self.tlbs[p.tlb as usize], p.ways, va, asid, p.shift) {
+                if let Some(e) = self.tlbs[p.tlb as usize].probe(va, asid, p.shift) {
                     hit_tlb = p.tlb;
                     self.probe_hits[p.tlb as usize] += 1;
                     // A translation lives in at most one structure per level in a
@@ -388,10 +339,10 @@ impl TlbHierarchy {
             }
             let tlb = &mut self.tlbs[f.tlb as usize];
             if f.piece == shift {
-                install_planned(tlb, f.ways, va, asid, t, buddy);
+                tlb.fill(va, asid, t, buddy);
             } else {
                 tlb.note_splinter();
-                install_planned(tlb, f.ways, va, asid, &piece_of(va, t, f.piece), None);
+                tlb.fill(va, asid, &piece_of(va, t, f.piece), None);
             }
             pieces |= 1u64 << f.piece;
         }
@@ -484,7 +435,7 @@ mod tests {
                             plain.tlbs[id].note_splinter();
                         }
                         filled |= 1u64 << e.size.shift();
-                        plain.tlbs[id].fill(va, asid, &e);
+                        plain.tlbs[id].fill(va, asid, &e, None);
                     }
                 }
             }

@@ -263,7 +263,7 @@ mod tests {
                         prop_assert_eq!(got.is_some(), hit, "{:?}", op);
                         match got {
                             Some(p) => prop_assert_eq!(p.translation(), tr(asid, vpn)),
-                            None => t.install_pair(va, asid, &tr(asid, vpn), buddy.then(|| tr(asid, vpn ^ 1)).as_ref()),
+                            None => t.fill(va, asid, &tr(asid, vpn), buddy.then(|| tr(asid, vpn ^ 1)).as_ref()),
                         }
                     }
                     Op::Invalidate { asid, vpn } => {

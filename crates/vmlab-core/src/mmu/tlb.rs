@@ -111,8 +111,8 @@ pub struct Tlb {
     sizes: Vec<PageSize>,
     /// Bit s set if the structure holds pages of 2^s bytes.
     held: u64,
-    /// Fully associative, matched by one masked compare per entry (`any_size`).
-    any_size: bool,
+    /// How probes and fills go, chosen once from the geometry.
+    layout: Layout,
     /// Cache a page larger than every held size as its piece of the largest held size
     /// below it (`splinter`).
     splinter: bool,
@@ -123,6 +123,21 @@ pub struct Tlb {
     pub counters: TlbCounters,
     /// A watched structure logs every change to its contents (mmu/mod.rs), with its slot.
     pub log: Option<(u8, Vec<TlbChange>)>,
+}
+
+/// How a structure's probes and fills go, chosen once from its geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// LRU of W ways (one of `assoc::PACKED_LRU_WIDTHS`) with a packed recency order: the
+    /// tag match and recency update specialised for W (TLB probes of miss-heavy runs
+    /// spent as much on dispatching on the geometry as on the tag match).
+    PackedLru(u8),
+    /// Any other set-associative geometry or replacement policy.
+    General,
+    /// Fully associative, matched by one masked compare per entry (`any_size`).
+    AnySize,
+    /// Entries that each map an even/odd pair of pages (`pairs`).
+    Pairs,
 }
 
 /// The page an entry's key and payload describe.
@@ -174,6 +189,12 @@ impl Tlb {
         } else {
             (AssocCache::new(c.entries, c.ways, c.replacement, seed, &key_path)?, None)
         };
+        let layout = match store.packed_lru_ways() {
+            _ if c.pairs => Layout::Pairs,
+            _ if c.any_size => Layout::AnySize,
+            w if super::assoc::PACKED_LRU_WIDTHS.contains(&w) => Layout::PackedLru(w as u8),
+            _ => Layout::General,
+        };
         Ok(Tlb {
             name: name.to_string(),
             level: c.level,
@@ -181,7 +202,7 @@ impl Tlb {
             latency: c.latency,
             sizes,
             held,
-            any_size: c.any_size,
+            layout,
             splinter: c.splinter,
             store,
             pairs,
@@ -222,7 +243,7 @@ impl Tlb {
 
     /// Fully associative with a per-entry page mask (`any_size`).
     pub fn any_size(&self) -> bool {
-        self.any_size
+        self.layout == Layout::AnySize
     }
 
     /// Every valid entry: its ASID, the virtual base of what it maps, and the
@@ -249,26 +270,20 @@ impl Tlb {
         &self.sizes
     }
 
-    /// Probe every held page size; counts one lookup and one hit or miss.
-    /// `filled` has bit s set if a page of size 2^s was ever filled into any TLB: other
-    /// sizes cannot be present, so their probe is skipped (same outcome, less work).
+    /// Probe every held page size; counts one lookup and one hit or miss (a test's
+    /// view of one structure; the hierarchy probes through its plans and counts per
+    /// level).
+    #[cfg(test)]
     pub fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
         self.counters.lookups += 1;
-        let hit = if self.pairs.is_some() {
-            self.probe_pair(va, asid)
-        } else if self.any_size {
-            self.probe(va, asid, ANY_SIZE)
-        } else {
-            // Held sizes, smallest first.
-            let mut sizes = self.held & filled;
-            let mut hit = None;
-            while sizes != 0 && hit.is_none() {
-                let shift = sizes.trailing_zeros() as u8;
-                sizes &= sizes - 1;
-                hit = self.probe(va, asid, shift);
-            }
-            hit
-        };
+        let mut sizes = if self.layout == Layout::AnySize { 1 } else { self.held & filled };
+        let mut hit = None;
+        // Held sizes, smallest first.
+        while sizes != 0 && hit.is_none() {
+            let shift = sizes.trailing_zeros() as u8;
+            sizes &= sizes - 1;
+            hit = self.probe(va, asid, shift);
+        }
         match hit {
             Some(_) => self.counters.hits += 1,
             None => self.counters.misses += 1,
@@ -278,91 +293,82 @@ impl Tlb {
 
     /// Whether entries map page pairs (`pairs`).
     pub fn pairs(&self) -> bool {
-        self.pairs.is_some()
+        self.layout == Layout::Pairs
     }
 
-    /// `probe` of a page-pair structure (its one size); counts only half misses.
-    #[inline]
-    pub fn probe_pair(&mut self, va: u64, asid: Asid) -> Option<TlbPayload> {
-        let hit = self.pairs.as_mut().expect("a page-pair structure").probe(va, asid)?;
-        if hit.is_valid() {
-            return Some(hit);
-        }
-        self.counters.half_misses += 1;
-        None
-    }
-
-    /// `install` of a page-pair structure: the half of `va` gets `t`, the other half
-    /// `buddy` if given (the page table holds PTE pairs) or keeps what it holds.
-    pub fn install_pair(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) {
-        let p = self.pairs.as_mut().expect("a page-pair structure");
-        self.counters.fills += 1;
-        if p.fill(va, asid, t, buddy) {
-            self.counters.evictions += 1;
-        }
-    }
-
-    /// Probe for the page of 2^shift bytes holding `va` (`ANY_SIZE`: the any-size
-    /// structure's masked compare); a hit becomes most recently used. Counts nothing:
-    /// the hierarchy counts its lookups per level (mmu/mod.rs). Not for page-pair
-    /// structures (`probe_pair`).
+    /// Probe for the page of 2^shift bytes holding `va` (an any-size structure ignores
+    /// `shift`: each entry masks the address with its own page size); a hit becomes
+    /// most recently used. Counts nothing (the hierarchy counts its lookups per level,
+    /// mmu/mod.rs) but a page-pair entry's invalid half.
     #[inline(always)]
     pub fn probe(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
-        debug_assert!(self.pairs.is_none(), "probe of a page-pair structure");
-        if shift == ANY_SIZE {
+        let vpn = va >> shift;
+        match self.layout {
+            Layout::PackedLru(w) => {
+                let (set, k) = (self.store.set_of(vpn), key(vpn, shift));
+                match w {
+                    1 => self.store.lookup_lru::<1>(set, k, asid),
+                    2 => self.store.lookup_lru::<2>(set, k, asid),
+                    4 => self.store.lookup_lru::<4>(set, k, asid),
+                    8 => self.store.lookup_lru::<8>(set, k, asid),
+                    _ => self.store.lookup_lru::<12>(set, k, asid),
+                }
+            }
+            Layout::General => self.store.lookup(self.store.set_of(vpn), key(vpn, shift), asid),
             // TPS Fig. 7: each entry masks the incoming VPN with its own page mask.
-            return self.store.lookup_where(0, asid, |k| (va >> (k & 63)) == k >> 6);
-        }
-        let vpn = va >> shift;
-        let set = self.store.set_of(vpn);
-        self.store.lookup(set, key(vpn, shift), asid)
-    }
-
-    /// The ways `W` for which `probe_lru` and `install_lru` may be used (see
-    /// `AssocCache::packed_lru_ways`); 0 for an any-size structure.
-    pub fn packed_lru_ways(&self) -> usize {
-        if self.any_size || self.pairs.is_some() {
-            0
-        } else {
-            self.store.packed_lru_ways()
-        }
-    }
-
-    /// `probe` for a structure whose `packed_lru_ways()` is `W`.
-    #[inline(always)]
-    pub fn probe_lru<const W: usize>(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
-        let vpn = va >> shift;
-        let set = self.store.set_of(vpn);
-        self.store.lookup_lru::<W>(set, key(vpn, shift), asid)
-    }
-
-    /// `install` for a structure whose `packed_lru_ways()` is `W`.
-    #[inline(always)]
-    pub fn install_lru<const W: usize>(&mut self, va: u64, asid: Asid, t: &Translation) {
-        if self.log.is_some() {
-            self.fill(va, asid, t);
-            return;
-        }
-        let (set, k, payload) = self.begin_fill(va, asid, t);
-        if self.store.fill_absent_lru::<W>(set, k, asid, payload) {
-            self.counters.evictions += 1;
+            Layout::AnySize => self.store.lookup_where(0, asid, |k| (va >> (k & 63)) == k >> 6),
+            Layout::Pairs => {
+                let hit = self.pairs.as_mut().expect("a page-pair structure").probe(va, asid)?;
+                if hit.is_valid() {
+                    return Some(hit);
+                }
+                // The R4x00's TLB-invalid exception.
+                self.counters.half_misses += 1;
+                None
+            }
         }
     }
 
     /// Install the translation of `va`, which this structure just missed (so no entry
-    /// for it exists); the caller checks `holds(t.size)`.
-    #[inline]
-    pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation) -> Option<Evicted<TlbPayload>> {
-        if self.pairs.is_some() {
-            // No watcher sees a pair structure (Config::validate), so no victim is needed.
-            self.install_pair(va, asid, t, None);
-            return None;
-        }
-        let (set, k, payload) = self.begin_fill(va, asid, t);
+    /// for it exists); the caller checks that it holds `t`'s size. A page-pair entry
+    /// gives the other half `buddy` if the page table read it too, or keeps what it
+    /// holds.
+    #[inline(always)]
+    pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) {
+        let evicted = match self.layout {
+            Layout::Pairs => self.pairs.as_mut().expect("a page-pair structure").fill(va, asid, t, buddy),
+            // A watched structure logs what it pushes out (never a page-pair one:
+            // Config::validate).
+            _ if self.log.is_some() => {
+                self.fill_logged(va, asid, t);
+                return;
+            }
+            Layout::PackedLru(w) => {
+                let (set, k, payload) = self.fill_entry(va, asid, t);
+                match w {
+                    1 => self.store.fill_absent_lru::<1>(set, k, asid, payload),
+                    2 => self.store.fill_absent_lru::<2>(set, k, asid, payload),
+                    4 => self.store.fill_absent_lru::<4>(set, k, asid, payload),
+                    8 => self.store.fill_absent_lru::<8>(set, k, asid, payload),
+                    _ => self.store.fill_absent_lru::<12>(set, k, asid, payload),
+                }
+            }
+            Layout::AnySize | Layout::General => {
+                let (set, k, payload) = self.fill_entry(va, asid, t);
+                self.store.fill_absent_evicts(set, k, asid, payload)
+            }
+        };
+        self.counters.fills += 1;
+        self.counters.evictions += evicted as u64;
+    }
+
+    /// `fill` of a watched structure: the entry it pushed out, logged with the fill.
+    #[cold]
+    fn fill_logged(&mut self, va: u64, asid: Asid, t: &Translation) -> Option<Evicted<TlbPayload>> {
+        let (set, k, payload) = self.fill_entry(va, asid, t);
         let ev = self.store.fill_absent(set, k, asid, payload);
-        if ev.is_some() {
-            self.counters.evictions += 1;
-        }
+        self.counters.fills += 1;
+        self.counters.evictions += ev.is_some() as u64;
         if let Some((slot, log)) = &mut self.log {
             if let Some(e) = &ev {
                 log.push(TlbChange::Evicted { slot: *slot, page: page_of(e.key, e.asid, &e.val) });
@@ -372,27 +378,12 @@ impl Tlb {
         ev
     }
 
-    /// `fill`, for the hierarchy: the same entry and counts, but an unwatched
-    /// structure does not read the victim it pushes out (nothing needs it).
-    #[inline]
-    pub fn install(&mut self, va: u64, asid: Asid, t: &Translation) {
-        if self.log.is_some() || self.pairs.is_some() {
-            self.fill(va, asid, t);
-            return;
-        }
-        let (set, k, payload) = self.begin_fill(va, asid, t);
-        if self.store.fill_absent_evicts(set, k, asid, payload) {
-            self.counters.evictions += 1;
-        }
-    }
-
-    /// The set, key and payload of a fill of `t` (the translation of `va`); counts it.
+    /// The set, key and payload of a fill of `t` (the translation of `va`).
     #[inline(always)]
-    fn begin_fill(&mut self, va: u64, asid: Asid, t: &Translation) -> (usize, u64, TlbPayload) {
+    fn fill_entry(&self, va: u64, asid: Asid, t: &Translation) -> (usize, u64, TlbPayload) {
         let shift = t.size.shift();
         let vpn = va >> shift;
         let set = self.store.set_of(vpn);
-        self.counters.fills += 1;
         debug_assert!(self.holds(t.size), "fill of a size the structure does not hold");
         debug_assert!(self.store.peek(set, key(vpn, shift), asid).is_none(), "fill of a present entry");
         (set, key(vpn, shift), TlbPayload::new(t))
@@ -404,7 +395,7 @@ impl Tlb {
             self.counters.invalidations += p.invalidate(va, asid);
             return;
         }
-        if self.any_size {
+        if self.layout == Layout::AnySize {
             self.remove_where(|k, a| a == asid && (va >> (k & 63)) == k >> 6);
             return;
         }
@@ -561,7 +552,7 @@ mod tests {
         if e.size != page.size {
             t.note_splinter();
         }
-        t.fill(va, 1, &e);
+        t.fill(va, 1, &e, None);
         Some(e)
     }
 
@@ -593,7 +584,7 @@ mod tests {
                 fill_splintered(&mut t, va + o, &page).unwrap();
             }
             let neighbor = va + (1 << shift);
-            t.fill(neighbor, 1, &tr(0x9000_0000, 12));
+            t.fill(neighbor, 1, &tr(0x9000_0000, 12), None);
             t.invalidate_page(va, PageSize::from_valid_shift(shift), 1, true);
             for &o in &offsets {
                 assert!(t.lookup(va + o, 1, u64::MAX).is_none(), "splinter at +{o:#x} of a 2^{shift} page survived");
@@ -617,7 +608,7 @@ mod tests {
     #[test]
     fn any_size_entry_matches_every_address_of_its_page() {
         let mut t = any_size_tlb(4);
-        t.fill(0x12_3456, 1, &tr(0x40_0000, 15));
+        t.fill(0x12_3456, 1, &tr(0x40_0000, 15), None);
         for va in [0x12_0000u64, 0x12_7fff, 0x12_3456] {
             assert_eq!(t.lookup(va, 1, 0).map(|p| p.translation().phys(va)), Some(0x40_0000 + (va & 0x7fff)));
         }
@@ -649,7 +640,7 @@ mod tests {
                         list.remove(p);
                     }
                     None => {
-                        let ev = t.fill(va, 0, &tr(base, shift));
+                        let ev = t.fill_logged(va, 0, &tr(base, shift));
                         let expect = (list.len() == entries).then(|| list.pop().unwrap());
                         prop_assert_eq!(ev.map(|e| (e.key >> 6) << e.val.shift()), expect);
                     }

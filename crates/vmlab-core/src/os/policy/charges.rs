@@ -665,7 +665,7 @@ mod tests {
         }
         let size = PageSize::from_valid_shift(shift);
         ch.charge_miss(0, 0, va, size, &NEVER, &NEVER, &mut Vec::new());
-        t.fill(va, 0, &Translation { pa: size.align_down(va), size, perms: crate::addr::Perms::RW_USER });
+        t.fill(va, 0, &Translation { pa: size.align_down(va), size, perms: crate::addr::Perms::RW_USER }, None);
         let changes: Vec<TlbChange> = t.log.as_mut().unwrap().1.drain(..).collect();
         changes.iter().for_each(|c| ch.apply(c));
         changes
