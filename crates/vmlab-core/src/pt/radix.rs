@@ -125,6 +125,14 @@ pub enum AliasPtes {
     Copy,
 }
 
+/// What `RadixPageTable::follow` meets on its way down: an entry read (its physical
+/// address and level), and a non-leaf entry (its level).
+#[derive(Clone, Copy)]
+enum Visit {
+    Read(u64, u8),
+    Descend(u8),
+}
+
 /// A radix walk with cold PWCs ([`RadixSplit::full_path`](SplitWalk::full_path)): the entries it reads, root
 /// first, and the mapping it finds.
 #[derive(Clone, Copy, Debug, Default)]
@@ -329,15 +337,25 @@ impl RadixPageTable {
     /// mapping it finds.
     #[inline(always)]
     fn cold_path(&self, asid: Asid, va: u64, full: &mut RadixPath) -> Option<Translation> {
-        let mut idx = self.root(asid)?;
+        let root = self.root(asid)?;
         full.rooted = true;
-        let mut level = self.levels;
+        self.follow(root, self.levels, va, |v| match v {
+            Visit::Read(pa, level) => full.push(pa, level),
+            Visit::Descend(_) => full.descend += 1,
+        })
+    }
+
+    /// Read the entries from node `idx` at `level` down to `va`'s leaf entry (or its
+    /// missing one): each read, and each non-leaf entry read, goes to `visit`. Returns
+    /// the mapping found.
+    #[inline(always)]
+    fn follow(&self, mut idx: u32, mut level: u8, va: u64, mut visit: impl FnMut(Visit)) -> Option<Translation> {
         loop {
             let i = index(va, level);
-            full.push(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
+            visit(Visit::Read(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level));
             let e = self.entry(idx, i);
             if e & P_PRESENT == 0 {
-                break None;
+                return None;
             }
             if e & P_LEAF != 0 {
                 if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
@@ -345,13 +363,13 @@ impl RadixPageTable {
                     // index with the page-offset bits cleared: one more reference.
                     let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
                     if ti != i {
-                        full.push(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
-                        break Some(leaf_translation(self.entry(idx, ti), level));
+                        visit(Visit::Read(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level));
+                        return Some(leaf_translation(self.entry(idx, ti), level));
                     }
                 }
-                break Some(leaf_translation(e, level));
+                return Some(leaf_translation(e, level));
             }
-            full.descend += 1;
+            visit(Visit::Descend(level));
             idx = (e >> 12) as u32;
             level -= 1;
         }
@@ -544,31 +562,12 @@ impl PageTable for RadixPageTable {
             idx = root;
             level = self.levels;
         }
-        loop {
-            let i = index(va, level);
-            path.push_step(self.meta[idx as usize].pa + i as u64 * PTE_BYTES, level);
-            let e = self.entry(idx, i);
-            if e & P_PRESENT == 0 {
-                return None;
-            }
-            if e & P_LEAF != 0 {
-                if e & P_TAILORED != 0 && self.tailored == Some(AliasPtes::Pointer) {
-                    // TPS Fig. 6: an alias sends the walker to the true PTE, at the
-                    // index with the page-offset bits cleared: one more reference.
-                    let ti = i & !((1usize << tailored_slots_log2(e, level)) - 1);
-                    if ti != i {
-                        path.push_step(self.meta[idx as usize].pa + ti as u64 * PTE_BYTES, level);
-                        return Some(leaf_translation(self.entry(idx, ti), level));
-                    }
-                }
-                return Some(leaf_translation(e, level));
-            }
+        self.follow(idx, level, va, |v| match v {
+            Visit::Read(pa, level) => path.push_step(pa, level),
             // A non-leaf entry read at `level` may be cached by the PWC. Levels at or
             // below `start` missed in `start_level` (a hit there would start lower).
-            pwc.fill(asid, va, level, level <= start);
-            idx = (e >> 12) as u32;
-            level -= 1;
-        }
+            Visit::Descend(level) => pwc.fill(asid, va, level, level <= start),
+        })
     }
 
     fn footprint(&self) -> PtFootprint {
