@@ -29,6 +29,7 @@ fn every_workload_is_deterministic_exact_and_inside_its_regions() {
     for w in synth::catalog() {
         let small: Vec<(&str, &str)> = match w.name {
             "graph" => vec![("vertices", "5000"), ("accesses", "20000")],
+            "graph500" => vec![("scale", "10"), ("accesses", "20000")],
             "kv" => vec![("keys", "20000"), ("accesses", "20000")],
             "sparse" => vec![("pages", "300"), ("accesses", "20000")],
             _ => vec![("footprint", "8M"), ("accesses", "20000")],
@@ -173,6 +174,8 @@ fn generated_streams_are_pinned() {
         ("sparse", &[("pages", "300"), ("accesses", "20000"), ("layout", "file")]),
         ("shared", &[("procs", "3"), ("pages", "16"), ("burst", "10"), ("accesses", "20000"), ("side", "both")]),
         ("graph", &[("vertices", "5000"), ("accesses", "20000")]),
+        ("graph500", &[("scale", "10"), ("accesses", "20000")]),
+        ("graph500", &[("scale", "9"), ("edgefactor", "4"), ("kernel", "pagerank"), ("accesses", "20000")]),
         ("kv", &[("keys", "20000"), ("accesses", "20000"), ("write_ratio", "0.3")]),
         ("kv", &[("keys", "20000"), ("accesses", "20000"), ("code", "4K")]),
         ("xsbench", &[("footprint", "8M"), ("accesses", "20000"), ("nuclides", "7")]),
@@ -187,6 +190,8 @@ fn generated_streams_are_pinned() {
         "sparse c1368158d7707aad",
         "shared 3dee6f536263453a",
         "graph b187d70aaf2634f6",
+        "graph500 908ab6c5e66f8f2b",
+        "graph500 689dd8c3d835102f",
         "kv 10cfca8ead5622a1",
         "kv 058b8683ecedf43d",
         "xsbench 5b8c92139db3a618",
@@ -219,7 +224,8 @@ fn with_producers(rs: &[Record]) -> Vec<(Access, Option<Access>)> {
 #[test]
 fn every_access_says_what_it_depends_on() {
     for w in synth::catalog() {
-        let rs = drain(w.name, &[("accesses", "20000"), ("code", "4K")]);
+        let small: &[(&str, &str)] = if w.name == "graph500" { &[("scale", "10")] } else { &[] };
+        let rs = drain(w.name, &[&[("accesses", "20000"), ("code", "4K")], small].concat());
         for r in &rs {
             if let Record::Access(a) = r {
                 assert!(a.dep.is_known(), "{}: {a:?}", w.name);
@@ -229,7 +235,7 @@ fn every_access_says_what_it_depends_on() {
             }
         }
         let dependent = with_producers(&rs).iter().filter(|(_, p)| p.is_some()).count();
-        let expect_some = matches!(w.name, "pchase" | "graph" | "kv" | "xsbench");
+        let expect_some = matches!(w.name, "pchase" | "graph" | "graph500" | "kv" | "xsbench");
         assert_eq!(dependent > 0, expect_some, "{}: {dependent} dependent accesses", w.name);
     }
 }

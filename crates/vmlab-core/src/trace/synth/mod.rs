@@ -5,6 +5,7 @@
 
 mod gen;
 mod graph;
+mod graph500;
 mod kv;
 mod params;
 mod pchase;
@@ -38,6 +39,7 @@ fn registry() -> Vec<(WorkloadInfo, Constructor)> {
         (sparse::info(), sparse::new),
         (shared::info(), shared::new),
         (graph::info(), graph::new),
+        (graph500::info(), graph500::new),
         (kv::info(), kv::new),
         (xsbench::info(), xsbench::new),
         (strawman::info(), strawman::new),
