@@ -79,6 +79,10 @@ def row(name: str, r: dict) -> list:
     d = pt.get("details") or {}
     mem = (f"{d['guest_bytes'] / 2**20:.1f} / {d['host_bytes'] / 2**20:.1f}" if "guest_bytes" in d
            else f"{pt['bytes'] / 2**20:.1f} / –")
+    # ECPT memory held by the old arrays of resizes still under way (docs: "Table memory").
+    resizing = sum((x or {}).get("resizing_bytes", 0) for x in (d, d.get("guest"), d.get("host")) if isinstance(x, dict))
+    if resizing:
+        mem += f" ({resizing / 2**20:.1f} mid-resize)"
     return [name, w["count"], f"{w['steps_per_walk']:.2f}", steps_text(w), per_walk(r, w["background_refs"]),
             f"{w['latency']['mean']:.1f}", w["latency"]["p95"], w["latency"]["p99"],
             f"{w['mmu_requests_per_kilo_instruction']:.0f}", f"{r['cycles']['translation_per_kilo_instruction']:.0f}", mem]

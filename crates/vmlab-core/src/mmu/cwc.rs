@@ -1,18 +1,25 @@
 //! Cuckoo walk caches (CWCs; Skarlatos et al. 2020, Stojkovic et al. §2.3): small
-//! caches of cuckoo walk table (CWT) entries, one per region size. A PMD-CWC entry
-//! describes a 2 MiB region (which page sizes map it, and the way of a 2M page), a
-//! PUD-CWC entry a 1 GiB region (which page sizes occur in it), a PTE-CWC entry the ways
-//! of a 2 MiB region's 4K entries. A hit lets the walker skip page sizes and ways it
-//! would otherwise probe.
+//! caches of cuckoo walk table (CWT) entries, one per region size. A CWT entry holds 64
+//! section headers, one per entry of the ECPT level below it, and an ECPT entry holds 8
+//! pages: a PTE-CWC entry describes a 2 MiB region (the ways of its 32 KiB sections'
+//! 4K entries), a PMD-CWC entry a 1 GiB region (per 16 MiB section: whether 4K and 2M
+//! pages map it, and the way of its 2M entry), a PUD-CWC entry a 512 GiB region (per
+//! 8 GiB section: which page sizes occur in it). A hit lets the walker skip page sizes
+//! and ways it would otherwise probe.
 
 use crate::addr::Asid;
 use crate::error::Result;
 use crate::mmu::fully_assoc::FullyAssocLru;
 use crate::pt::{CacheCounters, WalkCaches};
 
-/// Region shifts of the PMD and PUD walk tables.
-pub const PMD_SHIFT: u32 = 21;
-pub const PUD_SHIFT: u32 = 30;
+/// The region one entry of the PTE-, PMD- and PUD-CWT describes: 64 sections of one
+/// ECPT entry (8 pages) each: 2 MiB, 1 GiB and 512 GiB.
+pub const PTE_CWT_SHIFT: u32 = 21;
+pub const PMD_CWT_SHIFT: u32 = 30;
+pub const PUD_CWT_SHIFT: u32 = 39;
+/// A section of a PMD- and a PUD-CWT entry: 8 pages of 2 MiB and of 1 GiB.
+pub const PMD_SECTION_SHIFT: u32 = 24;
+pub const PUD_SECTION_SHIFT: u32 = 33;
 
 /// One CWC: CWT entries of regions of 2^`shift` bytes, tagged by ASID; fully
 /// associative with LRU.
@@ -88,9 +95,9 @@ impl EcptWalkCaches {
     /// (named in errors); `latency` cycles per (parallel) probe.
     pub fn with_keys(entries: [usize; 3], latency: u32, keys: [&str; 3]) -> Result<EcptWalkCaches> {
         Ok(EcptWalkCaches {
-            pte: CuckooWalkCache::new(PMD_SHIFT, entries[0], keys[0])?,
-            pmd: CuckooWalkCache::new(PMD_SHIFT, entries[1], keys[1])?,
-            pud: CuckooWalkCache::new(PUD_SHIFT, entries[2], keys[2])?,
+            pte: CuckooWalkCache::new(PTE_CWT_SHIFT, entries[0], keys[0])?,
+            pmd: CuckooWalkCache::new(PMD_CWT_SHIFT, entries[1], keys[1])?,
+            pud: CuckooWalkCache::new(PUD_CWT_SHIFT, entries[2], keys[2])?,
             latency,
         })
     }

@@ -218,6 +218,11 @@ impl ElasticCuckooTable {
     pub fn migrating(&self) -> bool {
         self.old.is_some()
     }
+    /// Bytes of the old arrays while a resize is under way (`bytes` includes them; they
+    /// are freed once every entry has moved, which takes inserts).
+    pub fn resizing_bytes(&self) -> u64 {
+        self.old.as_ref().map_or(0, |_| self.p.ways as u64 * WayArray::bytes(self.old_mask + 1))
+    }
     pub fn bytes(&self) -> u64 {
         // From the slot counts (every way's array has as many): called on every new
         // peak of mapped pages (`Mm::map_page`), so no walk over the arrays.

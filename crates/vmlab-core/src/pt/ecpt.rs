@@ -3,21 +3,25 @@
 //! size (4K, 2M, 1G), each entry a 64-byte line with the tag of 8 consecutive pages of
 //! that size and their 8 PTEs.
 //!
-//! Cuckoo walk tables (CWTs) record, per 2 MiB region (PMD-CWT) and per 1 GiB region
-//! (PUD-CWT), which page sizes map it; they are cuckoo tables of their own in simulated
-//! memory. Cuckoo walk caches (CWCs, [`super::cwc`]) cache CWT entries. A walk is one
-//! sequential step whose parallel references depend on what the CWCs know:
+//! Cuckoo walk tables (CWTs) record which page sizes map each section of the address
+//! space: a PMD-CWT entry covers 1 GiB in 64 sections of 16 MiB (one 2M ECPT entry
+//! each: are 4K pages, 2M pages mapped there, and the 2M entry's way), a PUD-CWT entry
+//! 512 GiB in 64 sections of 8 GiB ([`super::cwc`]); they are cuckoo tables of their
+//! own in simulated memory, one entry per region with a mapping. Cuckoo walk caches
+//! (CWCs) cache CWT entries. A walk is one sequential step whose parallel references
+//! depend on what the CWCs know of `va`'s section:
 //!
 //! - *direct*: a CWC knows the page size and the way of the entry: 1 reference (a
-//!   PMD-CWT entry records the way of a 2M page; the ways of 4K entries are in a PTE-CWT,
-//!   which only the nested design's host keeps, Stojkovic et al. §4.2);
-//! - *size*: one page size known, its d ways probed (a PMD-CWC hit on a 4K region);
+//!   PMD-CWT section records the way of its 2M entry; the ways of 4K entries are in a
+//!   PTE-CWT, which only the nested design's host keeps, Stojkovic et al. §4.2);
+//! - *size*: one page size known, its d ways probed (a PMD-CWC hit on a 4K section); a
+//!   section mapped by both 4K and 2M pages: the 4K ways and the 2M entry (d + 1);
 //! - *partial*: the PUD-CWC rules out some page sizes: the others × d ways;
 //! - *complete*: no CWC hit: every size × d ways.
 //!
 //! The CWCs are probed together (parallel hardware); the CWT entries of those that
-//! missed are fetched to fill them: in the same step on a native walk, in the
-//! background on a nested one.
+//! missed are fetched in the background to fill them (Stojkovic et al. §2.3: "Then, in
+//! the background, the hardware accesses the corresponding CWT").
 //!
 //! The CWTs' way information is kept exact (the OS updates it when cuckoo kicks move
 //! entries, as in the paper); that update cost is not modelled.
@@ -26,8 +30,9 @@ use super::cuckoo::{CuckooParams, ElasticCuckooTable, CLUSTER};
 use super::{FastPaths, NoSplit, PageTable, PtFootprint, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
-use crate::mmu::cwc::{EcptWalkCaches, PMD_SHIFT, PUD_SHIFT};
+use crate::mmu::cwc::{EcptWalkCaches, PMD_CWT_SHIFT, PMD_SECTION_SHIFT, PTE_CWT_SHIFT, PUD_CWT_SHIFT, PUD_SECTION_SHIFT};
 use crate::os::buddy::BuddyAllocator;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -98,14 +103,21 @@ pub const CWT_REF: u8 = 0;
 const PMD: usize = 0;
 const PUD: usize = 1;
 const PTE: usize = 2;
-const CWT_SHIFTS: [u32; 3] = [PMD_SHIFT, PUD_SHIFT, PMD_SHIFT];
+/// The region of a CWT entry, and the section whose page sizes it records.
+const CWT_SHIFTS: [u32; 3] = [PMD_CWT_SHIFT, PUD_CWT_SHIFT, PTE_CWT_SHIFT];
+const SECTION_SHIFTS: [u32; 3] = [PMD_SECTION_SHIFT, PUD_SECTION_SHIFT, PTE_CWT_SHIFT];
 
 struct SpaceTables {
     tables: Vec<ElasticCuckooTable>,
-    /// PMD-CWT (key: 2 MiB region; ptes[0] = 4K pages, ptes[1] = 2M pages in it),
-    /// PUD-CWT (key: 1 GiB region; ptes[0..3] = 4K, 2M, 1G pages in it) and, optionally,
-    /// PTE-CWT (key: 2 MiB region; ptes[0] = 4K pages; the ways are read from the table).
+    /// PMD-CWT (key: 1 GiB region; ptes[0] = 4K pages, ptes[1] = 2M pages in it),
+    /// PUD-CWT (key: 512 GiB region; ptes[0..3] = 4K, 2M, 1G pages in it) and,
+    /// optionally, PTE-CWT (key: 2 MiB region; ptes[0] = 4K pages; the ways are read
+    /// from the table). An entry lives while its region maps a page.
     cwt: [Option<ElasticCuckooTable>; 3],
+    /// Simulator-only, per CWT: the pages of each size in each section (by `va >>
+    /// SECTION_SHIFTS[t]`), from which a section header's size bits are read (the
+    /// hardware's OS keeps the bits; counting keeps them exact across unmaps).
+    sections: [FxHashMap<u64, [u32; 3]>; 3],
 }
 
 /// What one ECPT lookup reads, as the CWCs decide it. Reused: a lookup does not allocate.
@@ -333,17 +345,29 @@ impl ElasticCuckooPageTable {
                 continue;
             };
             let key = va >> CWT_SHIFTS[t];
+            let sections = &mut s.sections[t];
+            let section = va >> SECTION_SHIFTS[t];
             if add {
                 let c = cwt.entry(mem, key)?;
                 // An entry lives only while a count is non-zero: an empty one is new.
-                *gen += c.is_empty_line() as u64 + (c[i] == 0) as u64;
+                *gen += c.is_empty_line() as u64;
                 c[i] += 1;
+                let n = &mut sections.entry(section).or_default()[i];
+                *gen += (*n == 0) as u64;
+                *n += 1;
             } else if let Some(c) = cwt.find_mut(key) {
                 c[i] -= 1;
-                if c[i] == 0 {
+                if c.is_empty_line() {
                     *gen += 1;
-                    if c.is_empty_line() {
-                        cwt.remove(key);
+                    cwt.remove(key);
+                }
+                if let Some(n) = sections.get_mut(&section) {
+                    n[i] -= 1;
+                    if n[i] == 0 {
+                        *gen += 1;
+                        if *n == [0; 3] {
+                            sections.remove(&section);
+                        }
                     }
                 }
             }
@@ -351,17 +375,20 @@ impl ElasticCuckooPageTable {
         Ok(())
     }
 
-    /// The CWT entry of `va`'s region in CWT `t` (PMD, PUD, PTE); None if the region
-    /// has none.
+    /// The CWT entry of `va`'s region in CWT `t` (PMD, PUD, PTE), with the page sizes
+    /// its header records for `va`'s section; None if the region has none.
     fn cwt_entry(&self, asid: Asid, va: u64, t: usize) -> Option<CwtEntry> {
-        let cwt = self.space(asid)?.cwt[t].as_ref()?;
-        cwt.find(va >> CWT_SHIFTS[t]).map(|(p, c)| CwtEntry { sizes: (0..3).filter(|&i| c[i] > 0).fold(0, |m, i| m | 1 << i), pa: p.pa })
+        let s = self.space(asid)?;
+        let (p, _) = s.cwt[t].as_ref()?.find(va >> CWT_SHIFTS[t])?;
+        let n = s.sections[t].get(&(va >> SECTION_SHIFTS[t])).copied().unwrap_or_default();
+        Some(CwtEntry { sizes: (0..3).filter(|&i| n[i] > 0).fold(0, |m, i| m | 1 << i), pa: p.pa })
     }
 
     /// The `region_memo` slot of `va`'s region in space `asid`, and its tag.
     #[inline(always)]
     fn region_slot(asid: Asid, va: u64) -> (usize, u64) {
-        let tag = ((asid as u64) << 44 | va >> PMD_SHIFT).wrapping_add(1);
+        // The finest CWT granularity: every region and section is a union of these.
+        let tag = ((asid as u64) << 44 | va >> PTE_CWT_SHIFT).wrapping_add(1);
         ((tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - REGION_MEMO.trailing_zeros())) as usize, tag)
     }
 
@@ -456,36 +483,41 @@ impl ElasticCuckooPageTable {
         let pud_e = if !pte_known && !pmd_known && pud_hit || !pud_hit && c.pud.enabled() { self.cwt_entry_memo(asid, va, PUD) } else { None };
         out.pte_hit = (pte_on && pte_e.is_some()).then_some(pte_hit);
         out.pmd_hit = pmd_hit;
-        // Sizes to probe (bit i: SIZES[i]), whether a CWC knew them, and whether the
-        // way is known. A PTE-CWT entry exists only for a region mapped by 4K pages.
-        let known = |e: Option<CwtEntry>, hit: bool| e.filter(|_| hit).map(|e| e.sizes);
-        let (mask, informed, way_known) = if pte_known {
-            (ONLY_4K, true, true)
+        // Sizes whose d ways to probe (bit i: SIZES[i]), the size whose entry's way is
+        // known (read directly), and whether a CWC knew them. A PTE-CWT entry exists
+        // only for a region mapped by 4K pages; a section header that records no page
+        // informs nothing (a 1G page, or no mapping).
+        let known = |e: Option<CwtEntry>, hit: bool| e.filter(|e| hit && e.sizes != 0).map(|e| e.sizes);
+        let (mut mask, direct_size, informed) = if pte_known {
+            (0, Some(0), true)
         } else if let Some(n) = known(pmd_e, pmd_hit) {
             if n & 0b010 != 0 {
-                (0b010, true, true)
+                // The 2M entry directly; the 4K ways too if the section also has 4K pages.
+                (n & ONLY_4K, Some(1), true)
             } else {
-                (ONLY_4K, true, false)
+                (ONLY_4K, None, true)
             }
         } else if let Some(n) = known(pud_e, pud_hit) {
-            (n, true, false)
+            (n, None, true)
         } else {
-            (sizes, false, false)
+            (sizes, None, false)
         };
         let s = self.space(asid).expect("checked above");
-        let mut direct = false;
         // The mapping, if an entry read holds it: (size index, PTE).
         let mut found = None;
-        if way_known {
-            let i = mask.trailing_zeros() as usize;
+        if let Some(i) = direct_size {
             let (key, slot) = key_of(va, SIZES[i]);
-            if let Some((entry, line)) = s.tables[i].find(key) {
-                out.refs.push((entry.pa, i as u8 + 1));
-                direct = true;
-                found = (line[slot] != 0).then_some((i, line[slot]));
+            match s.tables[i].find(key) {
+                Some((entry, line)) => {
+                    out.refs.push((entry.pa, i as u8 + 1));
+                    found = (line[slot] != 0).then_some((i, line[slot]));
+                }
+                // No entry where the CWT says one is (the section's pages are in other
+                // entries): its ways are probed instead.
+                None => mask |= 1 << i,
             }
         }
-        let mut mask = mask;
+        let direct = direct_size.is_some() && mask == 0;
         if !direct {
             Self::probe_sizes(s, va, mask, &mut out.refs, &mut found);
             // A mapping of a size outside the assumed ones (only possible with no CWC
@@ -516,7 +548,8 @@ impl ElasticCuckooPageTable {
                 }
             }
         }
-        let class = if direct { 0 } else { (mask.count_ones() as usize).clamp(1, 3) };
+        let probed = mask | direct_size.map_or(0, |i| 1 << i);
+        let class = if direct { 0 } else { (probed.count_ones() as usize).clamp(1, 3) };
         self.classes[class] += 1;
     }
 
@@ -604,7 +637,7 @@ impl PageTable for ElasticCuckooPageTable {
                     cwt[t] = Some(ElasticCuckooTable::new(mem, p, self.cfg.cwt_slots[if t == PUD { 1 } else { 0 }])?);
                 }
             }
-            self.spaces[a] = Some(SpaceTables { tables, cwt });
+            self.spaces[a] = Some(SpaceTables { tables, cwt, sections: Default::default() });
         }
         Ok(())
     }
@@ -686,8 +719,9 @@ impl PageTable for ElasticCuckooPageTable {
             for &(pa, what) in &p.refs {
                 path.push_parallel(pa, what);
             }
+            // The CWC fills, off the walk's critical path.
             for &pa in &p.cwt_fetches {
-                path.push_parallel(pa, CWT_REF);
+                path.push_background(pa);
             }
         }
         let t = p.found;
@@ -725,6 +759,7 @@ impl PageTable for ElasticCuckooPageTable {
             "tables": per_size,
             "walks": {"direct": self.classes[0], "size": self.classes[1], "partial": self.classes[2], "complete": self.classes[3]},
             "cwt_bytes": self.spaces.iter().flatten().flat_map(|s| s.cwt.iter().flatten()).map(|t| t.bytes()).sum::<u64>(),
+            "resizing_bytes": self.spaces.iter().flatten().flat_map(|s| s.tables.iter().chain(s.cwt.iter().flatten())).map(|t| t.resizing_bytes()).sum::<u64>(),
             "retired_resizes": self.retired_resizes, "retired_migrated": self.retired_migrated,
         })
     }
@@ -888,8 +923,9 @@ mod tests {
         assert!(found > 3000 && located > 3000 && direct > 1000, "{found} lookups found the mapping, {located} locations checked, {direct} direct");
     }
 
-    /// Walk classes: cold = complete (+ CWT fetches); a PMD-CWC hit on a 4K region is a
-    /// size walk (the PMD-CWT has no 4K ways), on a 2M region direct.
+    /// Walk classes: cold = complete (CWT fetches in the background); a PMD-CWC entry
+    /// covers 1 GiB, and its hit on a 16 MiB section of 4K pages is a size walk, on a
+    /// section of 2M pages direct, on a section of both the 4K ways and the 2M entry.
     #[test]
     fn cwcs_prune_walks_by_class() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
@@ -897,34 +933,46 @@ mod tests {
         let mut c = EcptWalkCaches::new(0, 16, 2, 1).unwrap();
         pt.create_space(&mut mem, 0).unwrap();
         pt.map(&mut mem, 0, 0x4000_0000, 0x9000, PageSize::K4, Perms::RW_USER).unwrap();
-        pt.map(&mut mem, 0, 0x4060_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        pt.map(&mut mem, 0, 0x4160_0000, 0x20_0000, PageSize::M2, Perms::RW_USER).unwrap();
         let mut path = WalkPath::new();
-        // Cold: 3 sizes x 3 ways + the PMD- and PUD-CWT entries, one step.
-        pt.walk(0, 0x4000_0000, &mut c, &mut path).unwrap();
-        assert_eq!((path.steps(), path.refs().len()), (1, 11));
-        assert_eq!(path.refs().iter().filter(|r| r.what == CWT_REF).count(), 2);
-        // Warm PMD-CWC, 4K region: the size is known, not the way: d references.
-        path.clear();
-        assert_eq!(pt.walk(0, 0x4000_0abc, &mut c, &mut path).unwrap().pa, 0x9000);
-        assert_eq!(path.refs().len(), 3);
-        assert!(path.refs().iter().all(|r| r.what == 1));
-        // Another 2M region of the same 1G region: the PUD-CWC rules out 1G: 2 sizes x 3
-        // ways (partial), plus this region's PMD-CWT entry.
-        path.clear();
-        assert_eq!(pt.walk(0, 0x4060_1234, &mut c, &mut path).unwrap().size, PageSize::M2);
-        assert_eq!(path.refs().len(), 7);
-        // Warm again: the PMD-CWT entry names the 2M page's way: direct.
-        path.clear();
-        pt.walk(0, 0x4060_5678, &mut c, &mut path).unwrap();
-        assert_eq!(path.refs().len(), 1);
+        let mut walk = |pt: &mut ElasticCuckooPageTable, c: &mut EcptWalkCaches, va: u64| {
+            path.clear();
+            let t = pt.walk(0, va, c, &mut path).unwrap();
+            assert!(path.steps() <= 1 && path.refs().iter().all(|r| r.what != CWT_REF));
+            (t, path.refs().len(), path.background().len())
+        };
+        // Cold: 3 sizes x 3 ways, one step; the PMD- and PUD-CWT entries in the background.
+        let (_, refs, fetched) = walk(&mut pt, &mut c, 0x4000_0000);
+        assert_eq!((refs, fetched), (9, 2));
+        // Warm PMD-CWC, a 4K section: the size is known, not the way: d references.
+        let (_, refs, fetched) = walk(&mut pt, &mut c, 0x4000_0abc);
+        assert_eq!((refs, fetched), (3, 0));
+        // Another section of the same 1 GiB region: a 2M section names its entry's way.
+        let (t, refs, _) = walk(&mut pt, &mut c, 0x4160_1234);
+        assert_eq!((t.size, refs), (PageSize::M2, 1));
+        // A 2M page joins the 4K section: the 4K ways and the 2M entry, whichever holds va.
+        pt.map(&mut mem, 0, 0x4060_0000, 0x40_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        let (t, refs, _) = walk(&mut pt, &mut c, 0x4060_5678);
+        assert_eq!((t.size, refs), (PageSize::M2, 4));
+        let (t, refs, _) = walk(&mut pt, &mut c, 0x4000_0abc);
+        assert_eq!((t.pa, refs), (0x9000, 4));
+        // Another 1 GiB region: the PMD-CWC misses; the PUD-CWC's section (8 GiB) has
+        // 4K and 2M pages, so 1G is ruled out: 2 sizes x 3 ways (partial), and the new
+        // region's PMD-CWT entry fetched.
+        pt.map(&mut mem, 0, 0x8000_0000, 0xa000, PageSize::K4, Perms::RW_USER).unwrap();
+        let (t, refs, fetched) = walk(&mut pt, &mut c, 0x8000_0000);
+        assert_eq!((t.pa, refs, fetched), (0xa000, 6, 1));
         let d = pt.details();
         let n = |k: &str| d["walks"][k].as_u64().unwrap();
-        assert_eq!((n("complete"), n("size"), n("partial"), n("direct")), (1, 1, 1, 1));
-        // Unmapping the last page of a region removes its CWT entry and the CWC's copy.
-        assert!(pt.cwt_entry(0, 0x4000_0000, PMD).is_some());
+        assert_eq!((n("complete"), n("size"), n("partial"), n("direct")), (1, 1, 3, 1));
+        // An entry lives while its region maps a page; a section's bits while it does.
         pt.unmap(&mut mem, 0, 0x4000_0000).unwrap();
+        assert_eq!(pt.cwt_entry(0, 0x4000_0000, PMD).map(|e| e.sizes), Some(0b010));
+        pt.unmap(&mut mem, 0, 0x4060_0000).unwrap();
+        assert_eq!(pt.cwt_entry(0, 0x4000_0000, PMD).map(|e| e.sizes), Some(0), "the 2M page at 0x4160_0000 keeps the region's entry");
+        pt.unmap(&mut mem, 0, 0x4160_0000).unwrap();
         assert!(pt.cwt_entry(0, 0x4000_0000, PMD).is_none());
-        assert!(pt.cwt_entry(0, 0x4000_0000, PUD).is_some(), "the 2M page keeps the 1G region's entry");
+        assert!(pt.cwt_entry(0, 0x4000_0000, PUD).is_some(), "the 4K page at 2 GiB keeps the 512 GiB region's entry");
         c.invalidate(0, 0x4000_0000);
         path.clear();
         assert!(pt.walk(0, 0x4000_0000, &mut c, &mut path).is_none());
@@ -985,8 +1033,10 @@ mod tests {
         c.flush_all();
         assert!(pt.probe(0, 0x4000_0000, &mut c, ONLY_4K, false, &mut probe));
         assert_eq!((probe.refs.len(), probe.outside_sizes), (3, false));
-        // ...and still finds a 2M page, flagged.
+        // ...and still finds a 2M page, flagged (with nothing cached: a PUD-CWC entry
+        // covers 512 GiB, and its section would name 2M).
         pt.map(&mut mem, 0, 0x8000_0000, 0x40_0000, PageSize::M2, Perms::RW_USER).unwrap();
+        c.flush_all();
         assert!(pt.probe(0, 0x8000_0000, &mut c, ONLY_4K, false, &mut probe));
         assert_eq!((probe.refs.len(), probe.outside_sizes), (6, true));
     }
@@ -1003,7 +1053,9 @@ mod tests {
         pt.create_space(&mut mem, 0).unwrap();
         let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(9);
         let mut mapped: Vec<(u64, PageSize)> = Vec::new();
-        let va_of = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| (rng.gen_range(0..64u64) << 21) | (rng.gen_range(0..4u64) << 12);
+        // 64 PMD-CWT regions of 4 sections each, so that entries come, go and are kicked.
+        let va_of =
+            |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| (rng.gen_range(0..64u64) << 30) | (rng.gen_range(0..4u64) << 24) | (rng.gen_range(0..4u64) << 12);
         let mut hits = 0;
         for step in 0..6000 {
             if rng.gen_range(0..3) > 0 || mapped.is_empty() {

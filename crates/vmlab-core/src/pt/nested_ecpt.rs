@@ -524,6 +524,11 @@ mod tests {
         assert_eq!((per_step(&path), path.background().len()), (vec![3, 3, 1], 0));
 
         let (mut pt, mut c, mut mem) = build(&advanced(2 << 20), [0, 16, 2]);
+        // The data page in a 16 MiB host section of its own: a section that also holds
+        // 4K host pages (the guest's page-table pages) makes step 3 read the 4K ways too.
+        for _ in 0..8 {
+            mem.alloc(PageSize::M2, FrameUse::Data).unwrap();
+        }
         let gpa = map(&mut pt, &mut mem, 0x8000_0000, PageSize::M2);
         pt.walk(0, 0x8000_0000, &mut c, &mut path).unwrap();
         path.clear();
@@ -563,8 +568,9 @@ mod tests {
         let (mut pt, mut c, mut mem) = build(&n, [0, 16, 2]);
         let regions = 64u64;
         for r in 0..regions {
-            // One 4K page per 2M guest-physical region.
-            let gpa = mem.alloc(PageSize::M2, FrameUse::Data).unwrap();
+            // One 4K page per guest-physical GiB, so that neither the PTE-hCWC nor the
+            // PMD-hCWC (4 entries of 1 GiB) holds the regions between their turns.
+            let gpa = (r + 4) << 30;
             pt.map(&mut mem, 0, 0x10_0000_0000 + (r << 21), gpa, PageSize::K4, Perms::RW_USER).unwrap();
         }
         let mut path = WalkPath::new();
