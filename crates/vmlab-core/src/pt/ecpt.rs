@@ -855,6 +855,11 @@ mod tests {
         assert!(d["tables"][0]["resizes"].as_u64().unwrap() >= 5, "{d}");
         assert!(d["tables"][0]["migrated"].as_u64().unwrap() > 0);
         assert_eq!(pt.footprint().mapped_pages, mapped.len() as u64);
+        // The old arrays of a resize under way are part of the footprint, and reported.
+        let migrating = (0..3).any(|i| d["tables"][i]["migrating"].as_u64().unwrap() > 0);
+        let resizing = d["resizing_bytes"].as_u64().unwrap();
+        assert_eq!(resizing > 0, migrating || pt.spaces[0].as_ref().unwrap().cwt.iter().flatten().any(|t| t.migrating()), "{d}");
+        assert!(resizing < pt.footprint().bytes);
     }
 
     /// What a lookup learns on the way (`EcptProbe::found`) and where a look-ahead says
