@@ -56,8 +56,8 @@ pub struct EcptConfig {
     pub cwt_slots: [usize; 2],
     pub cwt_ways: usize,
     /// CWC entries: PTE (4K ways of 2 MiB regions; needs a PTE-CWT, which this
-    /// table then keeps, with `cwt_slots[0]` slots), PMD (2 MiB regions) and PUD
-    /// (1 GiB regions); 0 = none. Native ECPTs have no PTE-CWT (Stojkovic et al. §8).
+    /// table then keeps, with `cwt_slots[0]` slots), PMD (1 GiB regions) and PUD
+    /// (512 GiB regions); 0 = none. Native ECPTs have no PTE-CWT (Stojkovic et al. §8).
     pub pte_cwc: usize,
     pub pmd_cwc: usize,
     pub pud_cwc: usize,
