@@ -32,6 +32,14 @@ def _bytes(size: str) -> int:
     return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size.rstrip("B"))
 
 
+# Beyond the baseline STLB's 2M reach (1536 x 2 MiB = 3 GiB): GUPS over 8 GiB at the
+# paper's 100% threshold, unfragmented, at two run lengths (not in --quick): TPS makes its
+# walks while it first populates its regions (every 4K page of a 1 GiB region must be
+# touched before it is promoted at 100%), reservation THP walks throughout.
+BEYOND = {f"gups 8G, {n} accesses": {"workload": "gups", "footprint": "8G", "accesses": n} for n in ("64M", "640M")}
+BEYOND_CONFIGS = ("THP reserve 100%", "TPS 100%")
+
+
 def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     n = "2M" if quick else "16M"
     sources = {
@@ -45,6 +53,10 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         for w, src in sources.items():
             for c, (preset, o) in CONFIGS.items():
                 b.add((frag, w, c), preset, {**o, **(FRAGMENTED if frag else {})}, src)
+    beyond = {} if quick else BEYOND
+    for w, src in beyond.items():
+        for c in BEYOND_CONFIGS:
+            b.add(("beyond", w, c), *CONFIGS[c], src)
     b.run()
     parts = [f"Synthetic runs: {n} accesses each (first touches included).\n"]
     for frag in (False, True):
@@ -64,6 +76,20 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         title = ("Fragmented (half of memory taken, 90% of the free memory in blocks < 2M)" if frag else "Unfragmented")
         parts.append(md_table(["workload", "config", "L1 DTLB misses", "walk refs", "L1 misses removed vs THP",
                                "walk refs removed vs THP", "bloat %", "largest page"], rows, title))
+    rows = []
+    for w in beyond:
+        base = b[("beyond", w, "THP reserve 100%")]
+        for c in BEYOND_CONFIGS:
+            d = b[("beyond", w, c)]
+            l1, refs = d["tlb_levels_by_side"]["data"][0]["misses"], d["walks"]["refs"]
+            removed = (lambda x, x0: "–" if c.startswith("THP") else f"{100 * (1 - x / x0):.1f}%")
+            largest = max((s for s, k in d["page_sizes"].items() if k), key=_bytes, default="–")
+            rows.append([w, c, f"{l1:,}", f"{refs:,}", removed(l1, base["tlb_levels_by_side"]["data"][0]["misses"]),
+                         removed(refs, base["walks"]["refs"]), largest])
+    if rows:
+        parts.append(md_table(["workload", "config", "L1 DTLB misses", "walk refs", "L1 misses removed vs THP",
+                               "walk refs removed vs THP", "largest page mapped"], rows,
+                              "Beyond the STLB's reach (GUPS over 8 GiB, unfragmented, both at the 100% threshold)"))
     # The abstract's claims (§IV), on the synthetic inputs, unfragmented, TPS at 100%.
     synthetic = [w for w in sources if not w.startswith("`")]
     share = lambda w, f: 1 - f(b[(False, w, "TPS 100%")]) / max(1, f(b[(False, w, "THP reserve 100%")]))
@@ -77,10 +103,20 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     headline("L1 DTLB misses removed vs reservation THP, TPS at 100%", "abstract, §IV", "97–98%", span(l1),
              weakest(verdicts), regime)
     verdicts = [judge(0.98, x, neutral=0.0, same_regime=False) for x in walk]
-    headline("Page-walk references removed vs reservation THP, TPS at 100%", "abstract, §IV", "≈ 98%", span(walk),
-             weakest(verdicts),
-             regime + ": at 100% a region grows through every size while first populated (shootdowns, alias PTEs), "
-             "which the paper's long runs amortise (tps.md, \"Theirs next to ours\")")
+    if beyond:
+        # The paper's regime: a footprint beyond the STLB's reach, a long run.
+        w = list(beyond)[-1]
+        x = 1 - b[("beyond", w, "TPS 100%")]["walks"]["refs"] / b[("beyond", w, "THP reserve 100%")]["walks"]["refs"]
+        headline("Page-walk references removed vs reservation THP, TPS at 100%", "abstract, §IV", "≈ 98%",
+                 f"{100 * x:.0f}% (GUPS over 8 GiB, 640M accesses); {span(walk)}", judge(0.98, x, neutral=0.0),
+                 "TPS makes all its walks while it first populates its 1 GiB pages (the same count after 64 M and "
+                 "640 M accesses), THP walks throughout, so the share grows with the run's length: the paper's runs "
+                 "are longer; the small inputs fit the STLB's 2M reach (tps.md, \"Beyond the STLB's reach\")")
+    else:
+        headline("Page-walk references removed vs reservation THP, TPS at 100%", "abstract, §IV", "≈ 98%", span(walk),
+                 weakest(verdicts),
+                 regime + ": at 100% a region grows through every size while first populated (shootdowns, alias PTEs), "
+                 "which the paper's long runs amortise (tps.md, \"Theirs next to ours\")")
     parts.append(time_tables(n, sources))
     return "\n".join(parts)
 
