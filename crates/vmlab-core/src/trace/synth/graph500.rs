@@ -214,7 +214,7 @@ struct Graph500 {
     /// BFS: searches started; PageRank: iterations started.
     round: u64,
     /// Vertices whose parent was reset (BFS) or whose rank was applied (PageRank) in
-    /// the current sequential pass; `u64::MAX` once the pass is over.
+    /// the current sequential pass (the vertex count once the pass is over).
     swept: u64,
     /// BFS: the host's visited bits and queue (head index into `queue`).
     visited: Vec<u64>,
