@@ -23,8 +23,8 @@ test: test-rust test-python
 # `test-release` (Cargo.toml): the same code, less optimised.
 test-rust: setup
 	cargo fmt --all --check
-	cargo clippy -p vmlab-core -p vmlab-py --all-targets -- -D warnings
-	cargo test -p vmlab-core --profile test-release
+	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu --all-targets -- -D warnings
+	cargo test -p vmlab-core -p vmlab-qemu --profile test-release
 
 test-python: setup
 	.venv/bin/python -m pytest -q tests/python

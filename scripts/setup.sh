@@ -15,11 +15,13 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
-# System packages: valgrind (live tracing, real-trace tests), a C toolchain (Rust links
-# with cc), and venv support where Debian's python3 ships without it.
+# System packages: valgrind and QEMU user mode (live tracing, real-trace tests), a C
+# toolchain (Rust links with cc), and venv support where Debian's python3 ships without it.
 need_apt=()
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+# QEMU user mode: `vmlab trace`'s fast engine (docs/importers.md, "The QEMU engine").
+if [ "$(uname -m)" = x86_64 ]; then command -v qemu-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-user); fi
 if [ ! -x .venv/bin/python ] && ! "$PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
   need_apt+=("python3-venv")
 fi
@@ -58,4 +60,11 @@ if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin deve
   echo "setup: error: building the extension failed (output above)" >&2
   exit 1
 fi
+# The QEMU tracing plugin, beside the package that loads it (python/vmlab/cli.py).
+if ! cargo build --release -q -p vmlab-qemu >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "setup: error: building the QEMU tracing plugin failed (output above)" >&2
+  exit 1
+fi
+cp target/release/libvmlab_qemu.so python/vmlab/libvmlab_qemu.so
 .venv/bin/python -c "import vmlab; print('setup: vmlab', vmlab.__version__, 'ready in .venv')"

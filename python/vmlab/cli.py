@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+from pathlib import Path
 
 from . import _core
 from ._signals import Terminated, exit_status, sigterm_as_interrupt
@@ -38,6 +40,14 @@ def _native_signals() -> None:
     _core.install_signal_handlers()
 
 
+def _qemu_plugin() -> None:
+    # `vmlab trace --engine qemu` loads QEMU's tracing plugin from the package, where
+    # scripts/setup.sh puts it, unless VMLAB_QEMU_PLUGIN names another.
+    plugin = Path(__file__).with_name("libvmlab_qemu.so")
+    if "VMLAB_QEMU_PLUGIN" not in os.environ and plugin.is_file():
+        os.environ["VMLAB_QEMU_PLUGIN"] = str(plugin)
+
+
 def _is_panic(e: BaseException) -> bool:
     # pyo3 raises PanicException (a BaseException) for Rust panics; it is not importable.
     return type(e).__name__ == "PanicException"
@@ -61,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             return 141
 
     _native_signals()
+    _qemu_plugin()
     sys.stdout.flush()
     try:
         code = _core.cli_main(argv)

@@ -18,6 +18,6 @@ def real_trace(tmp_path_factory):
     if shutil.which("valgrind") is None:
         pytest.fail("valgrind is required (scripts/setup.sh installs it)")
     out = tmp_path_factory.mktemp("traces") / "ls.vmt"
-    subprocess.run(vmlab_cmd() + ["trace", "-o", str(out), "--", "ls", "-l", "/usr/lib"],
+    subprocess.run(vmlab_cmd() + ["trace", "--engine", "lackey", "-o", str(out), "--", "ls", "-l", "/usr/lib"],
                    check=True, stdout=subprocess.DEVNULL)
     return out

@@ -243,7 +243,7 @@ def test_a_signal_stops_a_trace_kills_the_traced_programs_and_cleans_up(sig, tmp
     marker = f"vmlab-test-{os.getpid()}-{sig}"
     # A parent that forks a child: both run under valgrind until killed.
     script = "sleep 1000 & while :; do :; done"
-    p = subprocess.Popen(vmlab_cmd() + ["trace", "-o", str(out), "--", "sh", "-c", script, marker],
+    p = subprocess.Popen(vmlab_cmd() + ["trace", "--engine", "lackey", "-o", str(out), "--", "sh", "-c", script, marker],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)},
                          preexec_fn=_foreground)
     # Only the signal to vmlab itself: the traced programs must not outlive it.

@@ -66,10 +66,15 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Trace a command under valgrind (lackey) straight into a .vmt file.
+    /// Trace a command straight into a .vmt file, under QEMU with vmlab's plugin (fast)
+    /// or valgrind lackey.
     Trace {
         #[arg(long, short)]
         output: PathBuf,
+        /// The tracing engine: qemu (fast; follows forks, not execs), lackey (follows
+        /// execs too), or auto: qemu where it can run, else lackey.
+        #[arg(long, value_enum, default_value_t = trace::live::Engine::Auto)]
+        engine: trace::live::Engine,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -427,13 +432,14 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             }
             Ok(0)
         }
-        Cmd::Trace { output, command } => {
-            let s = trace::live::trace_to_vmt(&command, &output, &trace::live::LiveOptions::default())?;
+        Cmd::Trace { output, engine, command } => {
+            let s = trace::live::trace_to_vmt(&command, &output, &trace::live::LiveOptions { engine, ..Default::default() })?;
             eprintln!(
-                "vmlab: wrote {} records from {} process(es) to {} (command exit status {})",
+                "vmlab: wrote {} records from {} process(es) to {} (traced by {}; command exit status {})",
                 s.records,
                 s.processes.len(),
                 output.display(),
+                s.engine,
                 s.exit_code
             );
             Ok(0)

@@ -356,6 +356,48 @@ pub fn advise_huge(p: *mut libc::c_void, len: usize) {
     let _ = (p, len);
 }
 
+/// A connected pair of Unix `SOCK_SEQPACKET` sockets, both closed on exec: each write
+/// is one message, read whole, and messages from several writers never mix (the QEMU
+/// tracing engine's channel: trace/qemu.rs). Linux only.
+pub fn seqpacket_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::FromRawFd;
+        let mut fds = [-1 as libc::c_int; 2];
+        // SAFETY: socketpair writes two descriptors into the array on success.
+        let r = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: two fresh descriptors that nothing else owns.
+        Ok(unsafe { (std::os::fd::OwnedFd::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1])) })
+    }
+    #[cfg(not(target_os = "linux"))]
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "SOCK_SEQPACKET socket pairs need Linux"))
+}
+
+/// A copy of `fd` that a spawned program inherits (not closed on exec).
+pub fn inheritable(fd: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: F_DUPFD on a descriptor we own returns a new one (without FD_CLOEXEC).
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(n) })
+}
+
+/// Send SIGKILL to process `pid` (a traced process vmlab started, directly or through
+/// its tracer). A process that has gone already is no error.
+pub fn kill(pid: u32) {
+    #[cfg(unix)]
+    // SAFETY: kill(2) with a pid; a process that has gone makes it fail with ESRCH.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,7 +46,9 @@ def program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
         path = cache_dir() / f"{name}.vmt"
         if not path.exists():
             tmp = path.with_suffix(".tmp.vmt")
-            p = subprocess.run([sys.executable, "-m", "vmlab.cli", "trace", "-o", str(tmp), "--", *cmd],
+            # lackey, the engine the reproduction pages name (docs/importers.md compares
+            # the two engines' traces).
+            p = subprocess.run([sys.executable, "-m", "vmlab.cli", "trace", "--engine", "lackey", "-o", str(tmp), "--", *cmd],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             if p.returncode != 0:
                 notes.append(f"tracing `{' '.join(cmd)}` failed: {p.stderr.strip().splitlines()[-1:]}")

@@ -176,29 +176,35 @@ impl<R: BufRead> LackeyReader<R> {
     fn complete(&mut self, call: PendingCall, result_text: &str, out: &mut Vec<Record>) {
         let Some(i) = result_text.find("Success(") else { return };
         let Some(ret) = result_text[i + 8..].split(')').next().and_then(|s| parse_num(s.trim())) else { return };
-        let a = |k: usize| call.args.get(k).copied().unwrap_or(0);
-        let pid = call.pid;
-        match call.name.as_str() {
-            "mmap" => {
-                let mut flags = MapFlags::PRIVATE;
-                if a(3) & MAP_SHARED != 0 {
-                    flags = flags.union(MapFlags::SHARED);
-                }
-                if a(3) & MAP_ANONYMOUS == 0 {
-                    flags = flags.union(MapFlags::FILE);
-                }
-                out.push(Record::Mmap { pid, start: ret, len: a(1), prot: (a(2) & 7) as u8, flags });
+        address_space_records(&call.name, call.pid, &call.args, ret, out);
+    }
+}
+
+/// The OS events of a successful address-space system call `name` (mmap, munmap,
+/// mprotect, brk, mremap) of process `pid`, with arguments `args` and result `ret`
+/// (docs/importers.md). Both live-tracing engines report system calls through it.
+pub(crate) fn address_space_records(name: &str, pid: Pid, args: &[u64], ret: u64, out: &mut Vec<Record>) {
+    let a = |k: usize| args.get(k).copied().unwrap_or(0);
+    match name {
+        "mmap" => {
+            let mut flags = MapFlags::PRIVATE;
+            if a(3) & MAP_SHARED != 0 {
+                flags = flags.union(MapFlags::SHARED);
             }
-            "munmap" => out.push(Record::Munmap { pid, start: a(0), len: a(1) }),
-            "mprotect" => out.push(Record::Mprotect { pid, start: a(0), len: a(1), prot: (a(2) & 7) as u8 }),
-            "brk" => out.push(Record::Brk { pid, end: ret }),
-            "mremap" => {
-                // The old range goes away and the new one appears (read/write, private).
-                out.push(Record::Munmap { pid, start: a(0), len: a(1) });
-                out.push(Record::Mmap { pid, start: ret, len: a(2), prot: 3, flags: MapFlags::PRIVATE });
+            if a(3) & MAP_ANONYMOUS == 0 {
+                flags = flags.union(MapFlags::FILE);
             }
-            _ => {}
+            out.push(Record::Mmap { pid, start: ret, len: a(1), prot: (a(2) & 7) as u8, flags });
         }
+        "munmap" => out.push(Record::Munmap { pid, start: a(0), len: a(1) }),
+        "mprotect" => out.push(Record::Mprotect { pid, start: a(0), len: a(1), prot: (a(2) & 7) as u8 }),
+        "brk" => out.push(Record::Brk { pid, end: ret }),
+        "mremap" => {
+            // The old range goes away and the new one appears (read/write, private).
+            out.push(Record::Munmap { pid, start: a(0), len: a(1) });
+            out.push(Record::Mmap { pid, start: ret, len: a(2), prot: 3, flags: MapFlags::PRIVATE });
+        }
+        _ => {}
     }
 }
 

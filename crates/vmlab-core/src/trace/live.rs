@@ -1,5 +1,6 @@
-//! `vmlab trace -- CMD`: run a program under valgrind lackey and convert its log to
-//! records on the fly.
+//! `vmlab trace -- CMD`: run a program under a tracing engine and convert what it
+//! reports to records on the fly: valgrind lackey (here), or QEMU user mode with
+//! vmlab's plugin (trace/qemu.rs), the faster one, chosen where it can run.
 //!
 //! Valgrind writes one log per process (`--log-file=DIR/vg.%p`; a forked child reopens
 //! its own, while a socket or fd would be shared and interleave). A reader thread tails
@@ -23,30 +24,89 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Which program runs the traced command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// QEMU where it can run (qemu-user installed, the plugin built, an x86-64 host and
+    /// program), else lackey.
+    #[default]
+    Auto,
+    /// QEMU user mode with vmlab's plugin (crates/vmlab-qemu): tens of times faster;
+    /// follows forks, not execs.
+    Qemu,
+    /// valgrind lackey: follows forks and execs.
+    Lackey,
+}
+
 #[derive(Clone, Debug)]
 pub struct LiveOptions {
+    pub engine: Engine,
     /// The valgrind executable.
     pub valgrind: String,
-    /// Follow children (`--trace-children=yes`).
+    /// Follow children (lackey: `--trace-children=yes`; QEMU follows forks always).
     pub follow_children: bool,
     /// Extra valgrind arguments.
     pub valgrind_args: Vec<String>,
+    /// The QEMU user-mode emulator.
+    pub qemu: String,
+    /// The plugin, if not where [`super::qemu::find_plugin`] looks.
+    pub qemu_plugin: Option<PathBuf>,
 }
 
 impl Default for LiveOptions {
     fn default() -> Self {
-        LiveOptions { valgrind: "valgrind".into(), follow_children: true, valgrind_args: Vec::new() }
+        LiveOptions {
+            engine: Engine::Auto,
+            valgrind: "valgrind".into(),
+            follow_children: true,
+            valgrind_args: Vec::new(),
+            qemu: super::qemu::default_qemu(),
+            qemu_plugin: None,
+        }
+    }
+}
+
+impl LiveOptions {
+    /// The engine that will trace `cmd`: `Auto` becomes QEMU if it can run here, else
+    /// lackey (with a note on stderr saying why).
+    pub fn engine_for(&self, cmd: &[String]) -> Engine {
+        if self.engine != Engine::Auto {
+            return self.engine;
+        }
+        let why_not = if std::env::consts::ARCH != "x86_64" {
+            Some(format!("the QEMU engine traces x86-64 programs, and this host is {}", std::env::consts::ARCH))
+        } else if let Err(e) = super::qemu::qemu_version(&self.qemu) {
+            Some(e.to_string())
+        } else if let Err(e) = super::qemu::find_plugin(self.qemu_plugin.as_deref()) {
+            Some(e.to_string())
+        } else {
+            match super::qemu::resolve_command(cmd) {
+                // A command that cannot start fails the same under either engine.
+                Err(e) if !e.to_string().contains("no such program") => Some(e.to_string()),
+                _ => None,
+            }
+        };
+        match why_not {
+            None => Engine::Qemu,
+            Some(why) => {
+                eprintln!("vmlab: tracing with valgrind lackey ({})", why.trim_start_matches("simulation: "));
+                Engine::Lackey
+            }
+        }
     }
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct LiveSummary {
-    /// Exit status of the traced command (valgrind passes it through).
+    /// Exit status of the traced command (the engine passes it through).
     pub exit_code: i32,
     pub records: u64,
-    /// Processes seen (pid order).
+    /// Processes seen (in the order they were first seen).
     pub processes: Vec<Pid>,
-    pub valgrind_version: String,
+    /// `lackey` or `qemu`, and that program's version.
+    pub engine: String,
+    pub engine_version: String,
 }
 
 enum Msg {
@@ -184,11 +244,19 @@ fn read_log(path: PathBuf, pid: Pid, stop: Arc<AtomicBool>, tx: SyncSender<Msg>)
     }
 }
 
-/// Run `cmd` under valgrind lackey and hand its records to `sink` in batches.
+/// Run `cmd` under the engine `opts` choose and hand its records to `sink` in batches.
 pub fn trace_command(cmd: &[String], opts: &LiveOptions, mut sink: impl FnMut(&[Record]) -> Result<()>) -> Result<LiveSummary> {
     if cmd.is_empty() {
         return Err(Error::Sim("no command to trace (vmlab trace -o OUT.vmt -- CMD ARGS...)".into()));
     }
+    match opts.engine_for(cmd) {
+        Engine::Qemu => super::qemu::trace_command(cmd, opts, &mut sink),
+        _ => trace_with_lackey(cmd, opts, &mut sink),
+    }
+}
+
+/// Run `cmd` under valgrind lackey.
+fn trace_with_lackey(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[Record]) -> Result<()>) -> Result<LiveSummary> {
     let version = valgrind_version(&opts.valgrind)?;
     let dir = std::env::temp_dir().join(format!(
         "vmlab-trace-{}-{}",
@@ -196,10 +264,11 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, mut sink: impl FnMut(&[
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
     ));
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    let result = run_and_merge(cmd, opts, &dir, &mut sink);
+    let result = run_and_merge(cmd, opts, &dir, sink);
     let _ = std::fs::remove_dir_all(&dir);
     let mut summary = result?;
-    summary.valgrind_version = version;
+    summary.engine = "lackey".into();
+    summary.engine_version = version;
     Ok(summary)
 }
 
@@ -278,7 +347,7 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
         let _ = h.join();
     }
     merger.flush_held(sink)?;
-    Ok(LiveSummary { exit_code: exit_code.unwrap_or(-1), records: merger.records, processes: merger.seen_order.clone(), valgrind_version: String::new() })
+    Ok(LiveSummary { exit_code: exit_code.unwrap_or(-1), records: merger.records, processes: merger.seen_order.clone(), ..Default::default() })
 }
 
 /// Ends the traced processes if tracing stops before they do (an interrupt, a
@@ -301,12 +370,7 @@ impl Drop for Reaper {
         // Only a process still running valgrind: a pid that exited may have been reused.
         let traced = |pid: Pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains("valgrind"));
         for &pid in self.pids.iter().filter(|&&p| traced(p)) {
-            #[cfg(unix)]
-            // SAFETY: kill(2) with a pid valgrind named its log after; a process that has
-            // already gone makes it fail harmlessly (ESRCH).
-            unsafe {
-                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-            }
+            crate::host::kill(pid);
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -421,19 +485,23 @@ impl Merger {
 
 /// Trace `cmd` straight into a .vmt file.
 pub fn trace_to_vmt(cmd: &[String], out: &Path, opts: &LiveOptions) -> Result<LiveSummary> {
-    let version = valgrind_version(&opts.valgrind)?;
-    let meta = TraceMeta {
-        source: "valgrind-lackey".into(),
-        command: cmd.to_vec(),
-        source_page_size: Some(4096),
-        extra: [("valgrind".to_string(), version)].into_iter().collect(),
+    if cmd.is_empty() {
+        return Err(Error::Sim("no command to trace (vmlab trace -o OUT.vmt -- CMD ARGS...)".into()));
+    }
+    let engine = opts.engine_for(cmd);
+    let opts = LiveOptions { engine, ..opts.clone() };
+    let (source, tool, version) = match engine {
+        Engine::Qemu => ("qemu-user", "qemu", super::qemu::qemu_version(&opts.qemu)?),
+        _ => ("valgrind-lackey", "valgrind", valgrind_version(&opts.valgrind)?),
     };
+    let meta =
+        TraceMeta { source: source.into(), command: cmd.to_vec(), source_page_size: Some(4096), extra: [(tool.to_string(), version)].into_iter().collect() };
     let mut w = super::vmt::VmtWriter::create(out, &meta)?;
-    let summary = trace_command(cmd, opts, |rs| w.write_all(rs))?;
+    let summary = trace_command(cmd, &opts, |rs| w.write_all(rs))?;
     if summary.processes.is_empty() {
-        // Valgrind could not start the command (not found, not executable): no trace,
-        // and an existing file at `out` stays as it was.
-        return Err(Error::Sim(format!("`{}` did not start under valgrind (exit status {}); no trace written", cmd.join(" "), summary.exit_code)));
+        // The engine could not start the command (not found, not executable): no
+        // trace, and an existing file at `out` stays as it was.
+        return Err(Error::Sim(format!("`{}` did not start under {tool} (exit status {}); no trace written", cmd.join(" "), summary.exit_code)));
     }
     w.finish()?;
     Ok(summary)

@@ -45,6 +45,8 @@ pub mod champsim;
 pub mod info;
 pub mod lackey;
 pub mod live;
+pub mod qemu;
+pub mod qemu_wire;
 pub mod snapshot;
 pub mod synth;
 pub mod vmt;

@@ -361,7 +361,8 @@ fn live_tracing_follows_forked_children() {
     assert!(Command::new("cc").arg("-O1").arg("-o").arg(&exe).arg(&src).status().unwrap().success());
     let out = dir.path().join("fk.vmt");
     let cmd = vec![exe.display().to_string()];
-    let summary = vmlab::trace::live::trace_to_vmt(&cmd, &out, &Default::default()).unwrap();
+    let opts = vmlab::trace::live::LiveOptions { engine: vmlab::trace::live::Engine::Lackey, ..Default::default() };
+    let summary = vmlab::trace::live::trace_to_vmt(&cmd, &out, &opts).unwrap();
     assert_eq!(summary.exit_code, 0);
     assert_eq!(summary.processes.len(), 2, "{summary:?}");
     let recs = drain(&mut vmlab::trace::vmt::VmtReader::open(&out).unwrap()).unwrap();
@@ -402,7 +403,7 @@ fn live_tracing_follows_forked_children() {
 
 #[test]
 fn missing_valgrind_is_a_clear_error() {
-    let opts = vmlab::trace::live::LiveOptions { valgrind: "/nonexistent/valgrind".into(), ..Default::default() };
+    let opts = vmlab::trace::live::LiveOptions { engine: vmlab::trace::live::Engine::Lackey, valgrind: "/nonexistent/valgrind".into(), ..Default::default() };
     let e = vmlab::trace::live::trace_command(&["true".into()], &opts, |_| Ok(())).unwrap_err().to_string();
     assert!(e.contains("not found") && e.contains("apt-get install valgrind"), "{e}");
 }
