@@ -56,7 +56,8 @@ def main() -> int:
     ap.add_argument("--drrun", help="DynamoRIO's drrun, to time drcachesim -simulator_type TLB too")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", help="programs whose name contains this")
-    ap.add_argument("-o", "--output", help="write every run as JSON here")
+    ap.add_argument("-o", "--output", help="write every run as JSON here (bench/runs/README.md)")
+    ap.add_argument("--notes", default="", help="context for the JSON's `notes` (the peer's version, the machine's load)")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="vmlab-trace-bench-"))
@@ -99,8 +100,11 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.output:
-        doc = {"host": {"cpu": cpu_model(), "cores": os.cpu_count(), "kernel": platform.release()},
-               "date": time.strftime("%Y-%m-%d"), "repeat": args.repeat, "rows": rows}
+        doc = {"date": time.strftime("%Y-%m-%d"),
+               "machine": {"kind": f"{os.cpu_count()} vCPUs", "cpu": cpu_model(), "kernel": platform.release()},
+               "build": "make's (release, profile-guided) extension; the plugin as scripts/setup.sh builds it",
+               "command": " ".join(["scripts/trace_bench.py", *sys.argv[1:]]), "repeat": args.repeat, "notes": args.notes,
+               "rows": rows}
         Path(args.output).write_text(json.dumps(doc, indent=1) + "\n")
     return 0
 
