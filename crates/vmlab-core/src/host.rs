@@ -404,6 +404,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// The vector tag match agrees with comparing key by key, for every set size
         /// up to 64 (whole groups of four and the scalar tail), keys that differ only
         /// in the low half, the high half or the ignored bits, and duplicate matches.

@@ -27,6 +27,9 @@ pub mod stats;
 pub mod time;
 pub mod trace;
 
+#[cfg(test)]
+mod testing;
+
 pub use error::{Error, Result};
 
 /// vmlab version, part of every result's run key.

@@ -241,7 +241,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(crate::testing::proptest_config(200))]
         /// A page-pair structure gives the hits, misses, half misses, evictions,
         /// invalidations and translations of per-set LRU lists of (tag, two valid bits).
         #[test]

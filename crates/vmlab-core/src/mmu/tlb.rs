@@ -501,6 +501,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// The one-word payload gives back the translation it was made from, for every
         /// page size, permission set and page-aligned frame (the highest included).
         #[test]
@@ -624,6 +625,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// An any-size fully associative LRU TLB behaves as an LRU list of pages.
         #[test]
         fn any_size_tlb_matches_lru_list(vas in proptest::collection::vec(0u64..(64 << 20), 1..400), entries in 1usize..9) {

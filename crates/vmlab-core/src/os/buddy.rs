@@ -320,6 +320,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// A free set answers as an ordered set does, across its move from the inline
         /// vector to the tree and back (values from a small range, so sets grow past
         /// `SMALL`, repeat and empty out).

@@ -529,6 +529,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// With every region at 4K the regions' arrays are the old single array indexed
         /// by VA >> 12, whatever the region selector.
         #[test]

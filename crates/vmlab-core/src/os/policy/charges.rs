@@ -747,6 +747,7 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(crate::testing::proptest_config(256))]
         /// Against a brute-force model of §3.3.2 and §3.5.2 over the same TLB (an
         /// any-size LRU TLB, pages of 4K-64K): every miss charges prefetch(P) for each
         /// P ⊃ p holding a page in the TLB, and tlbcount(P) is 1 when P itself is in
