@@ -235,7 +235,7 @@ impl Decoder {
     pub fn chunk(&mut self, bytes: &[u8], sink: &mut dyn FnMut(&[Record]) -> Result<()>) -> Result<()> {
         let at = self.offset;
         self.offset += bytes.len() as u64;
-        if bytes.len() < wire::HEADER_WORDS * 8 || bytes.len() % 8 != 0 || bytes.len() > wire::CHUNK_BYTES {
+        if bytes.len() < wire::HEADER_WORDS * 8 || !bytes.len().is_multiple_of(8) || bytes.len() > wire::CHUNK_BYTES {
             return Err(self.err(at, format!("a chunk of {} bytes", bytes.len())));
         }
         let word = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
