@@ -44,18 +44,56 @@ def program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
             notes.append(f"`{' '.join(cmd)}`: input missing on this machine, skipped.")
             continue
         path = cache_dir() / f"{name}.vmt"
-        if not path.exists():
-            tmp = path.with_suffix(".tmp.vmt")
-            # lackey, the engine the reproduction pages name (docs/importers.md compares
-            # the two engines' traces).
-            p = subprocess.run([sys.executable, "-m", "vmlab.cli", "trace", "--engine", "lackey", "-o", str(tmp), "--", *cmd],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            if p.returncode != 0:
-                notes.append(f"tracing `{' '.join(cmd)}` failed: {p.stderr.strip().splitlines()[-1:]}")
-                continue
-            tmp.replace(path)  # only a complete trace gets the cached name
-        out.append((f"`{' '.join(cmd)}` (traced)", str(path)))
+        if _traced(cmd, path, notes):
+            out.append((f"`{' '.join(cmd)}` (traced)", str(path)))
     return out
+
+
+# Longer programs romer-cache.md traces (not with --quick): a command run in the trace
+# cache directory, and the shell command that makes its input there first.
+LONG_PROGRAMS: dict[str, tuple[list[str], str]] = {
+    # gzip of Debian 12's /usr/bin/localedef (298,912 bytes): 93 M records.
+    "gzip.vmt": (["gzip", "-c", "blob"], "cp /usr/bin/localedef blob"),
+    # sort -n of 30,000 numbers shuffled with a fixed random source: 147 M records.
+    "sort.vmt": (["sort", "-n", "nums.txt"], "seq 1 30000 | shuf --random-source=<(yes) > nums.txt"),
+}
+
+
+def long_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
+    """(label, .vmt path) of :data:`LONG_PROGRAMS`, traced on first use (a few minutes
+    under lackey) and cached; none with ``quick``."""
+    if quick:
+        return []
+    if not shutil.which("valgrind"):
+        notes.append("valgrind is not installed: the long traced programs were skipped (run `make setup`).")
+        return []
+    out = []
+    for name, (cmd, prepare) in LONG_PROGRAMS.items():
+        path = cache_dir() / f"long-{name}"
+        if not path.exists():
+            p = subprocess.run(["bash", "-c", prepare], cwd=cache_dir(), stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                notes.append(f"`{prepare}` failed, `{name}` skipped: {p.stderr.strip().splitlines()[-1:]}")
+                continue
+        if _traced(cmd, path, notes, cwd=cache_dir()):
+            out.append((f"`{name}`", str(path)))
+    return out
+
+
+def _traced(cmd: list[str], path: Path, notes: list[str], cwd: Path | None = None) -> bool:
+    """Whether `path` holds the trace of `cmd`, tracing it now if it is not cached."""
+    if path.exists():
+        return True
+    tmp = path.with_suffix(".tmp.vmt")
+    # lackey, the engine the reproduction pages name (docs/importers.md compares the two
+    # engines' traces).
+    p = subprocess.run([sys.executable, "-m", "vmlab.cli", "trace", "--engine", "lackey", "-o", str(tmp), "--", *cmd],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    if p.returncode != 0:
+        notes.append(f"tracing `{' '.join(cmd)}` failed: {p.stderr.strip().splitlines()[-1:]}")
+        return False
+    tmp.replace(path)  # only a complete trace gets the cached name
+    return True
 
 
 class Batch:
