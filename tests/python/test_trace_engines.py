@@ -30,7 +30,8 @@ PAGES = 64
 # child: single stores and loads, a read-modify-write in one instruction (lackey's `M`,
 # which QEMU reports as a load and a store), and a 16-byte SSE load (QEMU splits it)
 # whose value is used (valgrind drops a load whose result nothing reads).
-# argv[1]: "exit N" ends with status N, "kill" kills itself, "exec" execs /bin/true.
+# argv[1]: "exit N" ends with status N, "kill" kills itself, "exec" execs /bin/true,
+# "closefds": the child closes every descriptor above 2 (as Python's subprocess does).
 PROGRAM = r"""
 #define _GNU_SOURCE
 #include <signal.h>
@@ -59,6 +60,7 @@ int main(int argc, char **argv) {
     munmap(BASE + 56 * PAGE, 8 * PAGE);
     pid_t c = fork();
     if (c == 0) {
+        if (argc > 1 && !strcmp(argv[1], "closefds")) close_range(3, ~0U, 0);
         for (int i = 0; i < 16; i++) p[(i + 8) * 512 + 3] = i;
         for (int i = 0; i < 4; i++) rmw(&p[(i + 30) * 512 + 4], i);
         _exit(0);
@@ -159,6 +161,19 @@ def test_exit_status_kill_and_exec_behave_alike(program, tmp_path, engine, how, 
         # The process that exec'd ends: QEMU runs the new program natively, untraced;
         # lackey traces it under the same pid after an exit.
         assert any(r[0] == "exit" for r in recs)
+
+
+def test_a_child_that_closes_the_socket_stops_its_own_trace_only(program, tmp_path):
+    p, out = trace(program, "qemu", tmp_path, "closefds")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.strip().endswith("command exit status 0)"), p.stderr
+    # The parent is traced whole; the child, from its close on, not at all (and it ran
+    # to its end: the plugin does not write into whatever file takes the number).
+    [parent] = in_region(out)
+    assert parent[0] == collections.Counter({("write", 8): 50, ("read", 8): 20, ("read", 16): 6})
+    recs = list(vmlab.read_trace(out))
+    [fork] = [r for r in recs if r[0] == "fork"]
+    assert not any(r[0] == "write" and r[3] == fork[2] and r[1] >= BASE for r in recs)
 
 
 @pytest.mark.parametrize("engine", ["qemu", "lackey"])

@@ -230,6 +230,17 @@ pub fn move_fd(fd: c_int, at: c_int) -> Result<c_int, String> {
     }
 }
 
+/// The inode of the socket at `fd` (None if `fd` is not an open socket).
+pub fn socket_inode(fd: c_int) -> Option<u64> {
+    // SAFETY: fstat writes a stat into the zeroed buffer, or fails.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `st` is a valid, writable stat.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return None;
+    }
+    Some(st.st_ino)
+}
+
 pub fn getpid() -> u32 {
     // SAFETY: getpid cannot fail.
     unsafe { libc::getpid() as u32 }

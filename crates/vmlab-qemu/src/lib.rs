@@ -15,13 +15,19 @@ mod host;
 #[path = "../../vmlab-core/src/trace/qemu_wire.rs"]
 mod wire;
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use wire::x86_64 as nr;
 
 /// The pipe to vmlab (moved above the descriptors a program uses).
 static OUT: AtomicI32 = AtomicI32::new(-1);
 /// The process this is (a forked child updates it).
 static PID: AtomicU32 = AtomicU32::new(0);
+/// The socket's inode: a program that closes descriptors it did not open (`closefrom`,
+/// `close_range`, as Python's subprocess does before an exec) must not have its own
+/// files written to if it reuses the number.
+static SOCKET: AtomicU64 = AtomicU64::new(0);
+/// The program closed the socket: this process's records go nowhere from now on.
+static DETACHED: AtomicBool = AtomicBool::new(false);
 static LOST: AtomicBool = AtomicBool::new(false);
 
 /// Where the pipe's descriptor moves to.
@@ -42,7 +48,9 @@ fn install(target: &str, system: bool, args: &[String]) -> Result<(), String> {
         }
     }
     let fd = fd.ok_or("no fd=N argument: the descriptor of vmlab's pipe")?;
-    OUT.store(host::move_fd(fd, HIGH_FD)?, Ordering::Relaxed);
+    let fd = host::move_fd(fd, HIGH_FD)?;
+    SOCKET.store(host::socket_inode(fd).ok_or(format!("descriptor {fd} is not a socket"))?, Ordering::Relaxed);
+    OUT.store(fd, Ordering::Relaxed);
     PID.store(host::getpid(), Ordering::Relaxed);
     Ok(())
 }
@@ -103,7 +111,13 @@ impl Vcpu {
         self.chunk[1] = wire::header1(PID.load(Ordering::Relaxed), self.index);
         let n = wire::HEADER_WORDS + self.len;
         self.len = 0;
-        if !host::write_words(OUT.load(Ordering::Relaxed), &self.chunk[..n]) {
+        let fd = OUT.load(Ordering::Relaxed);
+        if DETACHED.load(Ordering::Relaxed) || host::socket_inode(fd) != Some(SOCKET.load(Ordering::Relaxed)) {
+            DETACHED.store(true, Ordering::Relaxed);
+            return;
+        }
+        if !host::write_words(fd, &self.chunk[..n]) {
+            // vmlab stopped reading (it was interrupted, or failed): stop too.
             host::exit_now();
         }
     }
@@ -205,6 +219,8 @@ impl Vcpu {
                         }
                     });
                     self.event(wire::EV_FORK, &[parent as u64]);
+                    // Sent at once: the child may close the socket before its buffer fills.
+                    self.flush();
                 }
             }
             nr::EXECVE | nr::EXECVEAT => self.event(wire::EV_EXEC_FAILED, &[]),
