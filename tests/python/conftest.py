@@ -1,3 +1,4 @@
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,20 @@ VMLAB = ROOT / ".venv" / "bin" / "vmlab"
 
 def vmlab_cmd():
     return [str(VMLAB)] if VMLAB.exists() else [shutil.which("vmlab") or "vmlab"]
+
+
+def processes_with(marker):
+    """The pids of the processes whose command line holds `marker` (a traced program)."""
+    alive = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        alive.append(int(d))
+            except OSError:
+                pass
+    return alive
 
 
 @pytest.fixture(scope="session")

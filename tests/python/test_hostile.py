@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conftest import vmlab_cmd
+from conftest import processes_with, vmlab_cmd
 
 # Far more than any case below needs, far less than what an unbounded read of
 # /dev/zero would take: an address-space limit turns such a read into a failure.
@@ -219,20 +219,6 @@ def test_a_signal_stops_a_command_and_leaves_no_partial_output(command, sig, tmp
     assert [f.name for f in out.parent.iterdir()] == ["keep"], "no temporary file left"
 
 
-def _traced_alive(marker):
-    """Processes whose command line holds `marker` (the traced program under valgrind)."""
-    alive = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        alive.append(int(d))
-            except OSError:
-                pass
-    return alive
-
-
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is required (scripts/setup.sh installs it)")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_trace_kills_the_traced_programs_and_cleans_up(sig, tmp_path):
@@ -248,7 +234,7 @@ def test_a_signal_stops_a_trace_kills_the_traced_programs_and_cleans_up(sig, tmp
                          preexec_fn=_foreground)
     # Only the signal to vmlab itself: the traced programs must not outlive it.
     _stopped(*_stop(p, sig, lambda: any(tmpdir.glob("vmlab-trace-*/vg.*"))), sig)
-    _wait_for(lambda: not _traced_alive(marker), timeout=STOP_WITHIN)
+    _wait_for(lambda: not processes_with(marker), timeout=STOP_WITHIN)
     assert out.read_bytes() == b"keep"
     assert list(tmpdir.iterdir()) == [], "the trace's temporary files are removed"
     assert [f.name for f in tmp_path.iterdir() if f.name != "tmp"] == ["keep.vmt"]

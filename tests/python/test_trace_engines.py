@@ -19,7 +19,7 @@ import pytest
 
 import vmlab
 
-from conftest import vmlab_cmd
+from conftest import processes_with, vmlab_cmd
 
 pytestmark = pytest.mark.skipif(os.uname().machine != "x86_64", reason="the QEMU engine traces x86-64 programs")
 
@@ -209,19 +209,6 @@ def test_a_missing_plugin_is_a_clear_error(tmp_path):
     assert "nowhere.so" in lines[0] and "setup.sh" in lines[0]
 
 
-def _alive(marker):
-    alive = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        alive.append(int(d))
-            except OSError:
-                pass
-    return alive
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_qemu_trace_and_kills_the_traced_processes(sig, tmp_path):
     out = tmp_path / "keep.vmt"
@@ -233,7 +220,7 @@ def test_a_signal_stops_a_qemu_trace_and_kills_the_traced_processes(sig, tmp_pat
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), signal.signal(signal.SIGTERM, signal.SIG_DFL)))
     end = time.monotonic() + 60
-    while len(_alive(marker)) < 2:
+    while len(processes_with(marker)) < 2:
         assert time.monotonic() < end and p.poll() is None, p.stderr.read() if p.poll() is not None else "not started"
         time.sleep(0.05)
     t0 = time.monotonic()
@@ -243,8 +230,8 @@ def test_a_signal_stops_a_qemu_trace_and_kills_the_traced_processes(sig, tmp_pat
     assert time.monotonic() - t0 < 15, "stops within seconds"
     assert err.strip().splitlines()[-1].startswith("vmlab: interrupted by SIG"), err
     end = time.monotonic() + 15
-    while _alive(marker):
-        assert time.monotonic() < end, f"traced processes outlived vmlab: {_alive(marker)}"
+    while processes_with(marker):
+        assert time.monotonic() < end, f"traced processes outlived vmlab: {processes_with(marker)}"
         time.sleep(0.05)
     assert out.read_bytes() == b"keep"
     assert [f.name for f in tmp_path.iterdir()] == ["keep.vmt"]
