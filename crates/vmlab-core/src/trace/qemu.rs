@@ -77,7 +77,8 @@ pub fn resolve_command(cmd: &[String]) -> Result<Vec<String>> {
 
 fn resolve(cmd: &[String], depth: usize) -> std::result::Result<Vec<String>, String> {
     let prog = cmd.first().ok_or("no command")?;
-    let path = find_program(prog).ok_or_else(|| format!("{prog}: no such program"))?;
+    let path =
+        find_program(prog).ok_or_else(|| if Path::new(prog).is_file() { format!("{prog}: not executable") } else { format!("{prog}: no such program") })?;
     let mut head = [0u8; 256];
     let n = std::fs::File::open(&path).and_then(|mut f| f.read(&mut head)).map_err(|e| format!("{}: {e}", path.display()))?;
     let head = &head[..n];
@@ -426,7 +427,13 @@ mod tests {
         let r = resolve_command(&[script.display().to_string(), "x".into()]).unwrap();
         assert_eq!(r, vec!["/bin/sh".to_string(), "-e".into(), script.display().to_string(), "x".into()]);
         let e = resolve_command(&["/nonexistent/cmd".into()]).unwrap_err().to_string();
-        assert!(e.contains("did not start") && e.contains("/nonexistent/cmd"), "{e}");
+        assert!(e.contains("did not start") && e.contains("/nonexistent/cmd") && e.contains("no such program"), "{e}");
+        let files = tempfile::tempdir().unwrap();
+        let plain = files.path().join("plain");
+        std::fs::write(&plain, "x").unwrap();
+        std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = resolve_command(&[plain.display().to_string()]).unwrap_err().to_string();
+        assert!(e.contains("plain: not executable"), "{e}");
         let text = dir.path().join("t");
         std::fs::write(&text, "hello").unwrap();
         std::fs::set_permissions(&text, std::fs::Permissions::from_mode(0o755)).unwrap();
