@@ -151,16 +151,17 @@ def test_the_fork_comes_before_the_childs_records_and_each_process_exits(program
 def test_exit_status_kill_and_exec_behave_alike(program, tmp_path, engine, how, status):
     p, out = trace(program, engine, tmp_path, *how)
     assert p.returncode == 0, p.stderr
-    line = p.stderr.strip().splitlines()[-1]
+    line = [l for l in p.stderr.strip().splitlines() if "command exit status" in l][-1]
     want = f"command exit status {status if status is not None else -1})"
     assert line.endswith(want), line
     recs = list(vmlab.read_trace(out))
     pids = {r[3] for r in recs if r[0] in ("read", "write")}
     assert len(pids) == 2
     if how == ["exec"]:
-        # The process that exec'd ends: QEMU runs the new program natively, untraced;
-        # lackey traces it under the same pid after an exit.
+        # The process that exec'd ends: QEMU runs the new program natively, untraced, and
+        # says so; lackey traces it under the same pid after an exit.
         assert any(r[0] == "exit" for r in recs)
+        assert ("ran untraced" in p.stderr) == (engine == "qemu"), p.stderr
 
 
 def test_a_child_that_closes_the_socket_stops_its_own_trace_only(program, tmp_path):

@@ -442,6 +442,12 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 s.engine,
                 s.exit_code
             );
+            if s.untraced_execs > 0 {
+                eprintln!(
+                    "vmlab: note: {} exec'd program(s) ran untraced: the QEMU engine follows forks, not execs (--engine lackey follows both)",
+                    s.untraced_execs
+                );
+            }
             Ok(0)
         }
         Cmd::Convert { from, to, input, output, out, pid } => {

@@ -107,6 +107,9 @@ pub struct LiveSummary {
     /// `lackey` or `qemu`, and that program's version.
     pub engine: String,
     pub engine_version: String,
+    /// Programs exec'd by a traced process that ran untraced (the QEMU engine follows
+    /// forks, not execs).
+    pub untraced_execs: u64,
 }
 
 enum Msg {

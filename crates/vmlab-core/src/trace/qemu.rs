@@ -183,6 +183,7 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
         processes: decoder.seen,
         engine: "qemu".into(),
         engine_version: version,
+        untraced_execs: decoder.untraced_execs,
     })
 }
 
@@ -222,6 +223,8 @@ pub struct Decoder {
     /// Processes in the order they were first seen.
     pub seen: Vec<Pid>,
     pub records: u64,
+    /// Processes whose exec succeeded: the programs they started ran untraced.
+    pub untraced_execs: u64,
     /// Bytes of the stream read so far (for errors).
     offset: u64,
     batch: Vec<Record>,
@@ -336,6 +339,7 @@ impl Decoder {
     pub fn finish(&mut self, sink: &mut dyn FnMut(&[Record]) -> Result<()>) -> Result<()> {
         for pid in std::mem::take(&mut self.exec_pending) {
             self.batch.push(Record::Exit { pid });
+            self.untraced_execs += 1;
         }
         self.emit(sink)
     }
