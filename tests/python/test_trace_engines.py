@@ -190,12 +190,17 @@ def test_a_missing_command_fails_alike(engine, tmp_path):
     assert out.read_bytes() == b"keep"
 
 
-def test_auto_picks_qemu_and_scripts_run_through_their_interpreter(tmp_path):
+def test_auto_picks_qemu_for_programs_and_lackey_for_scripts(program, tmp_path):
+    p = run_cli("trace", "-o", str(tmp_path / "p.vmt"), "--", str(program))
+    assert p.returncode == 0 and "traced by qemu" in p.stderr, p.stderr
     script = tmp_path / "s.sh"
     script.write_text("#!/bin/sh\necho hello > /dev/null\n")
     script.chmod(0o755)
+    p = run_cli("trace", "-o", str(tmp_path / "a.vmt"), "--", str(script))
+    assert p.returncode == 0 and "traced by lackey" in p.stderr and "#! script" in p.stderr, p.stderr
+    # Asked for, QEMU runs a script through its interpreter.
     out = tmp_path / "s.vmt"
-    p = run_cli("trace", "-o", str(out), "--", str(script))
+    p = run_cli("trace", "--engine", "qemu", "-o", str(out), "--", str(script))
     assert p.returncode == 0, p.stderr
     assert "traced by qemu" in p.stderr
     info = vmlab.trace_info(out)

@@ -72,7 +72,8 @@ enum Cmd {
         #[arg(long, short)]
         output: PathBuf,
         /// The tracing engine: qemu (fast; follows forks, not execs), lackey (follows
-        /// execs too), or auto: qemu where it can run, else lackey.
+        /// execs too), or auto: qemu where it can run and the command is not a #!
+        /// script, else lackey.
         #[arg(long, value_enum, default_value_t = trace::live::Engine::Auto)]
         engine: trace::live::Engine,
         /// The command and its arguments, after `--`.

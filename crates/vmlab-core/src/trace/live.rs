@@ -29,7 +29,7 @@ use std::time::Duration;
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     /// QEMU where it can run (qemu-user installed, the plugin built, an x86-64 host and
-    /// program), else lackey.
+    /// program, not a `#!` script), else lackey.
     #[default]
     Auto,
     /// QEMU user mode with vmlab's plugin (crates/vmlab-qemu): tens of times faster;
@@ -84,6 +84,10 @@ impl LiveOptions {
             match super::qemu::resolve_command(cmd) {
                 // A command that cannot start fails the same under either engine.
                 Err(e) if !e.to_string().contains("no such program") => Some(e.to_string()),
+                // A script's work is in the programs it execs, which only lackey follows.
+                Ok(_) if super::qemu::is_script(cmd) => {
+                    Some(format!("`{}` is a #! script, whose programs only lackey follows; --engine qemu traces its interpreter alone", cmd[0]))
+                }
                 _ => None,
             }
         };

@@ -114,6 +114,14 @@ fn resolve(cmd: &[String], depth: usize) -> std::result::Result<Vec<String>, Str
     Err(format!("{} is neither an ELF program nor a #! script", path.display()))
 }
 
+/// Whether `cmd` is a `#!` script (QEMU would run its interpreter; the programs a script
+/// runs are exec'd, which the QEMU engine does not follow).
+pub fn is_script(cmd: &[String]) -> bool {
+    let Some(path) = cmd.first().and_then(|p| find_program(p)) else { return false };
+    let mut head = [0u8; 2];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head == *b"#!"
+}
+
 /// `prog` if it names a path, else the first executable file of that name on `$PATH`.
 fn find_program(prog: &str) -> Option<PathBuf> {
     let executable = |p: &Path| p.is_file() && p.metadata().is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
@@ -430,6 +438,7 @@ mod tests {
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let r = resolve_command(&[script.display().to_string(), "x".into()]).unwrap();
         assert_eq!(r, vec!["/bin/sh".to_string(), "-e".into(), script.display().to_string(), "x".into()]);
+        assert!(is_script(&[script.display().to_string()]) && !is_script(&["sh".into()]));
         let e = resolve_command(&["/nonexistent/cmd".into()]).unwrap_err().to_string();
         assert!(e.contains("did not start") && e.contains("/nonexistent/cmd") && e.contains("no such program"), "{e}");
         let files = tempfile::tempdir().unwrap();
