@@ -14,7 +14,7 @@ use super::lackey::LackeyReader;
 use super::{Record, TraceMeta, TraceSource};
 use crate::addr::Pid;
 use crate::error::{Error, Result};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -305,8 +305,8 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
         .spawn()
         .map_err(|e| Error::Sim(format!("cannot start valgrind: {e}")))?;
     let root = child.id();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut reaper = Reaper { child, pids: Vec::new(), stop: stop.clone(), finished: false };
+    let mut reaper = Reaper::new(child, "valgrind");
+    let stop = reaper.stop.clone();
     let (tx, rx) = sync_channel::<Msg>(64);
     let mut readers: HashMap<Pid, std::thread::JoinHandle<()>> = HashMap::new();
     let mut merger = Merger::new(root);
@@ -322,7 +322,7 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
                         let (path, stop, tx) = (e.path(), stop.clone(), tx.clone());
                         slot.insert(std::thread::spawn(move || read_log(path, pid, stop, tx)));
                         merger.expect(pid);
-                        reaper.pids.push(pid);
+                        reaper.pids.insert(pid);
                     }
                 }
             }
@@ -358,14 +358,26 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
 }
 
 /// Ends the traced processes if tracing stops before they do (an interrupt, a
-/// simulation error downstream): valgrind must not run on, reparented to init, once
-/// vmlab is gone.
-struct Reaper {
-    child: std::process::Child,
-    /// Every traced process seen so far (a followed child runs its own valgrind).
-    pids: Vec<Pid>,
-    stop: Arc<AtomicBool>,
-    finished: bool,
+/// simulation error downstream): the tracer must not run on, reparented to init, once
+/// vmlab is gone. Both engines use it.
+pub(crate) struct Reaper {
+    pub child: std::process::Child,
+    /// Every traced process seen so far (a followed child runs a tracer of its own).
+    pub pids: BTreeSet<Pid>,
+    /// Seen processes that no longer run the tracer but are still the command's (the
+    /// QEMU engine's processes that exec'd a program natively).
+    pub also: BTreeSet<Pid>,
+    /// What a traced process's executable is named after (`valgrind`, `qemu`).
+    pub tracer: &'static str,
+    /// Raised when tracing stops, for the engine's reader threads.
+    pub stop: Arc<AtomicBool>,
+    pub finished: bool,
+}
+
+impl Reaper {
+    pub fn new(child: std::process::Child, tracer: &'static str) -> Reaper {
+        Reaper { child, pids: BTreeSet::new(), also: BTreeSet::new(), tracer, stop: Arc::new(AtomicBool::new(false)), finished: false }
+    }
 }
 
 impl Drop for Reaper {
@@ -374,9 +386,10 @@ impl Drop for Reaper {
         if self.finished {
             return;
         }
-        // Only a process still running valgrind: a pid that exited may have been reused.
-        let traced = |pid: Pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains("valgrind"));
-        for &pid in self.pids.iter().filter(|&&p| traced(p)) {
+        // Only a process still running the tracer (a pid that exited may have been
+        // reused), or one the engine vouches for.
+        let traced = |pid: Pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains(self.tracer));
+        for &pid in self.pids.iter().filter(|&&p| traced(p) || self.also.contains(&p)) {
             crate::host::kill(pid);
         }
         let _ = self.child.kill();

@@ -12,7 +12,7 @@
 //! the end of the trace.
 
 use super::lackey::address_space_records;
-use super::live::{LiveOptions, LiveSummary};
+use super::live::{LiveOptions, LiveSummary, Reaper};
 use super::qemu_wire as wire;
 use super::{Record, BATCH};
 use crate::addr::{AccessKind, Pid};
@@ -155,7 +155,7 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
         .map_err(|e| Error::Sim(format!("cannot start {}: {e}", opts.qemu)))?;
     // Only the traced processes hold the writing end now: the reads end when they do.
     drop(inherited);
-    let mut reaper = Reaper { child, pids: BTreeSet::new(), exec_pending: BTreeSet::new(), finished: false };
+    let mut reaper = Reaper::new(child, "qemu");
     let mut socket = UnixStream::from(ours);
     socket.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| Error::Sim(format!("trace socket: {e}")))?;
     let mut decoder = Decoder::default();
@@ -169,7 +169,8 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
                 if reaper.pids.len() < decoder.seen.len() {
                     reaper.pids.extend(decoder.seen.iter().copied());
                 }
-                reaper.exec_pending.clone_from(&decoder.exec_pending);
+                // A process that exec'd runs its program natively, and is still the command's.
+                reaper.also.clone_from(&decoder.exec_pending);
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
             Err(e) => return Err(Error::Sim(format!("reading the QEMU plugin's stream: {e}"))),
@@ -193,32 +194,6 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
         engine_version: version,
         untraced_execs: decoder.untraced_execs,
     })
-}
-
-/// Kills the traced processes if tracing stops before they end (an interrupt, an error
-/// downstream): QEMU must not run on once vmlab is gone.
-struct Reaper {
-    child: std::process::Child,
-    /// Every traced process seen so far (a forked child is a QEMU process of its own).
-    pids: BTreeSet<Pid>,
-    exec_pending: BTreeSet<Pid>,
-    finished: bool,
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        // A process still running QEMU (a pid that exited may have been reused), or one
-        // that exec'd a program, which runs natively, at its last word.
-        let traced = |pid: Pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains("qemu"));
-        for &pid in self.pids.iter().filter(|&&p| traced(p) || self.exec_pending.contains(&p)) {
-            crate::host::kill(pid);
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Turns the plugin's chunks into records, in arrival order.
