@@ -80,16 +80,17 @@ enum Cmd {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
-    /// Convert a lackey text log or a ChampSim binary trace to .vmt (--from), or a .vmt
-    /// trace to a ChampSim binary trace (--to champsim; .xz compresses).
+    /// Convert a lackey text log, a ChampSim binary trace or a DynamoRIO drmemtrace
+    /// trace (a file or a trace directory) to .vmt (--from), or a .vmt trace to a
+    /// ChampSim binary trace (--to champsim; .xz compresses).
     Convert {
         /// Input format, converted to .vmt.
-        #[arg(long, value_parser = ["lackey", "champsim"], required_unless_present = "to", conflicts_with = "to")]
+        #[arg(long, value_parser = ["lackey", "champsim", "drmemtrace"], required_unless_present = "to", conflicts_with = "to")]
         from: Option<String>,
         /// Output format, converted from a .vmt input.
         #[arg(long, value_parser = ["champsim"])]
         to: Option<String>,
-        /// The file to convert.
+        /// The file to convert (for drmemtrace, a trace file or a trace directory).
         input: PathBuf,
         /// The output file (or give it after the input).
         #[arg(long, short, required_unless_present = "out", conflicts_with = "out")]
@@ -456,6 +457,19 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             if to.is_some() {
                 let n = trace::champsim::write_file(&mut trace::vmt::VmtReader::open(&input)?, &output)?;
                 eprintln!("vmlab: wrote {n} instructions to {}", output.display());
+                return Ok(0);
+            }
+            if from.as_deref() == Some("drmemtrace") {
+                let mut src = trace::drmemtrace::DrmemtraceReader::open(&input)?;
+                let n = trace::vmt::write_file(&mut src, &output)?;
+                eprintln!("vmlab: wrote {n} records to {}", output.display());
+                let d = src.dropped();
+                if d != Default::default() {
+                    eprintln!(
+                        "vmlab: note: dropped {} prefetches, {} cache flushes and {} records of kernel code (docs/importers.md, \"drmemtrace\")",
+                        d.prefetches, d.flushes, d.kernel
+                    );
+                }
                 return Ok(0);
             }
             let mut src: Box<dyn TraceSource> = match from.as_deref() {

@@ -1,28 +1,22 @@
 //! ChampSim binary traces (`input_instr`, 64 bytes per instruction), both ways.
 //!
-//! Import (plain or xz): each instruction becomes a 4-byte fetch of its ip, then a read
+//! Import (plain, gzip, xz or zstd): each instruction becomes a 4-byte fetch of its ip, then a read
 //! per non-zero source memory operand, then a write per non-zero destination operand;
 //! the accesses' dependences come from register dataflow. Export: each access of a
 //! .vmt trace becomes one instruction, its dependence a register written by the load
 //! it depends on. Rules for both: docs/importers.md. ChampSim traces carry no OS
 //! events: the OS model treats the memory they touch as implicit anonymous memory.
 
-use super::{Access, Dep, Record, TraceMeta, TraceSource, BATCH};
+use super::{compressed, Access, Dep, Record, TraceMeta, TraceSource, BATCH};
 use crate::addr::{AccessKind, Pid};
 use crate::error::{Error, Result};
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Bytes per instruction: ip u64, is_branch u8, branch_taken u8, destination_registers
 /// [u8; 2], source_registers [u8; 4], destination_memory [u64; 2], source_memory [u64; 4].
 pub const INSTR_BYTES: usize = 64;
-const XZ_MAGIC: [u8; 6] = [0xFD, b'7', b'z', b'X', b'Z', 0x00];
-/// gzip's magic and its one compression method (deflate).
-const GZIP_MAGIC: [u8; 3] = [0x1F, 0x8B, 0x08];
-/// Compressions vmlab does not read, by magic: named in the error rather than read as
-/// records.
-const OTHER_MAGICS: [(&str, &[u8]); 3] = [("zstd", &[0x28, 0xB5, 0x2F, 0xFD]), ("bzip2", b"BZh"), ("lz4", &[0x04, 0x22, 0x4D, 0x18])];
 /// Instruction size assumed for fetches (ChampSim records no length).
 pub const FETCH_SIZE: u16 = 4;
 /// Byte offsets of an `input_instr`'s fields.
@@ -90,28 +84,15 @@ impl ChampSimReader {
         Self::from_reader(File::open(path).map_err(|e| Error::io(path, e))?, path, pid)
     }
 
-    /// Read a ChampSim trace from `input` (plain, xz or gzip, told by its first bytes;
-    /// another compression is an error); `path` names it in errors.
+    /// Read a ChampSim trace from `input` (plain or compressed, told by its first bytes:
+    /// trace::compressed); `path` names it in errors.
     pub fn from_reader<R: Read + Send + 'static>(input: R, path: &Path, pid: Pid) -> Result<ChampSimReader> {
-        let mut f = BufReader::with_capacity(1 << 20, input);
-        let head = {
-            use std::io::BufRead;
-            f.fill_buf().map_err(|e| Error::io(path, e))?.to_vec()
+        let (compression, input) = compressed::open_stream(input, path, &format!("ChampSim traces {}", compressed::STREAMED))?;
+        let meta = TraceMeta {
+            source: "champsim".into(),
+            extra: [("compression".to_string(), compression.name().to_string())].into_iter().collect(),
+            ..Default::default()
         };
-        let starts = |magic: &[u8]| head.starts_with(magic);
-        let (compression, input): (&str, Box<dyn Read + Send>) = if starts(&XZ_MAGIC) {
-            ("xz", Box::new(xz2::read::XzDecoder::new(f)))
-        } else if starts(&GZIP_MAGIC) {
-            // Multi-member: `cat a.gz b.gz` is one trace, as gunzip reads it.
-            ("gzip", Box::new(flate2::read::MultiGzDecoder::new(f)))
-        } else if let Some((name, _)) = OTHER_MAGICS.iter().find(|(_, m)| starts(m)) {
-            let msg = format!("{name}-compressed; vmlab reads ChampSim traces plain, xz or gzip (decompress it first)");
-            return Err(Error::Trace { file: path.to_path_buf(), offset: 0, msg });
-        } else {
-            ("none", Box::new(f))
-        };
-        let meta =
-            TraceMeta { source: "champsim".into(), extra: [("compression".to_string(), compression.to_string())].into_iter().collect(), ..Default::default() };
         let flow = Box::new(Dataflow { producer: [0; 256], loads: 0 });
         Ok(ChampSimReader { input, path: path.to_path_buf(), meta, pid, chunk: Vec::new(), flow, instrs: 0, done: false })
     }

@@ -42,6 +42,8 @@ pub trait TraceSource {
 }
 
 pub mod champsim;
+pub mod compressed;
+pub mod drmemtrace;
 pub mod info;
 pub mod lackey;
 pub mod live;

@@ -1,6 +1,6 @@
 //! Bounded, deterministic fuzzing of everything that reads outside input: arbitrary
 //! record streams through the engine (what a corrupt trace whose checksums still
-//! match, or an importer, can hand it), lackey logs, ChampSim files, configuration
+//! match, or an importer, can hand it), lackey logs, ChampSim and drmemtrace files, configuration
 //! overrides and workload parameters. Each must end in a result or one clear error
 //! (naming the file, line, offset or key), never a panic or a hang. The coverage-guided
 //! harnesses in fuzz/ run the same entry points for as long as one likes
@@ -211,6 +211,41 @@ proptest! {
                 let m = e.to_string();
                 prop_assert!(m.contains(&path.display().to_string()), "{}", m);
             }
+        }
+    }
+
+    /// A drmemtrace stream of arbitrary entries (any type, size and address, after a
+    /// header most of the time), cut at any byte, imports or fails naming the file
+    /// and an offset inside it; what imports simulates.
+    #[test]
+    fn drmemtrace_streams_import_or_name_the_offset(
+        entries in proptest::collection::vec((prop_oneof![4 => 0u16..52, 1 => any::<u16>()], prop_oneof![3 => 0u16..64, 1 => any::<u16>()], edgy_u64()), 0..60),
+        header in proptest::bool::weighted(0.9),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let mut data = Vec::new();
+        let mut push = |t: u16, size: u16, addr: u64| data.extend([&t.to_le_bytes()[..], &size.to_le_bytes(), &addr.to_le_bytes()].concat());
+        if header {
+            push(25, 0, 7);
+            push(24, 4, 5);
+            push(28, 2, 1);
+        }
+        for &(t, size, addr) in &entries {
+            push(t, size, addr);
+        }
+        let end = if data.is_empty() { 0 } else { cut.index(data.len() + 1) };
+        data.truncate(end);
+        let len = data.len() as u64;
+        let out = vmlab::trace::drmemtrace::DrmemtraceReader::from_reader(std::io::Cursor::new(data), std::path::Path::new("fuzz.trace")).and_then(|mut r| drain(&mut r));
+        match out {
+            Ok(records) => {
+                let cfg = Config::load("tiny", &[]).unwrap();
+                let _ = run(&cfg, &mut VecSource::new("fuzz", records), &SourceInfo::default(), |_| {});
+            }
+            Err(vmlab::Error::Trace { file, offset, msg }) => {
+                prop_assert!(file.ends_with("fuzz.trace") && offset <= len, "{} at {} of {}", msg, offset, len);
+            }
+            Err(e) => prop_assert!(false, "not a trace error: {}", e),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Importers: ChampSim binary traces (plain and xz; their dependences from register
+//! Importers: ChampSim binary traces (plain or compressed; their dependences from register
 //! dataflow), the ChampSim writer, and live tracing under valgrind.
 
 use std::io::{Cursor, Write};
@@ -55,8 +55,12 @@ fn champsim_plain_and_xz_give_the_same_records() {
     }
     std::fs::write(&gz, &both).unwrap();
     assert_eq!(drain(&mut ChampSimReader::open(&gz, 3).unwrap()).unwrap(), a);
+    // zstd too.
+    let zst = dir.path().join("t.champsim.zst");
+    std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+    assert_eq!(drain(&mut ChampSimReader::open(&zst, 3).unwrap()).unwrap(), a);
     // Other compressions are named, not read as raw records.
-    for (magic, name) in [(&[0x28u8, 0xB5, 0x2F, 0xFD][..], "zstd"), (b"BZh9", "bzip2")] {
+    for (magic, name) in [(&[0x04u8, 0x22, 0x4D, 0x18][..], "lz4"), (b"BZh9", "bzip2")] {
         let f = dir.path().join(format!("t.{name}"));
         std::fs::write(&f, [magic, &[0u8; 124][..]].concat()).unwrap();
         let e = ChampSimReader::open(&f, 3).map(|_| ()).unwrap_err().to_string();

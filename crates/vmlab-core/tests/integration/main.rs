@@ -4,6 +4,7 @@
 
 mod common;
 
+mod drmemtrace;
 mod engine;
 mod fuzz;
 mod importers;
