@@ -16,12 +16,15 @@ if command -v rustup >/dev/null 2>&1; then
 fi
 
 # System packages: valgrind and QEMU user mode (live tracing, real-trace tests), a C
-# toolchain (Rust links with cc), and venv support where Debian's python3 ships without it.
+# toolchain (Rust links with cc), chromium (the report test renders the HTML headless), and
+# venv support where Debian's python3 ships without it.
 need_apt=()
 command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 # QEMU user mode: `vmlab trace`'s fast engine (docs/importers.md, "The QEMU engine").
 if [ "$(uname -m)" = x86_64 ]; then command -v qemu-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-user); fi
+# Headless chromium: tests/python/test_report.py checks `vmlab report`'s page loads every image.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ! -x .venv/bin/python ] && ! "$PY" -c "import ensurepip, venv" >/dev/null 2>&1; then
   need_apt+=("python3-venv")
 fi

@@ -14,7 +14,8 @@ from ._signals import Terminated, exit_status, sigterm_as_interrupt
 PYTHON_COMMANDS = {
     "demo": "Run built-in workloads under a few designs and print a comparison table (--quick: seconds)",
     "sweep": "Run a sweep spec (designs x swept keys x inputs x seeds) into a results store, resuming",
-    "report": "Plots (PNG, SVG) and an HTML page from a results store: vmlab report STORE -o DIR",
+    "report": "Charts (PNG, SVG) and tables in an HTML page from a results store: vmlab report STORE -o DIR",
+    "export": "A results store as one flat table: vmlab export STORE -o OUT.csv|OUT.parquet",
     "reproduce": "Run a paper's experiments and regenerate its reproduction tables: vmlab reproduce PAPER|--all [--quick]",
 }
 
@@ -26,6 +27,8 @@ def _python_command(cmd: str, args: list[str]) -> int:
         from .report import main as command
     elif cmd == "reproduce":
         from .reproduce import main as command
+    elif cmd == "export":
+        from .export import main as command
     else:
         from .sweep import main as command
     return command(args)

@@ -20,7 +20,8 @@ import time
 import uuid
 from typing import Any, Iterator, Mapping
 
-from . import _core
+from . import _core, _table
+from .api import _bool_arg, _form_arg, _path_arg
 
 SCHEMA_VERSION = 1
 
@@ -87,7 +88,21 @@ def _guarded(method):
 
 
 class Store:
-    """A results store at ``path`` (created if missing, unless ``create=False``)."""
+    """A results store: one SQLite file, one row per finished run.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store's file.
+    create : bool
+        Create the file if it is missing (else a missing file is an error).
+
+    Raises
+    ------
+    StoreError
+        The path is a directory, is missing (with ``create=False``), or is not a
+        results store (named).
+    """
 
     def __init__(self, path: str | os.PathLike, *, create: bool = True):
         self.path = os.fspath(path)
@@ -118,6 +133,7 @@ class Store:
                 raise _store_error(self.path, e) from None
 
     def close(self) -> None:
+        """Close the connection."""
         self._db.close()
 
     def __enter__(self) -> "Store":
@@ -128,14 +144,45 @@ class Store:
 
     @_guarded
     def finished_keys(self) -> set[str]:
-        """Keys of runs already recorded successfully (a failed run is retried)."""
+        """Keys of the runs recorded successfully (a failed run is retried).
+
+        Returns
+        -------
+        set of str
+        """
         return {k for (k,) in self._db.execute("SELECT key FROM runs WHERE status = 'ok'")}
 
     @_guarded
     def record(self, run: Mapping[str, Any], status: str, stats: dict | None, error: str | None, seconds: float,
                version: str) -> bool:
-        """Record one finished run in its own transaction. Returns False if its key was
-        already recorded as successful (then nothing changes)."""
+        """Record one finished run in its own transaction.
+
+        Parameters
+        ----------
+        run : mapping
+            The run: ``key``, ``sweep``, ``design``, ``config``, ``overrides``,
+            ``axes``, ``source``, ``seed`` (docs/sweeps.md, "The store").
+        status : {"ok", "error"}
+        stats : dict or None
+            The stats document of an ``"ok"`` run.
+        error : str or None
+            The one-line error of a failed run.
+        seconds : float
+            The run's wall-clock seconds.
+        version : str
+            The vmlab version that ran it.
+
+        Returns
+        -------
+        bool
+            False if the key was already recorded as successful (then nothing
+            changes), else True.
+
+        Raises
+        ------
+        StoreError
+            The store cannot be written (named).
+        """
         row = (
             run["key"], run["sweep"], run["design"], run["config"], json.dumps(run["overrides"]),
             json.dumps(run["axes"], sort_keys=True), json.dumps(run["source"], sort_keys=True), run["seed"],
@@ -153,8 +200,26 @@ class Store:
     def claim(self, keys: list[str], owner: str) -> tuple[list[str], dict[str, int]]:
         """Take on the runs of ``keys`` that no live sweep has claimed and none has
         finished, in one transaction, so that two sweeps on one store share the work
-        instead of both running it. Returns (the keys now ``owner``'s, {"host pid":
-        runs} of the sweeps holding the others)."""
+        instead of both running it.
+
+        Parameters
+        ----------
+        keys : list of str
+            Run keys.
+        owner : str
+            The claiming sweep (:func:`new_owner`).
+
+        Returns
+        -------
+        tuple
+            (the keys now ``owner``'s, ``{"host pid N": runs}`` of the sweeps holding
+            the others).
+
+        Raises
+        ------
+        StoreError
+            The store cannot be written (named).
+        """
         host, now = socket.gethostname(), time.time()
         with self._lock():
             for k, h, pid, beat in self._db.execute("SELECT key, host, pid, heartbeat FROM claims").fetchall():
@@ -176,7 +241,13 @@ class Store:
 
     @_guarded
     def release(self, owner: str) -> None:
-        """Drop ``owner``'s claims (its recorded runs are in `runs`; the rest are free)."""
+        """Drop ``owner``'s claims (its recorded runs are in ``runs``; the rest are free).
+
+        Parameters
+        ----------
+        owner : str
+            The sweep whose claims end.
+        """
         with self._lock():
             self._db.execute("DELETE FROM claims WHERE owner = ?", (owner,))
 
@@ -194,11 +265,30 @@ class Store:
 
     @_guarded
     def rows(self) -> list[dict]:
+        """Every recorded run, as stored.
+
+        Returns
+        -------
+        list of dict
+            One dict per row of table ``runs`` (its columns as keys; JSON columns as
+            text), ordered by sweep, design and key.
+        """
         cols = [d[0] for d in self._db.execute("SELECT * FROM runs LIMIT 0").description]
         return [dict(zip(cols, r)) for r in self._db.execute("SELECT * FROM runs ORDER BY sweep, design, key")]
 
     @_guarded
     def count(self, status: str | None = None) -> int:
+        """The number of recorded runs.
+
+        Parameters
+        ----------
+        status : {"ok", "error"}, optional
+            Count only the runs with this status.
+
+        Returns
+        -------
+        int
+        """
         if status is None:
             return self._db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         return self._db.execute("SELECT COUNT(*) FROM runs WHERE status = ?", (status,)).fetchone()[0]
@@ -206,7 +296,15 @@ class Store:
 
 class Heartbeat:
     """Refreshes ``owner``'s claims every :data:`HEARTBEAT_EVERY` seconds from a thread of
-    its own (with its own connection), so a long run is not taken for a dead sweep's."""
+    its own (with its own connection), so a long run is not taken for a dead sweep's.
+
+    Parameters
+    ----------
+    path : str
+        The store.
+    owner : str
+        The sweep whose claims to refresh.
+    """
 
     def __init__(self, path: str, owner: str):
         self._stop = threading.Event()
@@ -223,12 +321,19 @@ class Heartbeat:
                 pass  # the next beat tries again; the sweep itself reports a broken store
 
     def stop(self) -> None:
+        """Stop refreshing, and wait for the thread to end."""
         self._stop.set()
         self._thread.join()
 
 
 def new_owner() -> str:
-    """A sweep's identity in the claims table."""
+    """A sweep's identity in the claims table.
+
+    Returns
+    -------
+    str
+        ``host:pid:random``.
+    """
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
@@ -241,38 +346,59 @@ def _store_error(path: str, e: sqlite3.Error) -> StoreError:
     return StoreError(f"{path}: {msg}")
 
 
-def _flatten(prefix: str, v: Any, out: dict) -> None:
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), x, out)
-    elif isinstance(v, (int, float)) and not isinstance(v, bool):
-        out[prefix] = v
+# The description columns of load(), in order; then param.*, axis.* and the stats.
+LOAD_COLUMNS = ["key", "sweep", "design", "config", "seed", "status", "error", "seconds", "host", "version",
+                "workload", "trace"]
 
 
-def load(store: str | os.PathLike, *, include_errors: bool = False):
-    """The runs of a results store as a pandas DataFrame: one row per run, one column per
-    numeric stat (dotted paths such as ``tlb.l1d.misses`` or ``walks.latency.p99``),
-    plus ``key``, ``sweep``, ``design``, ``config``, ``seed``, ``status``, ``seconds``,
-    ``workload``/``trace`` and one ``axis.KEY`` column per swept key."""
-    import pandas as pd
+def load(store: str | os.PathLike, *, include_errors: bool = False, form: str = "wide"):
+    """The runs of a results store as one tidy pandas DataFrame.
 
-    rows = []
-    with Store(store, create=False) as s:
+    Parameters
+    ----------
+    store : str or os.PathLike
+        A results store written by :func:`vmlab.sweep` (it is only read).
+    include_errors : bool
+        Keep the failed runs too (``status`` ``"error"``, the message in ``error``,
+        no stats).
+    form : {"wide", "long"}
+        ``"wide"``: one row per run, one column per statistic. ``"long"``: one row
+        per run and statistic, its name in ``stat`` and its value in ``value``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``key``, ``sweep``, ``design``, ``config``, ``seed``, ``status``,
+        ``error``, ``seconds``, ``host``, ``version``, ``workload`` (for a trace run:
+        the trace's file name), ``trace`` (a trace run's path), one ``param.NAME``
+        column per workload parameter, typed as the engine reads it (``"1G"`` bytes
+        is 1073741824, ``"10k"`` accesses is 10000), one ``axis.KEY`` column per swept
+        config key, then every statistic by its dotted name (``tlb.l1d_4k.misses``,
+        ``walks.latency.p99``): the same names as :meth:`vmlab.Result.get` and
+        :meth:`vmlab.Results.to_pandas`.
+
+    Raises
+    ------
+    StoreError
+        The file is missing, is not a results store, or is damaged (named).
+    ArgumentError
+        An argument of the wrong type or value (named).
+    """
+    path = _path_arg("store", store, optional=False)
+    include_errors = _bool_arg("include_errors", include_errors)
+    form = _form_arg(form)
+    records = []
+    with Store(path, create=False) as s:
         for r in s.rows():
             if r["status"] != "ok" and not include_errors:
                 continue
-            row: dict[str, Any] = {k: r[k] for k in ("key", "sweep", "design", "config", "seed", "status", "error",
-                                                      "seconds", "host", "version")}
-            src = json.loads(r["source"])
-            row["workload"] = src.get("workload")
-            row["trace"] = src.get("trace")
-            for k, v in src.get("params", {}).items():
-                row[f"param.{k}"] = v
-            for k, v in json.loads(r["axes"]).items():
-                row[f"axis.{k}"] = v
-            if r["stats"]:
-                stats = json.loads(r["stats"])
-                stats.pop("config", None)
-                _flatten("", stats, row)
-            rows.append(row)
-    return pd.DataFrame(rows)
+            desc: dict[str, Any] = {k: r[k] for k in LOAD_COLUMNS if k in r}
+            try:
+                doc = json.loads(r["stats"]) if r["stats"] else None
+                desc.update(_table.input_columns(_table.doc_source(doc) if doc else json.loads(r["source"])))
+                desc.update({f"axis.{k}": v for k, v in json.loads(r["axes"]).items()})
+                stats = _table.stats(doc) if doc else {}
+            except (ValueError, TypeError, AttributeError) as e:
+                raise StoreError(f"{path}: run {r['key']}: a damaged record ({e})") from None
+            records.append((desc, stats))
+    return _table.frame(records, LOAD_COLUMNS, form)

@@ -19,16 +19,37 @@ def test_run_returns_a_versioned_document():
     assert "gups" in repr(r)
 
 
-def test_to_pandas_has_every_structure():
+def test_a_stat_has_one_name_its_dotted_path():
     r = vmlab.run("skylake", workload="stream", accesses="50k")
-    df = r.to_pandas()
-    assert list(df.columns) == ["section", "name", "metric", "value"]
-    tlb_names = set(df[df.section == "tlb"].name)
-    assert tlb_names == set(r.to_dict()["tlb"])
-    lookups = df[(df.section == "tlb") & (df.name == "l1d_4k") & (df.metric == "lookups")].value.item()
-    assert lookups == r["tlb"]["l1d_4k"]["lookups"]
-    assert set(r.tlb_table().index) == tlb_names
+    d = r.to_dict()
+    s = r.to_pandas()
+    assert s.index.name == "stat" and s.name == "skylake"
+    # Every TLB structure's counters, the per-level records and nested sections, each
+    # under its path, with the document's value.
+    for name, counters in d["tlb"].items():
+        assert s[f"tlb.{name}.lookups"] == counters["lookups"] == r.get(f"tlb.{name}.lookups")
+    assert s["tlb_levels.0.misses"] == d["tlb_levels"][0]["misses"] == r.get("tlb_levels.0.misses")
+    assert s["walks.latency.p99"] == d["walks"]["latency"]["p99"] == r.get("walks.latency.p99")
+    assert s["page_sizes.4K"] == d["page_sizes"]["4K"]
+    assert dict(s) == pytest.approx(r.stats())
+    # Not statistics: the config, the input's description, lists of plain numbers, flags.
+    assert not [k for k in s.index if k.startswith(("config.", "source.")) or ".histogram" in k]
+    assert "warmup.completed" not in s.index and isinstance(r.get("warmup.completed"), bool)
+    # get reaches what is not a scalar statistic too, and says NaN (or the default) for a missing path.
+    assert r.get("walks.latency.histogram") == d["walks"]["latency"]["histogram"]
+    assert math.isnan(r.get("walks.latency.p42")) and r.get("tlb_levels.9.misses", None) is None
+    assert set(r.tlb_table().index) == set(d["tlb"])
     assert "walk_accesses" in r.cache_table().columns
+
+
+def test_a_slash_path_is_refused_with_the_dotted_spelling():
+    r = vmlab.Result({"walks": {"latency": {"p99": 7}}})
+    with pytest.raises(vmlab.ArgumentError, match=r"'walks\.latency\.p99', not 'walks/latency/p99'"):
+        r.get("walks/latency/p99")
+    with pytest.raises(vmlab.ArgumentError, match="`path`"):
+        r.get(["walks"])
+    with pytest.raises(vmlab.ArgumentError, match="`doc`"):
+        vmlab.Result("{}")
 
 
 def test_overrides_as_dict_or_list_are_equivalent():
@@ -177,14 +198,104 @@ def test_run_many_equals_separate_runs_and_fails_per_config():
     configs = ["tiny", ("tiny", {"tlb.l1d.entries": 4}), ("skylake", ["page_table.kind=hashed"]),
                ("tiny", {"tlb.l1d.entriez": 4})]
     got = vmlab.run_many(configs, workload="gups", footprint="8M", accesses="20k", threads=2)
-    assert len(got) == 4
+    assert isinstance(got, vmlab.Results) and isinstance(got, list) and len(got) == 4
     assert got[0].to_dict() == vmlab.run("tiny", workload="gups", footprint="8M", accesses="20k").to_dict()
     assert got[1].to_dict() == vmlab.run("tiny", workload="gups", footprint="8M", accesses="20k",
                                          overrides={"tlb.l1d.entries": 4}).to_dict()
     assert got[2]["page_table"]["kind"] == "hashed"
     assert isinstance(got[3], vmlab.VmlabError) and "tlb.l1d.entriez" in str(got[3])
+    # Each run is named by its config and overrides, as run() names it.
+    assert got.labels == ["tiny", "tiny:tlb.l1d.entries=4", "skylake:page_table.kind=hashed", "tiny:tlb.l1d.entriez=4"]
+    assert got[1].label == vmlab.run("tiny", workload="gups", accesses="1k", overrides={"tlb.l1d.entries": 4}).label
+    assert got.ok == [got[0], got[1], got[2]]
+    assert got.errors == [("tiny:tlb.l1d.entriez=4", got[3])]
     with pytest.raises(vmlab.VmlabError, match="no_such.vmt"):
         vmlab.run_many(["tiny"], trace="no_such.vmt")
+
+
+def test_results_make_one_tidy_table():
+    designs = {"small": ("tiny", {"tlb.l1d.entries": 4}), "large": ("tiny", {"tlb.l1d.entries": 16}),
+               "broken": ("tiny", {"tlb.l1d.entriez": 4})}
+    rs = vmlab.run_many(designs, workload="gups", footprint="8M", accesses="20k")
+    assert rs.labels == ["small", "large", "broken"] and [label for label, _ in rs.errors] == ["broken"]
+    df = rs.to_pandas()
+    assert list(df.columns[:5]) == ["design", "config", "seed", "workload", "trace"]
+    assert list(df["design"]) == ["small", "large"] and list(df["config"]) == ["tiny", "tiny"]
+    assert list(df["workload"]) == ["gups", "gups"] and df["trace"].isna().all()
+    # Workload parameters typed as the engine reads them (sizes in bytes, counts as
+    # integers), defaults included; the seed is the config's.
+    assert df["param.footprint"].tolist() == [8 << 20] * 2 and str(df["param.footprint"].dtype) == "Int64"
+    assert df["param.accesses"].tolist() == [20000] * 2 and df["param.base"].tolist() == [0x7F0000000000] * 2
+    assert df["seed"].tolist() == [rs[0]["config"]["mmu"]["seed"]] * 2
+    # Each stat column holds the stat of that run, under its one name.
+    for i, r in enumerate(rs.ok):
+        assert df.loc[i, "walks.latency.p99"] == r.get("walks.latency.p99")
+        assert df.loc[i, "tlb.l1d.misses"] == r["tlb"]["l1d"]["misses"]
+    assert df.loc[0, "tlb.l1d.misses"] > df.loc[1, "tlb.l1d.misses"]  # 4 entries miss more than 16
+    # Failed runs on request: a row each with the error, what it ran on, and no stats.
+    full = rs.to_pandas(include_errors=True)
+    assert list(full["status"]) == ["ok", "ok", "error"] and "tlb.l1d.entriez" in full.loc[2, "error"]
+    assert full.loc[2, "design"] == "broken" and full.loc[2, "workload"] == "gups" and full.loc[2, "param.accesses"] == 20000
+    assert math.isnan(full.loc[2, "walks.count"]) and full.loc[0, "walks.count"] == df.loc[0, "walks.count"]
+    # The long form holds the same values, one row per run and stat.
+    long = rs.to_pandas(form="long")
+    assert list(long.columns[-2:]) == ["stat", "value"]
+    stat_cols = [c for c in df.columns if c not in long.columns]
+    assert len(long) == 2 * len(stat_cols)
+    wide_again = long.pivot(index="design", columns="stat", values="value")
+    for design in ("small", "large"):
+        row = df[df["design"] == design].iloc[0]
+        assert all(wide_again.loc[design, c] == pytest.approx(row[c]) for c in stat_cols)
+
+
+def test_to_frame_joins_runs_of_several_inputs(tmp_path):
+    trace = tmp_path / "g.vmt"
+    a = vmlab.run("tiny", workload="gups", footprint="8M", accesses="2k")
+    b = vmlab.run("tiny", workload="stream", footprint="4M", accesses="3k", label="streaming")
+    subprocess_generate(trace, "gups", "accesses=2k", "footprint=8M")
+    c = vmlab.run_many(["tiny"], trace=trace)
+    df = vmlab.to_frame([a, b] + c)
+    joined = vmlab.Results([a]) + vmlab.Results([b]) + c
+    assert isinstance(joined, vmlab.Results) and isinstance(joined[1:], vmlab.Results) and joined[1] is b
+    assert joined.to_pandas().equals(df)
+    assert list(df["design"]) == ["tiny", "streaming", "tiny"]
+    # A trace run's workload is its trace file's name, so grouping by workload keeps it.
+    assert list(df["workload"]) == ["gups", "stream", "g.vmt"] and df.loc[2, "trace"] == str(trace)
+    assert df.groupby("workload").size().to_dict() == {"g.vmt": 1, "gups": 1, "stream": 1}
+    assert df["param.footprint"].tolist()[:2] == [8 << 20, 4 << 20] and df["param.footprint"].isna().tolist()[2]
+    assert df["param.stride"].isna().tolist() == [True, False, True]  # stream's own parameter
+    assert df.loc[2, "totals.accesses"] == 2000
+    # A Result built from a bare document is named by its config hash.
+    bare = vmlab.Result(a.to_dict())
+    assert vmlab.Results([bare]).labels == [a["config_hash"]]
+    with pytest.raises(vmlab.ArgumentError, match="`runs`"):
+        vmlab.to_frame([a, "b"])
+    with pytest.raises(vmlab.ArgumentError, match="`runs`"):
+        vmlab.to_frame(a)
+    with pytest.raises(vmlab.ArgumentError, match="`form`"):
+        vmlab.to_frame([a], form="tall")
+    with pytest.raises(vmlab.ArgumentError, match="`label`"):
+        vmlab.run("tiny", workload="gups", accesses="1k", label=3)
+
+
+def subprocess_generate(out, workload, *params):
+    import subprocess
+
+    from conftest import vmlab_cmd
+
+    subprocess.run(vmlab_cmd() + ["generate", workload, *params, "-o", str(out)], check=True, capture_output=True)
+
+
+def test_html_views_show_the_headline_stats_escaped():
+    rs = vmlab.run_many({"<b>4K</b>": "tiny", "bad": ("tiny", {"tlb.l1d.entriez": 1})}, workload="gups",
+                        footprint="8M", accesses="2k")
+    one = rs[0]._repr_html_()
+    assert "&lt;b&gt;4K&lt;/b&gt;" in one and "<b>4K</b>" not in one
+    assert "walks.latency.p99" in one and f"{rs[0].get('walks.count'):,}" in one
+    assert "time.ipc" not in one  # no time model in this run: no row for it
+    many = rs._repr_html_()
+    assert "1 run, 1 failed" in many and "tlb.l1d.entriez" in many and "&lt;b&gt;4K&lt;/b&gt;" in many
+    assert f"{rs[0].get('page_table.bytes'):,}" in many
 
 
 def test_mrc_table_matches_a_direct_run():

@@ -418,7 +418,7 @@ def test_wrong_python_types_name_the_argument(call, name):
     assert isinstance(e.value, TypeError) and f"`{name}`" in str(e.value), e.value
 
 
-def test_a_report_without_matplotlib_says_what_to_install(tmp_path):
+def test_a_report_without_matplotlib_has_the_tables_and_says_what_to_install(tmp_path):
     store = _real_store(tmp_path)
     # A module that fails to import stands in for the missing package.
     shadow = tmp_path / "shadow"
@@ -426,8 +426,12 @@ def test_a_report_without_matplotlib_says_what_to_install(tmp_path):
     (shadow / "matplotlib" / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
     p = subprocess.run(vmlab_cmd() + ["report", str(store), "-o", str(tmp_path / "r")], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(shadow)}, timeout=120)
-    msg = one_error_line(p)
-    assert "matplotlib" in msg and "pip install" in msg
+    # The numbers are still worth having: the page is written with its tables, and one
+    # line says what the charts need.
+    assert p.returncode == 0, p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "matplotlib" in lines[0] and "pip install 'vmlab[plots]'" in lines[0], p.stderr
+    assert (tmp_path / "r" / "index.html").exists() and not list((tmp_path / "r").glob("*.png"))
 
 
 def test_an_ignored_sigint_stays_ignored():
