@@ -34,3 +34,25 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def exit_status(e: KeyboardInterrupt) -> int:
     """A shell's status for a process ended by the signal: 128 + its number."""
     return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block ends, then take effect as usual: a step
+    that must not be cut in two (stopping workers, moving finished files into place)
+    runs whole. Only in the main thread, and only for signals with a Python-level
+    handler or the default action (an ignored signal stays ignored)."""
+    pending: list[int] = []
+    saved: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old = signal.getsignal(sig)
+            if old is not None and old is not signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)

@@ -899,9 +899,11 @@ def pt_compare(
     """
     import pandas as pd
 
+    names = _names_arg("designs", designs)
+    _expect("designs", designs, bool(names), "a non-empty list of design names")
     src = _source_kwargs(trace, workload, params)
     text = _core.pt_compare(
-        _names_arg("designs", designs),
+        names,
         config=_path_arg("config", config, optional=False),
         overrides=_override_list(overrides),
         trace=src["trace"],

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import _core
-from ._files import atomic_path, make_dir, write_text
+from ._files import path_arg, staged_dir
 from .store import Store, load
 
 
@@ -106,7 +106,7 @@ def _frame(store: str | os.PathLike):
     if df.empty:
         raise ReportError(f"{os.fspath(store)}: no successful runs to report on")
     derived: dict[str, dict] = {}
-    with Store(store) as st:
+    with Store(store, readonly=True) as st:
         for r in st.rows():
             if r["status"] == "ok":
                 derived[r["key"]] = _derive(json.loads(r["stats"]))
@@ -488,34 +488,45 @@ def have_matplotlib() -> bool:
 
 def _write(store, out_dir) -> tuple[Path, bool]:
     """Write the page (and the charts, if matplotlib is installed); returns the index path
-    and whether charts were drawn."""
+    and whether charts were drawn. Every file is written apart first and moved into
+    ``out_dir`` once all are (the page last): a failed or interrupted report leaves
+    ``out_dir`` as it was."""
+    store = path_arg("store", store)
+    out_dir = path_arg("out_dir", out_dir)
     plots = have_matplotlib()
     df = _frame(store)
-    out = make_dir(out_dir)
     secs = sections(df)
-    if plots:
-        import matplotlib
+    with staged_dir(out_dir, last=("index.html",)) as out:
+        if plots:
+            import matplotlib
 
-        with matplotlib.rc_context(RC):  # at save time too: SVG text stays text
-            for s in secs:
-                fig = draw(s)
-                # Each file whole or not at all; an unwritable directory is one error naming it.
-                with atomic_path(out / f"{s.name}.png") as tmp:
-                    fig.savefig(tmp, dpi=DPI, format="png")
-                fig.set_layout_engine("none")  # the SVG keeps the PNG's layout (laying out again is slow)
-                with atomic_path(out / f"{s.name}.svg") as tmp:
-                    fig.savefig(tmp, format="svg")
-                w, h = fig.get_size_inches() * DPI
-                s.size = (round(w), round(h))
-    index = out / "index.html"
-    write_text(index, _html(store, df, secs, plots))
-    return index, plots
+            with matplotlib.rc_context(RC):  # at save time too: SVG text stays text
+                for s in secs:
+                    fig = draw(s)
+                    fig.savefig(out / f"{s.name}.png", dpi=DPI, format="png")
+                    fig.set_layout_engine("none")  # the SVG keeps the PNG's layout (laying out again is slow)
+                    fig.savefig(out / f"{s.name}.svg", format="svg")
+                    w, h = fig.get_size_inches() * DPI
+                    s.size = (round(w), round(h))
+        (out / "index.html").write_text(_html(store, df, secs, plots))
+    return Path(out_dir) / "index.html", plots
 
 
 def report(store: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
     """Write OUT_DIR/index.html with a chart (PNG and SVG) and a table per section for a
     results store; returns the index path. Without matplotlib the page has the tables
-    only, and a NoPlotsWarning says so."""
+    only, and a NoPlotsWarning says so. The store is only read; OUT_DIR is changed only
+    when the whole report is written (its other files are left alone).
+
+    Raises
+    ------
+    StoreError, ReportError
+        The store is missing, is not a results store, or has no successful runs (named).
+    OutputError
+        OUT_DIR cannot be written (named).
+    ArgumentError
+        An argument of the wrong type (named; also a TypeError).
+    """
     index, plots = _write(store, out_dir)
     if not plots:
         warnings.warn(NO_PLOTS, NoPlotsWarning, stacklevel=2)

@@ -15,13 +15,16 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import threading
 import time
+import urllib.parse
 import uuid
 from typing import Any, Iterator, Mapping
 
 from . import _core, _table
-from .api import _bool_arg, _form_arg, _path_arg
+from ._files import path_arg
+from .api import _bool_arg, _form_arg
 
 SCHEMA_VERSION = 1
 
@@ -52,6 +55,18 @@ CREATE TABLE IF NOT EXISTS claims (
     heartbeat   REAL NOT NULL      -- Unix time the owner last showed it was alive
 );
 """
+
+# The tables of a results store: a sweep adds them to a new or empty file, or to a store,
+# never to another program's database.
+_STORE_TABLES = {"runs", "meta", "claims"}
+# The columns of table `runs`, in order.
+_RUN_COLUMNS = ["key", "sweep", "design", "config", "overrides", "axes", "source", "seed", "status", "error", "stats",
+                "seconds", "host", "version", "finished_at"]
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
 
 # A claim whose owner has not shown itself alive for this long is taken over (a sweep on
 # another host that died; on this host a dead owner is seen at once).
@@ -96,20 +111,35 @@ class Store:
         The store's file.
     create : bool
         Create the file if it is missing (else a missing file is an error).
+    readonly : bool
+        Only read the store: it must exist and be a results store, and no file is
+        created or changed (not even SQLite's ``-wal`` and ``-shm`` files, unless a
+        sweep writing the store has them open).
 
     Raises
     ------
     StoreError
-        The path is a directory, is missing (with ``create=False``), or is not a
-        results store (named).
+        The path is a directory, a device, a FIFO or a socket, is missing (with
+        ``create=False`` or ``readonly=True``), or is not a results store (named).
     """
 
-    def __init__(self, path: str | os.PathLike, *, create: bool = True):
+    def __init__(self, path: str | os.PathLike, *, create: bool = True, readonly: bool = False):
         self.path = os.fspath(path)
-        if os.path.isdir(self.path):
-            raise StoreError(f"{self.path}: is a directory, not a results store")
-        if not create and not os.path.exists(self.path):
+        try:
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as e:
+            raise StoreError(f"{self.path}: cannot open: {e.strerror}") from None
+        if mode is None and (readonly or not create):
             raise StoreError(f"{self.path}: no results store there")
+        if mode is not None and stat.S_ISDIR(mode):
+            raise StoreError(f"{self.path}: is a directory, not a results store")
+        if mode is not None and not stat.S_ISREG(mode):
+            raise StoreError(f"{self.path}: not a vmlab results store (not a regular file: a device, FIFO or socket)")
+        if readonly:
+            self._db = self._open_readonly()
+            return
         # Switching a new file to WAL does not wait for a busy database (SQLite's busy
         # timeout does not cover it): two sweeps that create one store together retry.
         deadline = time.monotonic() + 30
@@ -117,6 +147,11 @@ class Store:
             db = None
             try:
                 db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                tables = _tables(db)
+                if tables - _STORE_TABLES:
+                    db.close()
+                    raise StoreError(f"{self.path}: not a vmlab results store (an SQLite database with other tables: "
+                                     f"{', '.join(sorted(tables - _STORE_TABLES)[:5])}); name another store")
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 db.executescript(_SCHEMA)
@@ -130,7 +165,37 @@ class Store:
                     raise _store_error(self.path, e) from None
                 time.sleep(0.05)
             except sqlite3.Error as e:
+                if db is not None:
+                    db.close()
                 raise _store_error(self.path, e) from None
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A read-only connection that creates no file. SQLite opens a WAL database
+        read-only by creating its ``-wal`` and ``-shm`` files (and leaves them): with no
+        ``-wal`` file no sweep has the store open and every run is in the file itself, so
+        it is read as immutable; with one (a sweep running, or killed), through the WAL,
+        which holds that sweep's latest runs."""
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        if not os.path.exists(self.path + "-wal"):
+            uri += "&immutable=1"
+        db = None
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=30, isolation_level=None)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
+            if not columns:
+                raise StoreError(f"{self.path}: not a vmlab results store (no table `runs`"
+                                 f"{'; the file is empty' if os.path.getsize(self.path) == 0 else ''})")
+            missing = [c for c in _RUN_COLUMNS if c not in columns]
+            if missing:
+                raise StoreError(f"{self.path}: not a vmlab results store (table `runs` has no column "
+                                 f"{', '.join(f'`{c}`' for c in missing[:5])})")
+            return db
+        except BaseException as e:
+            if db is not None:
+                db.close()
+            if isinstance(e, sqlite3.Error):
+                raise _store_error(self.path, e) from None
+            raise
 
     def close(self) -> None:
         """Close the connection."""
@@ -384,11 +449,11 @@ def load(store: str | os.PathLike, *, include_errors: bool = False, form: str = 
     ArgumentError
         An argument of the wrong type or value (named).
     """
-    path = _path_arg("store", store, optional=False)
+    path = path_arg("store", store)
     include_errors = _bool_arg("include_errors", include_errors)
     form = _form_arg(form)
     records = []
-    with Store(path, create=False) as s:
+    with Store(path, readonly=True) as s:
         for r in s.rows():
             if r["status"] != "ok" and not include_errors:
                 continue

@@ -9,9 +9,11 @@ finished run, so a killed sweep loses at most the runs in flight and a re-run re
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import itertools
 import json
+import logging
 import os
 import signal
 import socket
@@ -23,7 +25,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import _core
-from ._signals import sigterm_as_interrupt
+from ._files import path_arg
+from ._signals import signals_held, sigterm_as_interrupt
+from .api import _bool_arg, _count_arg, _expect
 from .store import Heartbeat, Store, new_owner
 
 _TOP_KEYS = {"sweep", "config", "axes", "workload", "trace"}
@@ -33,6 +37,8 @@ _MAX_ONE_PASS = 16
 _CONFIG_KEYS = {"name", "preset", "file", "set"}
 _WORKLOAD_KEYS = {"name", "params"}
 _TRACE_KEYS = {"path"}
+# The largest spec file read.
+_SPEC_LIMIT = 16 << 20
 
 
 class SpecError(_core.VmlabError):
@@ -100,11 +106,22 @@ def _source_hash(src: dict, seed: int) -> str:
 
 def load_spec(path: str | os.PathLike) -> Spec:
     """Parse and expand a sweep spec; every run gets its key."""
-    path = Path(path)
+    path = Path(path_arg("path", path))
     try:
-        doc = tomllib.loads(path.read_text())
+        if not path.is_file() and path.exists():
+            raise SpecError(f"{path}: not a sweep spec (not a regular file)")
+        with open(path, "rb") as f:
+            # A spec is a page of text: a bounded read, so that /dev/zero or a huge file is an error, not a hang.
+            data = f.read(_SPEC_LIMIT + 1)
+        if len(data) > _SPEC_LIMIT:
+            raise SpecError(f"{path}: not a sweep spec (larger than {_SPEC_LIMIT >> 20} MiB)")
+        doc = tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise SpecError(f"{path}: no such sweep spec") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the sweep spec: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not a sweep spec (not UTF-8 text: byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(f"{path}: not valid TOML: {e}") from None
     _check_keys(path, "", doc, _TOP_KEYS)
@@ -257,48 +274,83 @@ def _one_core() -> None:
     os.environ.setdefault("VMLAB_MEMORY_THREAD", "off")
 
 
-def _ray_execute(runs: list[dict], trace_bytes: bytes | None, driver_version: str):
-    """The Ray task body: refuse to simulate with a different engine than the driver's,
-    since the run key (computed by the driver) names the driver's version."""
+def _ray_execute(runs: list[dict], trace_bytes: bytes | None, driver_version: str) -> tuple[str, list[tuple]]:
+    """The Ray task body: (the Ray node it ran on, its runs' results). It refuses to
+    simulate with a different engine than the driver's, since the run key (computed by
+    the driver) names the driver's version (a node that joined after the sweep's check)."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
     _one_core()
     worker_version = _core.version()
     if worker_version != driver_version:
-        return [(r["key"], "error", None, f"worker has vmlab {worker_version}, the driver {driver_version}", 0.0) for r in runs]
-    return _execute(runs, trace_bytes)
+        return node, [(r["key"], "error", None, f"worker has vmlab {worker_version}, the driver {driver_version}", 0.0)
+                      for r in runs]
+    return node, _execute(runs, trace_bytes)
 
 
 def _worker_init(one_core: bool) -> None:
     """A local worker leaves Ctrl-C to the sweep (the terminal sends it to the whole
-    process group): the sweep stops the workers itself, so none prints a traceback."""
+    process group): the sweep stops the workers itself, so none prints a traceback.
+    SIGTERM ends a worker at once (the default action): a forked worker would otherwise
+    inherit the sweep's SIGTERM handler and go on to its next task."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if one_core:
         _one_core()
 
 
+# How long stopped workers get to end on SIGTERM before they are killed (SIGKILL).
+_TERM_GRACE = 0.3
+
+
 def _stop_workers(pool: cf.ProcessPoolExecutor) -> None:
-    """End a pool's workers now, their runs unfinished (nothing of them is recorded)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    if hasattr(pool, "terminate_workers"):  # Python 3.14
-        pool.terminate_workers()
-        return
-    for p in list((getattr(pool, "_processes", None) or {}).values()):
-        p.terminate()
+    """End a pool's workers now, their runs unfinished (nothing of them is recorded):
+    SIGTERM, then SIGKILL for any still alive after :data:`_TERM_GRACE`; no in-flight
+    task is waited for."""
+    # Taken before shutdown(), which forgets them.
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    results = getattr(pool, "_result_queue", None)
+    with signals_held():
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            with contextlib.suppress(Exception):
+                p.terminate()
+        deadline = time.monotonic() + _TERM_GRACE
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in procs:
+            if p.exitcode is None:
+                with contextlib.suppress(Exception):
+                    p.kill()
+        for p in procs:
+            p.join(1.0)
+        # A worker killed while sending a result leaves the executor's thread waiting for
+        # the rest of that message: with every worker gone, closing this process's end of
+        # the result pipe ends the wait (end of file), so that thread, which Python joins
+        # at exit, ends too.
+        if results is not None and all(p.exitcode is not None for p in procs):
+            with contextlib.suppress(Exception):
+                results._writer.close()
 
 
 def _local_results(tasks: list[list[dict]], workers: int) -> Iterator[tuple]:
-    """Run in a local process pool; yield results as their tasks finish."""
+    """Run in a local process pool; yield results as their tasks finish. Closing the
+    generator early (an interrupt, an error recording a result) stops the workers at
+    once."""
     n = min(workers, len(tasks))
-    with cf.ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(n > 1,)) as pool:
-        try:
-            futures = [pool.submit(_execute, t) for t in tasks]
-            for fut in cf.as_completed(futures):
-                yield from fut.result()
-        except BaseException:  # an interrupt, or the consumer stopping early
-            _stop_workers(pool)
-            raise
+    pool = cf.ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(n > 1,))
+    try:
+        futures = [pool.submit(_execute, t) for t in tasks]
+        for fut in cf.as_completed(futures):
+            yield from fut.result()
+    except BaseException:  # an interrupt, or the consumer stopping early (GeneratorExit)
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
+def _check_reachable(address: str, named: str | None = None, timeout: float = 5.0) -> None:
     """Fail fast on an address nothing listens at: ray.init would retry for a minute."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
@@ -306,39 +358,236 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:
-        raise SweepError(f"cannot reach the Ray cluster at {address}: {e.strerror or e}") from None
+        where = named if named and named != address else address
+        also = f" ({address})" if named and named != address else ""
+        raise SweepError(f"cannot reach the Ray cluster at {where}{also}: {e.strerror or e}") from None
 
 
-def _ray_results(tasks: list[list[dict]], workers: int, address: str | None) -> Iterator[tuple]:
-    """Run as Ray tasks; yield results as they finish (ray.wait).
+# Where Ray reads a cluster's auth token from, in Ray's order of precedence.
+_TOKEN_WHERE = "in RAY_AUTH_TOKEN, in a file named by RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token"
+_TOKEN_HINT = "(`ray get-auth-token` on the head node prints it)"
 
-    Without ``address`` a local Ray instance is started (or the one this process already
-    joined is used): its workers share this machine's files, so traces are read by path.
-    With an address, workers may be on other machines, so each trace's bytes are put in
-    the object store once and handed to every task that simulates it."""
+
+def _token_source() -> str | None:
+    """Where Ray will take this process's auth token from (Ray's order), or None.
+
+    A RAY_AUTH_TOKEN_PATH that cannot be read is an error here: Ray would abort the process."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return "RAY_AUTH_TOKEN"
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if path:
+        try:
+            with open(path, "rb") as f:
+                empty = not f.read().strip()
+        except OSError as e:
+            raise SweepError(f"RAY_AUTH_TOKEN_PATH={path}: cannot read the Ray auth token: {e.strerror}") from None
+        if empty:
+            raise SweepError(f"RAY_AUTH_TOKEN_PATH={path}: the file is empty (it should hold the cluster's Ray auth token)")
+        return f"RAY_AUTH_TOKEN_PATH={path}"
+    try:
+        if (Path.home() / ".ray" / "auth_token").stat().st_size > 0:
+            return "~/.ray/auth_token"
+    except OSError:
+        pass
+    return None
+
+
+def _enable_token_mode() -> None:
+    """Turn Ray's token authentication on for this process, as ray.init does itself when
+    it finds a cluster by RAY_ADDRESS or "auto" and a token is at hand."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        from ray._raylet import Config
+        Config.initialize("")  # Ray caches its config: make it see the new mode
+    except (ImportError, AttributeError):
+        pass
+
+
+def _gcs_accepts_token(gcs: str) -> bool:
+    """False if the GCS at ``gcs`` (host:port) refuses this process's credentials (no
+    token, or a wrong one); True if it accepts them or the question cannot be asked.
+
+    ray.init would retry a refused connection for twenty seconds, printing a warning a
+    second; one request answers at once. It names a made-up cluster id, so that the
+    client does not first fetch the real one (with those retries): the GCS checks the
+    token first, then answers WrongClusterID."""
+    try:
+        from ray._raylet import GcsClient
+        from ray.exceptions import AuthenticationError
+    except ImportError:
+        return True
+    try:
+        client = GcsClient(address=gcs, cluster_id=os.urandom(28).hex())
+        client.internal_kv_get(b"vmlab-probe", namespace=b"vmlab", timeout=5)
+    except AuthenticationError as e:
+        return "InvalidAuthToken" not in str(e)
+    except Exception:  # noqa: BLE001 - not an answer about the token: ray.init reports the rest
+        return True
+    return True
+
+
+def _ray_target(address: str | None) -> tuple[str | None, str | None]:
+    """The cluster a Ray sweep joins: (its address as given, how to name it in a
+    message), or (None, None) when the sweep starts its own local instance. An address
+    argument wins over RAY_ADDRESS (set by `ray job submit`, and by users)."""
+    if address:
+        return address, address
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    return (env, f"RAY_ADDRESS={env}") if env else (None, None)
+
+
+def _import_ray():
     try:
         import ray
     except ImportError:
         raise SweepError("the Ray backend needs the `ray` package (pip install ray)") from None
+    return ray
+
+
+def _check_ray_join(address: str | None) -> None:
+    """Before anything is written: the cluster the sweep will join can be found and
+    reached and accepts this process's token. One clear error otherwise.
+
+    Token authentication follows Ray: RAY_AUTH_MODE=token, the token from RAY_AUTH_TOKEN,
+    the file RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token. Like ray.init, a cluster
+    found by RAY_ADDRESS or "auto" gets the token without RAY_AUTH_MODE when one is at
+    hand; an explicit HOST:PORT needs RAY_AUTH_MODE=token."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        return  # this process has joined Ray already: the sweep uses that connection
+    target, named = _ray_target(address)
+    source = _token_source()  # checks RAY_AUTH_TOKEN_PATH for a local instance too
+    if target is None:
+        return
+    if target.startswith(("http://", "https://")):
+        raise SweepError(f"{named} is a dashboard (job submission) address; the Ray backend joins a cluster by its "
+                         "GCS address (HOST:PORT, as `ray start --head` prints it, default port 6379) or `auto`")
+    if target.startswith("ray://"):
+        _check_reachable(target, named)
+        return  # Ray Client: ray.init connects and reports the rest
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:
+        gcs = target
+    else:
+        quiet = logging.getLogger("ray")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)  # as ray.init(logging_level="ERROR") will: no warning about other clusters here
+        try:
+            # "auto" and RAY_ADDRESS resolved as ray.init resolves them.
+            gcs = canonicalize_bootstrap_address(None if address is None else address) or target
+        except Exception as e:  # noqa: BLE001 - e.g. "auto" with no cluster on this machine
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise SweepError(f"cannot find the Ray cluster ({named}): {msg}") from None
+        finally:
+            quiet.setLevel(level)
+    _check_reachable(gcs, named)
+    implicit = address in (None, "auto")  # ray.init enables token mode itself for these
+    mode = os.environ.get("RAY_AUTH_MODE", "").strip().lower()
+    if not mode and implicit and source:
+        _enable_token_mode()  # now, so that the check below asks with the token ray.init will send
+        mode = "token"
+    if mode == "token" and source is None:
+        raise SweepError(f"RAY_AUTH_MODE=token but no Ray auth token found: put the cluster's token {_TOKEN_WHERE} {_TOKEN_HINT}")
+    if _gcs_accepts_token(gcs):
+        return
+    if mode == "token":
+        raise SweepError(f"the Ray cluster at {named} rejected the auth token from {source}: give the cluster's token "
+                         f"{_TOKEN_WHERE} {_TOKEN_HINT}")
+    if implicit and source is None:
+        raise SweepError(f"the Ray cluster at {named} requires token authentication and no token was found: put the "
+                         f"cluster's token {_TOKEN_WHERE} {_TOKEN_HINT}")
+    now = f" (it is `{os.environ['RAY_AUTH_MODE']}`)" if mode else ""
+    found = f" to send the token in {source}" if source else f", with the cluster's token {_TOKEN_WHERE} {_TOKEN_HINT}"
+    raise SweepError(f"the Ray cluster at {named} requires token authentication: set RAY_AUTH_MODE=token{now}{found}")
+
+
+def _worker_version() -> str:
+    """A Ray task: the vmlab version this worker imports."""
+    return _core.version()
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception as one line: a Ray task error's last line names the cause."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+def _node_versions(ray, timeout: float) -> list[tuple[str, str | None, str | None]]:
+    """(node, vmlab version or None, error or None) for every live node with a CPU, from
+    a task pinned to each; plain data, so that no object ref outlives this frame."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
+    probe = ray.remote(num_cpus=0, max_retries=0)(_worker_version)
+    refs = {probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote():
+            f"{n.get('NodeManagerAddress', '?')} (id {n['NodeID'][:8]})" for n in nodes}
+    done, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout) if refs else ([], [])
+    out = [(refs[ref], None, f"did not run a task within {timeout:.0f} s") for ref in pending]
+    for ref in pending:
+        ray.cancel(ref, force=True)
+    for ref in done:
+        try:
+            out.append((refs[ref], ray.get(ref), None))
+        except Exception as e:  # noqa: BLE001 - e.g. ModuleNotFoundError: vmlab is not installed there
+            out.append((refs[ref], None, _one_line(e)))
+    return out
+
+
+def _check_worker_versions(ray, named: str, timeout: float = 120.0) -> None:
+    """Every node that can run a task imports the driver's vmlab. The run keys (computed
+    here) name the driver's version, so a node with another version, or none, would
+    record results under the wrong key."""
+    want = _core.version()
+    found = _node_versions(ray, timeout)
+    if not found:
+        raise SweepError(f"the Ray cluster at {named} has no node with a CPU to run tasks on")
+    fix = f"every node needs vmlab {want} (the driver's) installed in the Python that runs `ray start` (docs/sweeps.md)"
+    for node, version, error in found:
+        if error:
+            raise SweepError(f"Ray node {node} of {named} cannot run vmlab: {error}; {fix}")
+        if version != want:
+            raise SweepError(f"Ray node {node} of {named} has vmlab {version}, the driver {want}; {fix}")
+
+
+def _ray_results(todo: list[dict], one_pass: bool, workers: int, address: str | None,
+                 nodes: dict[str, int]) -> Iterator[tuple]:
+    """Run as Ray tasks; yield results as they finish (ray.wait). ``nodes`` counts the
+    runs each Ray node (by id) simulated.
+
+    Without an address (the argument, else RAY_ADDRESS) a local Ray instance with
+    ``workers`` CPUs is started: its workers share this machine's files, so traces are
+    read by path. With one, the sweep joins that cluster (after checking every node's
+    vmlab version); workers may be on other machines, so each trace's bytes are put in
+    the object store once and handed to every task that simulates it. A process that
+    has already joined Ray (ray.init) keeps its connection."""
+    ray = _import_ray()
+    target, named = _ray_target(address)
     started = False
     if not ray.is_initialized():
         try:
-            if address:
-                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            if target is None:
+                # "local": a new instance even if `ray start` left a cluster's address on this machine.
+                ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR",
+                         log_to_driver=False)
             else:
-                ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+                # An argument, else None: ray.init reads RAY_ADDRESS itself, as under `ray job submit`.
+                ray.init(address=address or None, logging_level="ERROR", log_to_driver=False)
         except Exception as e:  # noqa: BLE001 - one line for the CLI, whatever Ray raised
-            where = f" at {address}" if address else " (local instance)"
+            where = f" at {named}" if named else " (local instance)"
             raise SweepError(f"cannot start or join Ray{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
         started = True
     try:
+        if target is not None:
+            _check_worker_versions(ray, named)
+            workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
         task = ray.remote(num_cpus=1)(_ray_execute)
         version = _core.version()
         shipped: dict[str, Any] = {}  # trace path -> object ref, or the error reading it
-        refs = []
-        for t in tasks:
+        refs: dict[Any, list[dict]] = {}
+        for t in _one_pass_tasks(todo, workers, one_pass):
             data = None
-            if address and "trace" in t[0]["source"]:
+            if target is not None and "trace" in t[0]["source"]:
                 path = t[0]["source"]["trace"]
                 if path not in shipped:
                     try:
@@ -350,13 +599,20 @@ def _ray_results(tasks: list[list[dict]], workers: int, address: str | None) -> 
                     # Not sent on: a worker elsewhere might find another file at that path.
                     yield from ((r["key"], "error", None, data, 0.0) for r in t)
                     continue
-            refs.append(task.remote(t, data, version))
-        pending = refs
+            refs[task.remote(t, data, version)] = t
+        pending = list(refs)
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
                 for ref in done:
-                    yield from ray.get(ref)
+                    try:
+                        node, results = ray.get(ref)
+                        nodes[node] = nodes.get(node, 0) + len(results)
+                    except ray.exceptions.RayError as e:
+                        # The task itself failed (its worker died, its node left): its runs
+                        # fail like any run, the sweep goes on, a re-run retries them.
+                        results = [(r["key"], "error", None, f"Ray: {_one_line(e)}", 0.0) for r in refs[ref]]
+                    yield from results
         except BaseException:
             for ref in pending:  # an interrupt: nothing more of this sweep runs anywhere
                 ray.cancel(ref, force=True)
@@ -388,23 +644,31 @@ class _Progress:
 def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, jobs: int | None = None,
           backend: str = "local", quiet: bool = False, address: str | None = None) -> dict:
     """Run a sweep spec; returns counts {"total", "skipped", "elsewhere", "ran", "failed",
-    "store"} ("elsewhere": runs another sweep on the same store is running).
+    "store"} ("elsewhere": runs another sweep on the same store is running), and with
+    the Ray backend "nodes": {Ray node id: runs it simulated}.
 
     Ctrl-C (or SIGTERM, unless the program handles it) stops the workers at once and
     raises KeyboardInterrupt; the runs recorded so far stay in the store.
 
     ``backend``: "local" (a process pool) or "ray" (Ray tasks on a local instance, or on
-    the cluster at ``address``)."""
-    if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0):
-        raise SweepError(f"argument `jobs` must be a non-negative integer (0 = every core), not {jobs!r:.40}")
+    the cluster at ``address``, else at RAY_ADDRESS; "auto": the one on this machine)."""
+    spec_path = path_arg("spec_path", spec_path)
+    store = path_arg("store", store, optional=True)
+    if jobs is not None:
+        jobs = _count_arg("jobs", jobs)
+    _expect("backend", backend, isinstance(backend, str), '"local" or "ray"')
+    quiet = _bool_arg("quiet", quiet)
+    if address is not None:
+        _expect("address", address, isinstance(address, str) and address.strip() != "",
+                "a Ray address (HOST:PORT, auto or ray://HOST:PORT)")
     if backend not in ("local", "ray"):
         raise SweepError(f"unknown backend `{backend}` (known: local, ray)")
     if address and backend != "ray":
         raise SweepError("an address is for --backend ray")
     spec = load_spec(spec_path)
-    if address:
-        _check_reachable(address)  # before the store is created: nothing to clean up
-    store_path = Path(store) if store else spec.store
+    if backend == "ray":
+        _check_ray_join(address)  # before the store is created: nothing to clean up
+    store_path = Path(store) if store is not None else spec.store
     version = _core.version()
     owner = new_owner()
     with Store(store_path) as st, sigterm_as_interrupt():
@@ -415,19 +679,20 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
         todo = [r for r in spec.runs if r["key"] in claimed]
         held = sum(elsewhere.values())
         counts = {"total": len(spec.runs), "skipped": len(spec.runs) - len(todo) - held, "elsewhere": held,
-                  "ran": 0, "failed": 0, "store": str(store_path)}
+                  "ran": 0, "failed": 0, "store": str(store_path), **({"nodes": {}} if backend == "ray" else {})}
         for who, n in elsewhere.items():
             print(f"vmlab sweep: {n} runs left to the sweep running on this store ({who})", file=sys.stderr)
         if not todo:
             return counts
         heartbeat = Heartbeat(str(store_path), owner)
         progress = None
+        results = None
         try:
             by_key = {r["key"]: r for r in todo}
             workers = jobs or spec.jobs or os.cpu_count() or 1
             progress = None if quiet else _Progress(len(todo))
-            tasks = _one_pass_tasks(todo, workers, spec.one_pass)
-            results = _ray_results(tasks, workers, address) if backend == "ray" else _local_results(tasks, workers)
+            results = (_ray_results(todo, spec.one_pass, workers, address, counts["nodes"]) if backend == "ray"
+                       else _local_results(_one_pass_tasks(todo, workers, spec.one_pass), workers))
             # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
             for key, status, stats, error, secs in results:
                 st.record(by_key[key], status, stats, error, secs, version)
@@ -438,12 +703,16 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
                 if progress:
                     progress.tick(counts["failed"])
         except KeyboardInterrupt:
+            if results is not None:
+                results.close()  # the workers stop now, not when the generator is collected
             if progress and progress.tty:
                 print(file=sys.stderr)
             print(f"vmlab sweep: stopped: {counts['ran']} runs recorded in {store_path}, {len(todo) - counts['ran']} not run;"
                   " run the sweep again to resume", file=sys.stderr)
             raise
         finally:
+            if results is not None:
+                results.close()  # also when recording a result failed: no worker outlives the sweep
             heartbeat.stop()
             st.release(owner)
     return counts
@@ -457,10 +726,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--store", help="results store (default: the spec's [sweep] store, or SPEC.sqlite beside it)")
     ap.add_argument("-j", "--jobs", type=int, help="worker processes, or CPUs of a local Ray instance (default: every core)")
     ap.add_argument("--backend", default="local", choices=["local", "ray"])
-    ap.add_argument("--address", help="Ray cluster to run on (host:port or ray://host:port; default: start a local instance)")
+    ap.add_argument("--address", help="Ray cluster to run on (HOST:PORT, auto, or ray://HOST:PORT; default: $RAY_ADDRESS, "
+                    "else start a local instance)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
     c = sweep(args.spec, store=args.store, jobs=args.jobs, backend=args.backend, quiet=args.quiet, address=args.address)
     elsewhere = f", {c['elsewhere']} left to another sweep" if c["elsewhere"] else ""
-    print(f"{c['total']} runs: {c['skipped']} already in {c['store']}, {c['ran']} ran, {c['failed']} failed{elsewhere}")
+    n = len(c.get("nodes") or ())
+    nodes = f"; ran on {n} Ray node{'s' if n != 1 else ''}" if n else ""
+    print(f"{c['total']} runs: {c['skipped']} already in {c['store']}, {c['ran']} ran, {c['failed']} failed{elsewhere}{nodes}")
     return 1 if c["failed"] else 0

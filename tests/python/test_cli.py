@@ -201,3 +201,30 @@ def test_bench_only_runs_the_benchmarks_it_names():
     assert rows[0]["items"] == 1_000_000 and rows[0]["millions_per_second"] > 0
     bad = run_cli("bench", "--quick", "--only", "no such bench")
     assert bad.returncode == 2 and "no such bench" in bad.stderr, bad.stderr
+
+
+def test_tables_line_up_and_the_run_time_goes_to_stderr():
+    p = run_cli("run", "-c", "skylake", "-w", "gups", "footprint=16M", "accesses=20k", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("tlb "))
+    table = lines[start:next(i for i, line in enumerate(lines) if line.startswith("walks "))]
+    # Numbers are right-aligned: every row ends where the header does.
+    assert len(table) > 3 and len({len(line) for line in table}) == 1, table
+    assert "simulated in" not in p.stdout and p.stderr.startswith("vmlab: simulated in ")
+
+
+def test_a_trace_can_come_from_standard_input(tmp_path):
+    t = tmp_path / "g.vmt"
+    assert run_cli("generate", "gups", "accesses=1000", "-o", str(t)).returncode == 0
+    with open(t, "rb") as f:
+        p = subprocess.run(vmlab_cmd() + ["info", "-", "--json"], stdin=f, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    counts = json.loads(p.stdout)["counts"]
+    assert counts["reads"] + counts["writes"] == 1000
+
+
+def test_the_native_cli_names_the_python_only_commands():
+    from vmlab import _core
+
+    assert _core.cli_main(["vmlab", "sweep", "x.toml"]) == 2

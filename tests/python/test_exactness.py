@@ -1,4 +1,5 @@
-"""The engine against an independent reference model on a real program's trace.
+"""The engine against an independent reference model on real programs' traces (one taken
+with `vmlab trace`, one with DynamoRIO's drmemtrace).
 
 A single-level LRU TLB with 4 KiB pages (fully and set associative, set index = VPN mod
 sets) must give exactly the reference's lookup and miss counts. The reference below
@@ -8,11 +9,13 @@ lookup; entries are tagged with the process; munmap, mprotect, mmap-over, brk sh
 and exit remove the pages they affect.
 """
 
+import subprocess
 from collections import OrderedDict
 
 import pytest
 
 import vmlab
+from conftest import ROOT, vmlab_cmd
 
 
 def reference(trace, entries, ways):
@@ -66,14 +69,27 @@ def reference(trace, entries, ways):
     return lookups, misses
 
 
+@pytest.fixture(scope="session")
+def dynamorio_trace(tmp_path_factory):
+    """Nine threads of a real program traced by another tool (DynamoRIO's drmemtrace;
+    its test data, crates/vmlab-core/tests/data/drmemtrace), converted."""
+    out = tmp_path_factory.mktemp("traces") / "threadsig.vmt"
+    tracedir = ROOT / "crates/vmlab-core/tests/data/drmemtrace/drmemtrace.threadsig.x64.tracedir"
+    subprocess.run(vmlab_cmd() + ["convert", "--from", "drmemtrace", str(tracedir), "-o", str(out)], check=True,
+                   stderr=subprocess.DEVNULL)
+    return out
+
+
 @pytest.mark.parametrize("entries,ways", [(64, 64), (64, 4), (48, 3), (16, 1)])
-def test_single_level_lru_tlb_matches_reference(real_trace, entries, ways):
+@pytest.mark.parametrize("which", ["real_trace", "dynamorio_trace"])
+def test_single_level_lru_tlb_matches_reference(request, which, entries, ways):
+    trace = request.getfixturevalue(which)
     overrides = [
         f'tlb={{u={{level=1,serves="unified",entries={entries},ways={ways},page_sizes=["4K"]}}}}',
         "machine.phys_mem=4G",
     ]
-    r = vmlab.run("tiny", trace=real_trace, overrides=overrides)
-    lookups, misses = reference(real_trace, entries, ways)
+    r = vmlab.run("tiny", trace=trace, overrides=overrides)
+    lookups, misses = reference(trace, entries, ways)
     assert r["tlb"]["u"]["lookups"] == lookups
     assert r["tlb"]["u"]["misses"] == misses
     assert r["walks"]["count"] == misses

@@ -2,6 +2,7 @@
 clear error line and a non-zero exit (or a correct result), never a panic, a
 traceback, unbounded memory, or a destroyed output file."""
 
+import math
 import resource
 import shutil
 import subprocess
@@ -39,6 +40,42 @@ def test_a_full_stdout_is_an_error_not_a_panic():
                      ["workloads"]):
             msg = one_error_line(run_cli(*args, stdout=full))
             assert "standard output" in msg and "No space left" in msg
+
+
+PYTHON_OUTPUT = [["--help"], ["sweep", "--help"], ["demo", "--help"], ["report", "--help"], ["export", "--help"],
+                 ["reproduce", "--help"], ["demo", "--quick"]]
+
+
+def _unbuffered(on):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    return {**env, "PYTHONUNBUFFERED": "1"} if on else env
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("args", PYTHON_OUTPUT, ids=" ".join)
+def test_a_full_stdout_is_one_error_line_for_python_commands_too(args, unbuffered):
+    # Python raises at the write (unbuffered) or at the final flush (buffered), and
+    # argparse's --help drops the error: each is the Rust commands' one line and status 1.
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(vmlab_cmd() + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+                           env=_unbuffered(unbuffered))
+    assert one_error_line(p) == "vmlab: error: standard output: No space left on device (os error 28)"
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["sweep", "--help"], ["demo", "--help"]], ids=" ".join)
+def test_a_closed_stdout_is_one_error_line_for_python_output(args):
+    # Python drops what print() writes to a closed descriptor 1 (sys.stdout is None).
+    p = subprocess.run(vmlab_cmd() + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60,
+                       preexec_fn=lambda: os.close(1))
+    assert one_error_line(p) == "vmlab: error: standard output: Bad file descriptor (os error 9)"
+
+
+@pytest.mark.parametrize("args", [["--version"], ["run", "--help"]], ids=" ".join)
+def test_a_full_stdout_is_an_error_for_clap_help_and_version(args):
+    with open("/dev/full", "w") as full:
+        msg = one_error_line(run_cli(*args, stdout=full))
+    assert msg == "vmlab: error: standard output: No space left on device (os error 28)"
 
 
 @pytest.mark.parametrize("args", [
@@ -146,8 +183,8 @@ import textwrap
 import time
 
 # How long a stopped command may take to exit. The engine checks once per batch of
-# records (milliseconds); a sweep also stops its workers and a Python process exits
-# (under 2 s unloaded, 6 s with both cores busy elsewhere). The bound is generous so that
+# records (milliseconds), then a Python process exits (under 2 s unloaded, 6 s with
+# both cores busy elsewhere). The bound is generous so that
 # a loaded machine cannot flake it; a command that runs on to its end fails the
 # exit-status check instead.
 STOP_WITHIN = 15.0
@@ -294,30 +331,115 @@ def _recorded(store):
         return 0
 
 
-@pytest.mark.parametrize("to_group", [False, True], ids=["sweep-alone", "process-group"])
-def test_ctrl_c_stops_a_sweep_and_its_workers_and_a_rerun_resumes(to_group, tmp_path):
+# How long a stopped sweep may take to exit, its workers gone: under 0.1 s unloaded; the
+# bound leaves room for a loaded two-core machine.
+SWEEP_STOP_WITHIN = 3.0
+
+# A signal to the sweep alone (`kill PID`), or to its process group (a terminal's Ctrl-C, `kill -- -PGID`).
+SWEEP_SIGNALS = [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False), (signal.SIGTERM, True)]
+SWEEP_SIGNAL_IDS = ["SIGINT-sweep-alone", "SIGINT-process-group", "SIGTERM-sweep-alone", "SIGTERM-process-group"]
+
+
+def _children(pid):
+    """The pids of `pid`'s live child processes (its workers)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                kids.append(int(d))
+    return kids
+
+
+def _alive(pid):
+    """Whether `pid` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal_sweep(p, sig, to_group):
+    """Send `sig` to the sweep `p` (or its group); return (stdout, stderr, seconds to exit)."""
+    t0 = time.monotonic()
+    if to_group:
+        os.killpg(p.pid, sig)
+    else:
+        p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise
+    return out, err, time.monotonic() - t0
+
+
+def _sweep_stopped(p, sig, err, secs, workers):
+    assert p.returncode == 128 + sig, (p.returncode, err)
+    assert secs < SWEEP_STOP_WITHIN, secs
+    name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+    lines = err.strip().splitlines()
+    assert lines[-1] == f"vmlab: interrupted by {name}", err
+    assert "run the sweep again to resume" in lines[-2], err
+    assert "Traceback" not in err and "panicked" not in err, err
+    # The workers are gone when the sweep is: none runs on to finish its run.
+    assert workers and not [w for w in workers if _alive(w)], workers
+
+
+@pytest.mark.parametrize("sig, to_group", SWEEP_SIGNALS[:3], ids=SWEEP_SIGNAL_IDS[:3])
+def test_a_signal_stops_a_sweep_and_its_workers_and_a_rerun_resumes(sig, to_group, tmp_path):
     spec = _spec(tmp_path)
     store = tmp_path / "s.sqlite"
     # A session of its own, as a terminal's foreground job is: Ctrl-C goes to the group.
     p = subprocess.Popen(vmlab_cmd() + ["sweep", str(spec), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, start_new_session=True, preexec_fn=_foreground)
     _wait_for(lambda: _recorded(store) >= 1 or p.poll() is not None, timeout=120)
-    t0 = time.monotonic()
-    if to_group:
-        os.killpg(p.pid, signal.SIGINT)
-    else:
-        p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 130, (out, err)
-    assert time.monotonic() - t0 < STOP_WITHIN
-    assert "Traceback" not in err and "run the sweep again to resume" in err, err
-    _wait_for(lambda: _gone(p.pid), timeout=STOP_WITHIN)  # the workers too
+    workers = _children(p.pid)
+    _, err, secs = _signal_sweep(p, sig, to_group)
+    _sweep_stopped(p, sig, err, secs, workers)
+    assert _gone(p.pid), "nothing of the sweep's process group is left"
     done = _recorded(store)
     assert 1 <= done < 12
     assert sqlite3.connect(store).execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0, "claims released"
     again = subprocess.run(vmlab_cmd() + ["sweep", str(spec), "--quiet"], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert f"12 runs: {done} already in" in again.stdout and f"{12 - done} ran, 0 failed" in again.stdout
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("sig, to_group", SWEEP_SIGNALS, ids=SWEEP_SIGNAL_IDS)
+def test_a_signal_stops_a_sweep_of_long_runs_at_once(sig, to_group, jobs, tmp_path):
+    # Runs of minutes each: a sweep that waited for its runs in flight would take that long.
+    spec = tmp_path / "long.toml"
+    spec.write_text(textwrap.dedent("""
+        [sweep]
+        seeds = [1, 2, 3, 4]
+        one_pass = false
+        [[config]]
+        name = "tiny"
+        preset = "tiny"
+        [[workload]]
+        name = "gups"
+        params = { footprint = "16M", accesses = "200M" }
+    """))
+    p = subprocess.Popen(vmlab_cmd() + ["sweep", str(spec), "-j", str(jobs)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=_foreground)
+    _wait_for(lambda: len(_children(p.pid)) >= jobs or p.poll() is not None, timeout=60)
+    time.sleep(1.5)  # the workers are well into their runs
+    workers = _children(p.pid)
+    assert len(workers) == jobs and p.poll() is None, p.communicate()
+    out, err, secs = _signal_sweep(p, sig, to_group)
+    _sweep_stopped(p, sig, err, secs, workers)
+    assert out == ""
+    assert "0 runs recorded" in err, err
+    db = sqlite3.connect(tmp_path / "long.sqlite")
+    assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0, "claims released"
 
 
 def _gone(pgid):
@@ -384,6 +506,166 @@ def test_a_store_that_is_not_one_is_one_error_naming_it(tmp_path):
     assert not (tmp_path / "missing.sqlite").exists(), "loading never creates a store"
 
 
+def _files_in(d):
+    """Every file under `d` with its bytes and modification time."""
+    return {str(f.relative_to(d)): (f.read_bytes() if f.is_file() else None, f.lstat().st_mtime_ns)
+            for f in sorted(d.rglob("*"))}
+
+
+def test_reading_a_store_never_writes_a_file(tmp_path):
+    import vmlab
+
+    real = _real_store(tmp_path)
+    d = tmp_path / "stores"
+    d.mkdir()
+    (d / "empty.sqlite").write_bytes(b"")
+    (d / "notes.txt").write_text("not a database\n")
+    other = sqlite3.connect(d / "other.sqlite")
+    other.execute("CREATE TABLE t (x)")
+    other.commit()
+    other.close()
+    os.mkfifo(d / "fifo.sqlite")
+    shutil.copy(real, d / "good.sqlite")
+    before = _files_in(d)
+    for bad in ("empty.sqlite", "notes.txt", "other.sqlite", "fifo.sqlite"):
+        with pytest.raises(vmlab.StoreError, match="not a vmlab results store") as e:
+            vmlab.load(d / bad)
+        assert str(d / bad) in str(e.value)
+        msg = one_error_line(run_cli("report", str(d / bad), "-o", str(tmp_path / "r")))
+        assert str(d / bad) in msg and "not a vmlab results store" in msg
+    assert not (tmp_path / "r").exists()
+    # A store (WAL journaling) is read without SQLite's -wal and -shm files appearing.
+    assert len(vmlab.load(d / "good.sqlite")) == 1
+    p = run_cli("report", str(d / "good.sqlite"), "-o", str(tmp_path / "r"))
+    assert p.returncode == 0, p.stderr
+    assert _files_in(d) == before, "no file created or changed"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "binary", "huge"])
+def test_a_spec_that_is_no_spec_file_is_one_error_naming_it(kind, tmp_path):
+    import vmlab
+
+    spec = tmp_path / "s.toml"
+    if kind == "fifo":
+        os.mkfifo(spec)  # never opened: a read would wait for a writer forever
+    elif kind == "directory":
+        spec.mkdir()
+    elif kind == "binary":
+        spec.write_bytes(b"\xff\xfe[sweep]\n")
+    else:
+        spec.write_bytes(b"#" * (17 << 20))
+    msg = one_error_line(run_cli("sweep", str(spec), "--quiet"))
+    assert str(spec) in msg and "sweep spec" in msg, msg
+    with pytest.raises(vmlab.VmlabError, match="sweep spec"):
+        vmlab.sweep(spec, quiet=True)
+    assert [f.name for f in tmp_path.iterdir()] == ["s.toml"], "no store created"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "other-database"])
+def test_a_sweep_refuses_a_store_that_is_no_store_file(kind, tmp_path):
+    import vmlab
+
+    spec = _spec(tmp_path, accesses="1k", seeds=1)
+    store = tmp_path / "store"
+    if kind == "fifo":
+        os.mkfifo(store)
+    elif kind == "directory":
+        store.mkdir()
+    else:
+        db = sqlite3.connect(store)
+        db.execute("CREATE TABLE t (x)")
+        db.commit()
+        db.close()
+    before = _files_in(tmp_path)
+    msg = one_error_line(run_cli("sweep", str(spec), "--quiet", "--store", str(store)))
+    assert str(store) in msg and "results store" in msg
+    with pytest.raises(vmlab.StoreError, match="results store"):
+        vmlab.sweep(spec, store=store, quiet=True)
+    assert _files_in(tmp_path) == before
+
+
+def _old_report(tmp_path):
+    """A report directory holding an earlier page and a file of the user's."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "index.html").write_text("old page")
+    (out / "notes.txt").write_text("mine")
+    return out
+
+
+def test_an_interrupted_report_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import importlib
+
+    import vmlab
+
+    report = importlib.import_module("vmlab.report")  # the module (`vmlab.report` is its function)
+    store = _real_store(tmp_path)
+    out = _old_report(tmp_path)
+    before = _files_in(out)
+    drawn = []
+    draw = report.draw
+
+    def interrupted(section):
+        drawn.append(section.name)
+        if len(drawn) == 3:  # two charts are written by now
+            raise KeyboardInterrupt
+        return draw(section)
+
+    monkeypatch.setattr(report, "draw", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        vmlab.report(store, out)
+    assert _files_in(out) == before
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["good.sqlite", "r", "s.toml"], "nothing staged is left"
+    # Completed, the report replaces its own files and leaves the others alone.
+    monkeypatch.setattr(report, "draw", draw)
+    vmlab.report(store, out)
+    assert (out / "index.html").read_text().startswith("<!doctype html>") and (out / "notes.txt").read_text() == "mine"
+    assert not [f for f in out.iterdir() if f.name.startswith(".")], "nothing staged is left"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_report_and_leaves_the_directory_as_it_was(sig, tmp_path):
+    pytest.importorskip("matplotlib")
+    store = _real_store(tmp_path)
+    out = _old_report(tmp_path)
+    before = _files_in(out)
+    p = subprocess.Popen(vmlab_cmd() + ["report", str(store), "-o", str(out)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_foreground)
+    # Started: its files are being written apart (a hidden directory inside the report's).
+    _stopped(*_stop(p, sig, lambda: any(f.name.startswith(".") for f in out.iterdir())), sig)
+    after = _files_in(out)
+    # The old report, or (a signal in the last milliseconds, once every file was in place) the whole new one.
+    complete = len(after) == 16 and after["index.html"][0].startswith(b"<!doctype html>")
+    assert after == before or complete, sorted(after)
+    assert not [f for f in out.iterdir() if f.name.startswith(".")], "nothing staged is left"
+
+
+def test_an_interrupted_reproduce_all_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
+    import vmlab.reproduce as reproduce
+
+    out = tmp_path / "pages"
+    out.mkdir()
+    (out / "README.md").write_text("old summary")
+    before = _files_in(out)
+    done = []
+
+    def one_paper(paper, quick, traces):
+        done.append(paper)
+        if len(done) == 3:
+            raise KeyboardInterrupt
+        return f"# {paper}", []
+
+    monkeypatch.setattr(reproduce, "reproduce_with_headlines", one_paper)
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.reproduce_all(True, out)
+    assert _files_in(out) == before and list(tmp_path.iterdir()) == [out]
+    monkeypatch.setattr(reproduce, "reproduce_with_headlines", lambda paper, quick, traces: (f"# {paper}", []))
+    reproduce.reproduce_all(True, out)
+    assert sorted(f.name for f in out.iterdir()) == sorted(["README.md", *(f"{p}.md" for p in reproduce.PAPERS)])
+    assert (out / "README.md").read_text() != "old summary"
+
+
 def test_an_unwritable_report_directory_is_one_error_naming_it(tmp_path):
     pytest.importorskip("matplotlib")
     store = _real_store(tmp_path)
@@ -409,13 +691,26 @@ def test_an_unwritable_report_directory_is_one_error_naming_it(tmp_path):
     (lambda v: v.pt_compare(workload="gups", designs=[1]), "designs"),
     (lambda v: v.mrc(workload="gups", max_ways=0), "max_ways"),
     (lambda v: v.trace_info(5), "path"),
+    (lambda v: v.pt_compare(workload="gups", designs=[]), "designs"),
+    (lambda v: v.pt_compare(workload="gups", designs={}), "designs"),
+    *[(lambda v, x=x: v.sweep(x), "spec_path") for x in (None, 5, 1.5, [], b"x", True, "x\0y", "")],
+    *[(lambda v, x=x: v.sweep("s.toml", store=x), "store") for x in (5, b"x", 0, [], {}, "", "x\0y")],
+    *[(lambda v, x=x: v.sweep("s.toml", quiet=x), "quiet") for x in (1, "yes", None)],
+    *[(lambda v, x=x: v.sweep("s.toml", address=x), "address") for x in (0, [], "")],
+    *[(lambda v, x=x: v.sweep("s.toml", jobs=x), "jobs") for x in (2 ** 70, -1, 1.5, True)],
+    (lambda v: v.sweep("s.toml", backend=5), "backend"),
+    *[(lambda v, x=x: v.report(x, "out"), "store") for x in (-1, 1.5, [], math.nan, 2 ** 70, "", "x\0y")],
+    *[(lambda v, x=x: v.report("s.sqlite", x), "out_dir") for x in (5, [], b"x", math.nan, "")],
+    *[(lambda v, x=x: v.load(x), "store") for x in (5, b"x", "", "x\0y")],
 ])
-def test_wrong_python_types_name_the_argument(call, name):
+def test_wrong_python_types_name_the_argument(call, name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a call that wrongly went ahead would find nothing, and write nothing elsewhere
     import vmlab
 
     with pytest.raises(vmlab.VmlabError) as e:
         call(vmlab)
     assert isinstance(e.value, TypeError) and f"`{name}`" in str(e.value), e.value
+    assert list(tmp_path.iterdir()) == [], "nothing written"
 
 
 def test_a_report_without_matplotlib_has_the_tables_and_says_what_to_install(tmp_path):

@@ -25,8 +25,19 @@ pub struct RunRequest {
     /// `key=value` overrides applied on top of the config, in order.
     pub overrides: Vec<String>,
     pub source: SourceSpec,
-    /// Show a progress bar on stderr.
+    /// Show progress on stderr ([`Progress`]).
     pub progress: bool,
+}
+
+/// `Ok` if `spec` can be read again: anything but a trace that is a pipe or a FIFO,
+/// which an error names with `why` it would be read more than once.
+fn readable_again(spec: &SourceSpec, why: &str) -> Result<()> {
+    match spec {
+        SourceSpec::Trace(path) if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) => {
+            Err(Error::Trace { file: path.clone(), offset: 0, msg: format!("a pipe or FIFO can be read once, and {why}: save the trace to a file first") })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Open a source: a trace file or a synthetic workload.
@@ -59,25 +70,27 @@ pub fn open_source(spec: &SourceSpec) -> Result<(Box<dyn TraceSource + Send>, So
 
 /// Run one simulation; returns the stats document (docs/metrics.md).
 pub fn run(req: &RunRequest) -> Result<serde_json::Value> {
+    run_named(req, "")
+}
+
+/// [`run`], its progress named `label`.
+fn run_named(req: &RunRequest, label: &str) -> Result<serde_json::Value> {
     let cfg = Config::load(&req.config, &req.overrides)?;
     let (src, info) = open_source(&req.source)?;
-    let bar = progress_bar(req.progress, src.len_hint());
+    let bar = Progress::new(req.progress, src.len_hint(), label);
     let mut first = Some(src);
     // The first open is reused; OFFLINE opens the source again for its second pass.
     let mut open = || -> Result<Box<dyn crate::trace::TraceSource + Send>> {
         match first.take() {
             Some(s) => Ok(s),
-            None => Ok(open_source(&req.source)?.0),
+            None => {
+                readable_again(&req.source, "the offline policy reads its input twice")?;
+                Ok(open_source(&req.source)?.0)
+            }
         }
     };
-    let doc = sim::run_source(&cfg, &mut open, &info, |n| {
-        if let Some(b) = &bar {
-            b.set_position(n)
-        }
-    });
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let doc = sim::run_source(&cfg, &mut open, &info, |n| bar.set(n));
+    bar.finish();
     doc
 }
 
@@ -93,6 +106,7 @@ pub fn run_many(configs: &[(String, Vec<String>)], source: &SourceSpec, threads:
     for (i, (config, overrides)) in configs.iter().enumerate() {
         match Config::load(config, overrides) {
             Ok(cfg) if cfg.os.policy.kind == crate::os::policy::PolicyName::Offline => {
+                readable_again(source, "the offline policy reads its input twice")?;
                 let req = RunRequest { config: config.clone(), overrides: overrides.clone(), source: source.clone(), progress: false };
                 results[i] = Some(run(&req));
             }
@@ -105,15 +119,9 @@ pub fn run_many(configs: &[(String, Vec<String>)], source: &SourceSpec, threads:
     }
     if !shared.is_empty() {
         let (mut src, info) = open_source(source)?;
-        let bar = progress_bar(progress, src.len_hint());
-        let docs = sim::run_many(&shared, src.as_mut(), &info, threads, |n| {
-            if let Some(b) = &bar {
-                b.set_position(n)
-            }
-        });
-        if let Some(b) = bar {
-            b.finish_and_clear();
-        }
+        let bar = Progress::new(progress, src.len_hint(), "");
+        let docs = sim::run_many(&shared, src.as_mut(), &info, threads, |n| bar.set(n));
+        bar.finish();
         for (i, doc) in shared_at.into_iter().zip(docs?) {
             results[i] = Some(doc);
         }
@@ -127,19 +135,105 @@ pub fn miss_ratio_curves(source: &SourceSpec, opts: &sim::mrc::MrcOptions) -> Re
     sim::mrc::miss_ratio_curves(src.as_mut(), opts)
 }
 
-/// A progress bar on stderr (never stdout: the JSON stays clean), if asked for.
-pub fn progress_bar(enabled: bool, len: Option<u64>) -> Option<indicatif::ProgressBar> {
-    if !enabled {
-        return None;
+/// Progress on stderr (never stdout: the JSON stays clean): a bar with the total and
+/// an ETA on a terminal; elsewhere (a log, nohup, a notebook's kernel) a line every
+/// [`Progress::LINE_EVERY`], so a long run still shows it is alive.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    lines: Option<std::cell::Cell<std::time::Instant>>,
+    len: Option<u64>,
+    label: String,
+    start: std::time::Instant,
+}
+
+impl Progress {
+    pub const LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Progress over `len` records (None: unknown), named `label` ("" for none), if
+    /// `enabled`.
+    pub fn new(enabled: bool, len: Option<u64>, label: &str) -> Progress {
+        use std::io::IsTerminal;
+        let now = std::time::Instant::now();
+        let mut p = Progress { bar: None, lines: None, len, label: label.to_string(), start: now };
+        if !enabled {
+            return p;
+        }
+        if !std::io::stderr().is_terminal() {
+            p.lines = Some(std::cell::Cell::new(now));
+            return p;
+        }
+        let target = indicatif::ProgressDrawTarget::stderr_with_hz(4);
+        let style = match len {
+            Some(_) => "{msg}{bar:40} {percent:>3}% {human_pos}/{human_len} records, ETA {eta}",
+            None => "{msg}{spinner} {human_pos} records ({per_sec})",
+        };
+        let bar = indicatif::ProgressBar::with_draw_target(len, target)
+            .with_style(indicatif::ProgressStyle::with_template(style).expect("template"))
+            .with_message(if label.is_empty() { String::new() } else { format!("{label} ") });
+        p.bar = Some(bar);
+        p
     }
-    let target = indicatif::ProgressDrawTarget::stderr_with_hz(4);
-    let bar = match len {
-        Some(n) => indicatif::ProgressBar::with_draw_target(Some(n), target)
-            .with_style(indicatif::ProgressStyle::with_template("{bar:40} {percent:>3}% {human_pos}/{human_len} records, ETA {eta}").expect("template")),
-        None => indicatif::ProgressBar::with_draw_target(None, target)
-            .with_style(indicatif::ProgressStyle::with_template("{spinner} {human_pos} records ({per_sec})").expect("template")),
-    };
-    Some(bar)
+
+    /// `n` records done. A length that was an estimate (a synthetic workload's) is a
+    /// ceiling, not a promise: the position stops at it.
+    pub fn set(&self, n: u64) {
+        let n = self.len.map_or(n, |l| n.min(l));
+        if let Some(b) = &self.bar {
+            b.set_position(n);
+        }
+        if let Some(last) = &self.lines {
+            if last.get().elapsed() >= Self::LINE_EVERY {
+                last.set(std::time::Instant::now());
+                let secs = self.start.elapsed().as_secs_f64();
+                let rate = n as f64 / secs.max(1e-9);
+                let label = if self.label.is_empty() { String::new() } else { format!("{} ", self.label) };
+                match self.len {
+                    Some(l) if l > 0 && rate > 0.0 => eprintln!(
+                        "vmlab: {label}{:.0}% ({n}/{l} records, {:.1} M/s, {:.0} s left)",
+                        100.0 * n as f64 / l as f64,
+                        rate / 1e6,
+                        l.saturating_sub(n) as f64 / rate
+                    ),
+                    _ => eprintln!("vmlab: {label}{n} records ({:.1} M/s)", rate / 1e6),
+                }
+            }
+        }
+    }
+
+    pub fn finish(self) {
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// A source that shows its progress as it is read (`vmlab convert`, `vmlab generate`).
+pub struct WithProgress<'a> {
+    pub inner: &'a mut dyn TraceSource,
+    pub progress: Progress,
+    read: u64,
+}
+
+impl<'a> WithProgress<'a> {
+    pub fn new(inner: &'a mut dyn TraceSource, enabled: bool) -> WithProgress<'a> {
+        let progress = Progress::new(enabled, inner.len_hint(), "");
+        WithProgress { inner, progress, read: 0 }
+    }
+}
+
+impl TraceSource for WithProgress<'_> {
+    fn meta(&self) -> &crate::trace::TraceMeta {
+        self.inner.meta()
+    }
+    fn next_batch(&mut self, buf: &mut Vec<crate::trace::Record>) -> Result<bool> {
+        let more = self.inner.next_batch(buf)?;
+        self.read += buf.len() as u64;
+        self.progress.set(self.read);
+        Ok(more)
+    }
+    fn len_hint(&self) -> Option<u64> {
+        self.inner.len_hint()
+    }
 }
 
 /// The built-in presets: (name, TOML text).
@@ -314,14 +408,18 @@ pub fn compare(
 /// Elphinstone's refill-cost and size measurements (a walk reference is one cache-line
 /// access, so `refs_per_walk` is his "cache lines per refill"): run `source` under each design
 /// (named in [`pt_design`]) on top of `config` + `overrides`; one JSON row per design.
-pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, designs: &[String]) -> Result<Vec<serde_json::Value>> {
+pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, designs: &[String], progress: bool) -> Result<Vec<serde_json::Value>> {
+    if designs.len() > 1 {
+        readable_again(source, "pt compare reads it once per design")?;
+    }
     let mut rows = Vec::new();
-    for d in designs {
+    for (k, d) in designs.iter().enumerate() {
         let label = d.split(':').next().unwrap_or(d).to_string();
         let mut o = overrides.to_vec();
         o.extend(pt_design(d)?);
         let t0 = std::time::Instant::now();
-        let doc = run(&RunRequest { config: config.to_string(), overrides: o, source: source.clone(), progress: false })?;
+        let shown = format!("[{}/{}] {label}", k + 1, designs.len());
+        let doc = run_named(&RunRequest { config: config.to_string(), overrides: o, source: source.clone(), progress }, &shown)?;
         let secs = t0.elapsed().as_secs_f64();
         let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
         rows.push(serde_json::json!({

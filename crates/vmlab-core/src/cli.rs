@@ -26,6 +26,27 @@ macro_rules! outln {
     }};
 }
 
+/// A plain text table, columns two spaces apart, the first left-aligned and the others
+/// right-aligned (numbers); each line ends in a newline.
+pub fn text_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    use comfy_table::{presets, CellAlignment, Table};
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING).set_header(header.to_vec());
+    for r in rows {
+        t.add_row(r);
+    }
+    let last = header.len().saturating_sub(1);
+    for i in 0..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_padding((0, if i == last { 0 } else { 2 }));
+            if i > 0 {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+    }
+    t.lines().map(|l| format!("{}\n", l.trim_end())).collect()
+}
+
 #[derive(Parser, Debug)]
 #[command(name = "vmlab", version, about = "vmlab: a laboratory for virtual-memory address translation")]
 struct Cli {
@@ -57,18 +78,22 @@ enum Cmd {
         /// Progress bar on stderr (default: when stderr is a terminal).
         #[arg(long, overrides_with = "no_progress")]
         progress: bool,
+        /// No progress bar.
         #[arg(long)]
         no_progress: bool,
     },
     /// Summarise a trace: counts, footprint, VMAs, page-size histogram.
     Info {
+        /// The .vmt trace (a file, a FIFO, or - for standard input).
         trace: PathBuf,
+        /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Trace a command straight into a .vmt file, under QEMU with vmlab's plugin (fast)
     /// or valgrind lackey.
     Trace {
+        /// The .vmt file to write (replaced only when tracing succeeds).
         #[arg(long, short)]
         output: PathBuf,
         /// The tracing engine: qemu (fast; follows forks, not execs), lackey (follows
@@ -90,7 +115,8 @@ enum Cmd {
         /// Output format, converted from a .vmt input.
         #[arg(long, value_parser = ["champsim"])]
         to: Option<String>,
-        /// The file to convert (for drmemtrace, a trace file or a trace directory).
+        /// The file to convert, or - for standard input (for drmemtrace, a trace file
+        /// or a trace directory).
         input: PathBuf,
         /// The output file (or give it after the input).
         #[arg(long, short, required_unless_present = "out", conflicts_with = "out")]
@@ -104,15 +130,22 @@ enum Cmd {
     },
     /// Write a synthetic workload to a .vmt file.
     Generate {
+        /// A built-in workload (see `vmlab workloads`).
         workload: String,
+        /// Workload parameters, key=value.
+        #[arg(value_name = "PARAM")]
         params: Vec<String>,
+        /// The .vmt file to write.
         #[arg(long, short)]
         output: PathBuf,
     },
     /// List the built-in synthetic workloads and their parameters.
     Workloads,
     /// List the built-in presets, or print one preset's TOML.
-    Presets { name: Option<String> },
+    Presets {
+        /// A preset whose TOML to print.
+        name: Option<String>,
+    },
     /// Page-table measurements (Elphinstone): compare organisations on one input.
     Pt {
         #[command(subcommand)]
@@ -140,6 +173,7 @@ enum Cmd {
         /// Largest fully associative size (powers of two up to it).
         #[arg(long, default_value_t = 65536)]
         max_entries: usize,
+        /// Print the curves as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -154,15 +188,25 @@ enum Cmd {
         /// Only the benchmarks whose name contains this text (e.g. "nested").
         #[arg(long)]
         only: Option<String>,
+        /// Print every run as JSON.
         #[arg(long)]
         json: bool,
     },
 }
 
+/// An input file named on the command line: `-` is standard input.
+fn input_path(p: PathBuf) -> PathBuf {
+    if p.as_os_str() == "-" {
+        PathBuf::from("/dev/stdin")
+    } else {
+        p
+    }
+}
+
 /// A trace or a synthetic workload.
 #[derive(clap::Args, Debug)]
 struct SimInput {
-    /// A .vmt trace file.
+    /// A .vmt trace file (or - for standard input).
     #[arg(long, short, conflicts_with = "workload")]
     trace: Option<PathBuf>,
     /// A built-in workload (see `vmlab workloads`), followed by key=value parameters.
@@ -180,7 +224,7 @@ impl SimInput {
                 if !self.params.is_empty() {
                     return Err(Error::config("PARAM", "workload parameters given with --trace"));
                 }
-                Ok(SourceSpec::Trace(t))
+                Ok(SourceSpec::Trace(input_path(t)))
             }
             (None, Some(w)) => Ok(SourceSpec::Workload { params: api::parse_params(&w, &self.params)?, name: w }),
             _ => Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
@@ -190,22 +234,28 @@ impl SimInput {
 
 #[derive(clap::Args, Debug)]
 struct PtInput {
+    /// Preset name or path to a TOML file every design starts from.
     #[arg(long, short, default_value = "skylake")]
     config: String,
+    /// Override a config key for every design (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// A .vmt trace file (or - for standard input).
     #[arg(long, short, conflicts_with_all = ["workload", "pid"])]
     trace: Option<PathBuf>,
+    /// A built-in workload (see `vmlab workloads`), followed by key=value parameters.
     #[arg(long, short, conflicts_with = "pid")]
     workload: Option<String>,
     /// The resident pages of a live process (/proc/PID/maps and /proc/PID/pagemap).
     #[arg(long)]
     pid: Option<u32>,
+    /// Workload parameters, key=value.
     #[arg(value_name = "PARAM")]
     params: Vec<String>,
     /// Designs to compare, `name:key=value;key=value` or a preset design name.
     #[arg(long, value_delimiter = ',', default_value = "radix,mpt,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear,linear+stlb,guarded16+stlb")]
     designs: Vec<String>,
+    /// Print the rows as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -213,7 +263,7 @@ struct PtInput {
 impl PtInput {
     fn source(&self) -> Result<SourceSpec> {
         Ok(match (&self.trace, &self.workload, self.pid) {
-            (Some(t), None, None) => SourceSpec::Trace(t.clone()),
+            (Some(t), None, None) => SourceSpec::Trace(input_path(t.clone())),
             (None, Some(w), None) => SourceSpec::Workload { name: w.clone(), params: api::parse_params(w, &self.params)? },
             (None, None, Some(pid)) => SourceSpec::Snapshot(pid),
             _ => return Err(Error::config("--trace/--workload/--pid", "give exactly one of --trace, --workload or --pid")),
@@ -242,6 +292,7 @@ struct CompareArgs {
     threads: usize,
     #[command(flatten)]
     input: SimInput,
+    /// Print the rows as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -275,13 +326,18 @@ enum PtCmd {
     /// Build every page table for a live process's resident pages (/proc/PID/maps and
     /// /proc/PID/pagemap) and compare their sizes and refill costs (= compare --pid).
     Snapshot {
+        /// The live process.
         pid: u32,
+        /// Preset name or path to a TOML file every design starts from.
         #[arg(long, short, default_value = "skylake")]
         config: String,
+        /// Override a config key for every design (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Designs to compare, `name:key=value;key=value` or a preset design name.
         #[arg(long, value_delimiter = ',', default_value = "radix,mpt,hashed,clustered,guarded2,guarded16,guarded256,inverted,linear")]
         designs: Vec<String>,
+        /// Print the rows as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -304,31 +360,44 @@ const PT_COLUMNS: &[(&str, &str, f64, usize, &str)] = &[
 
 fn print_pt_rows(rows: &[serde_json::Value], view: char) -> Result<()> {
     let cols: Vec<_> = PT_COLUMNS.iter().filter(|c| c.4.contains(view)).collect();
-    out!("{:<18}", "design");
-    for c in &cols {
-        out!(" {:>13}", c.0);
-    }
-    outln!();
-    for r in rows {
-        out!("{:<18}", r["design"].as_str().unwrap_or(""));
-        for c in &cols {
-            out!(" {:>13.*}", c.3, r[c.1].as_f64().unwrap_or(f64::NAN) * c.2);
-        }
-        outln!();
-    }
+    let header: Vec<&str> = std::iter::once("design").chain(cols.iter().map(|c| c.0)).collect();
+    let body = rows.iter().map(|r| {
+        let cells = cols.iter().map(|c| format!("{:.*}", c.3, r[c.1].as_f64().unwrap_or(f64::NAN) * c.2));
+        std::iter::once(r["design"].as_str().unwrap_or("").to_string()).chain(cells).collect()
+    });
+    out!("{}", text_table(&header, body));
     if view != 'r' {
         outln!("* when the most pages were mapped");
     }
     Ok(())
 }
 
+/// `text` on one line: control characters (a newline, an escape sequence from an
+/// argument) are escaped, so an error cannot break its line or forge another.
+fn one_line(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// The commands of the Python package's `vmlab` script (python/vmlab/cli.py), which
+/// this binary does not have.
+const PYTHON_COMMANDS: [&str; 5] = ["demo", "sweep", "report", "export", "reproduce"];
+
 /// Run the CLI on `args` (args[0] is the program name); returns the exit status.
 pub fn main(args: Vec<String>) -> i32 {
+    if let Some(c) = args.get(1).filter(|a| PYTHON_COMMANDS.contains(&a.as_str())) {
+        eprintln!("vmlab: error: `{c}` is a command of the Python package's `vmlab` (after `make setup`: .venv/bin/vmlab {c}), not of this binary");
+        return 2;
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
+            // Help and the version go to standard output, which may be full or closed.
+            let printed = e.print().and_then(|_| std::io::Write::flush(&mut std::io::stdout()));
+            if let Err(err) = printed {
+                eprintln!("vmlab: error: {}", Error::io("standard output", err));
+                return 1;
+            }
             return code;
         }
     };
@@ -344,7 +413,7 @@ pub fn main(args: Vec<String>) -> i32 {
             128 + signal
         }
         Err(e) => {
-            eprintln!("vmlab: error: {e}");
+            eprintln!("vmlab: error: {}", one_line(&e.to_string()));
             1
         }
     }
@@ -372,17 +441,18 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                     curves.page_size,
                     serde_json::to_value(curves.side).expect("json").as_str().unwrap_or("")
                 );
-                outln!("{:>8} {:>6} {:>8} {:>12} {:>10}", "sets", "ways", "entries", "misses", "miss rate");
-                for p in curves.fully_associative.iter().chain(&curves.set_associative) {
+                let body = curves.fully_associative.iter().chain(&curves.set_associative).map(|p| {
                     let sets = if p.sets == 1 && p.ways == p.entries { "full".to_string() } else { p.sets.to_string() };
-                    outln!("{:>8} {:>6} {:>8} {:>12} {:>10.5}", sets, p.ways, p.entries, p.misses, p.miss_rate);
-                }
+                    vec![sets, p.ways.to_string(), p.entries.to_string(), p.misses.to_string(), format!("{:.5}", p.miss_rate)]
+                });
+                out!("{}", text_table(&["sets", "ways", "entries", "misses", "miss rate"], body));
             }
             Ok(0)
         }
         Cmd::Run { config, set, input, json, output, progress, no_progress } => {
             let source = input.source()?;
-            let show = progress || (!no_progress && std::io::stderr().is_terminal());
+            // A bar on a terminal, else a line every ten seconds (api::Progress).
+            let show = progress || !no_progress;
             let started = std::time::Instant::now();
             let doc = api::run(&RunRequest { config, overrides: set, source, progress: show })?;
             let secs = started.elapsed().as_secs_f64();
@@ -394,7 +464,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 outln!("{text}");
             } else {
                 out!("{}", summary_text(&doc));
-                eprintln!("({secs:.2} s)");
+                // After the summary, on its own line, where both streams go to one file.
+                std::io::Write::flush(&mut std::io::stdout()).map_err(|e| Error::io("standard output", e))?;
+                eprintln!("vmlab: simulated in {secs:.2} s");
             }
             Ok(0)
         }
@@ -405,18 +477,12 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
                 return Ok(0);
             }
-            out!("{:<18}", "design");
-            for c in COMPARE_COLUMNS {
-                out!(" {:>12}", c.0);
-            }
-            outln!();
-            for r in &rows {
-                out!("{:<18}", r["design"].as_str().unwrap_or(""));
-                for c in COMPARE_COLUMNS {
-                    out!(" {:>12.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN));
-                }
-                outln!();
-            }
+            let header: Vec<&str> = std::iter::once("design").chain(COMPARE_COLUMNS.iter().map(|c| c.0)).collect();
+            let body = rows.iter().map(|r| {
+                let cells = COMPARE_COLUMNS.iter().map(|c| format!("{:.*}", c.2, r[c.1].as_f64().unwrap_or(f64::NAN)));
+                std::iter::once(r["design"].as_str().unwrap_or("").to_string()).chain(cells).collect()
+            });
+            out!("{}", text_table(&header, body));
             outln!("speed-up over {}", rows[0]["baseline"].as_str().unwrap_or(""));
             let error = rows.iter().filter_map(|r| r["cpi_error"].as_f64()).fold(0.0, f64::max);
             if error > 0.0 {
@@ -425,6 +491,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             Ok(0)
         }
         Cmd::Info { trace: path, json } => {
+            let path = input_path(path);
             let mut r = trace::vmt::VmtReader::open(&path)?;
             let info = trace::info::summarize(&mut r)?;
             if json {
@@ -454,6 +521,14 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
         }
         Cmd::Convert { from, to, input, output, out, pid } => {
             let output = output.or(out).expect("clap requires an output");
+            let input = input_path(input);
+            let same = |a: &std::path::Path, b: &std::path::Path| {
+                use std::os::unix::fs::MetadataExt;
+                matches!((std::fs::metadata(a), std::fs::metadata(b)), (Ok(x), Ok(y)) if x.is_file() && x.dev() == y.dev() && x.ino() == y.ino())
+            };
+            if same(&input, &output) {
+                return Err(Error::io(&output, std::io::Error::other("the output is the input file; convert to another file")));
+            }
             if to.is_some() {
                 let n = trace::champsim::write_file(&mut trace::vmt::VmtReader::open(&input)?, &output)?;
                 eprintln!("vmlab: wrote {n} instructions to {}", output.display());
@@ -461,7 +536,9 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
             }
             if from.as_deref() == Some("drmemtrace") {
                 let mut src = trace::drmemtrace::DrmemtraceReader::open(&input)?;
-                let n = trace::vmt::write_file(&mut src, &output)?;
+                let mut shown = api::WithProgress::new(&mut src, true);
+                let n = trace::vmt::write_file(&mut shown, &output)?;
+                shown.progress.finish();
                 eprintln!("vmlab: wrote {n} records to {}", output.display());
                 let d = src.dropped();
                 if d != Default::default() {
@@ -479,13 +556,17 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                 }
                 _ => Box::new(trace::champsim::ChampSimReader::open(&input, pid)?),
             };
-            let n = trace::vmt::write_file(src.as_mut(), &output)?;
+            let mut shown = api::WithProgress::new(src.as_mut(), true);
+            let n = trace::vmt::write_file(&mut shown, &output)?;
+            shown.progress.finish();
             eprintln!("vmlab: wrote {n} records to {}", output.display());
             Ok(0)
         }
         Cmd::Generate { workload, params, output } => {
             let mut src = trace::synth::open(&workload, &api::parse_params(&workload, &params)?)?;
-            let n = trace::vmt::write_file(src.as_mut(), &output)?;
+            let mut shown = api::WithProgress::new(src.as_mut(), true);
+            let n = trace::vmt::write_file(&mut shown, &output)?;
+            shown.progress.finish();
             eprintln!("vmlab: wrote {n} records to {}", output.display());
             Ok(0)
         }
@@ -524,7 +605,7 @@ fn dispatch(cmd: Cmd) -> Result<i32> {
                     (PtInput { config, set, trace: None, workload: None, pid: Some(pid), params: vec![], designs, json }, 'c')
                 }
             };
-            let rows = api::pt_compare(&input.config, &input.set, &input.source()?, &input.designs)?;
+            let rows = api::pt_compare(&input.config, &input.set, &input.source()?, &input.designs, true)?;
             if input.json {
                 outln!("{}", serde_json::to_string_pretty(&rows).expect("json"));
             } else {
@@ -578,11 +659,11 @@ pub fn summary_text(doc: &serde_json::Value) -> String {
         }
     }
     if let Some(tlbs) = doc["tlb"].as_object() {
-        let _ = writeln!(s, "{:<12} {:>5} {:>12} {:>12} {:>9}", "tlb", "level", "lookups", "misses", "miss %");
-        for (name, t) in tlbs {
-            let _ =
-                writeln!(s, "{:<12} {:>5} {:>12} {:>12} {:>8.3}%", name, t["level"], t["lookups"], t["misses"], 100.0 * t["miss_rate"].as_f64().unwrap_or(0.0));
-        }
+        let body = tlbs.iter().map(|(name, t)| {
+            let n = |k: &str| t[k].as_u64().map_or_else(|| t[k].to_string(), |v| v.to_string());
+            vec![name.clone(), n("level"), n("lookups"), n("misses"), format!("{:.3}%", 100.0 * t["miss_rate"].as_f64().unwrap_or(0.0))]
+        });
+        s.push_str(&text_table(&["tlb", "level", "lookups", "misses", "miss %"], body));
     }
     let _ = writeln!(
         s,

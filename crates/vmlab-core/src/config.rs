@@ -113,6 +113,10 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
+/// Entries, lines, buckets and slots one configuration's structures may hold together
+/// (each takes some tens of bytes of host memory): 2^25.
+pub const MAX_STRUCTURE_ENTRIES: u64 = 1 << 25;
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -332,8 +336,38 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The configured sizes of the structures vmlab allocates up front, by the key that
+    /// sets each: TLB entries, page-walk cache entries, cache lines, a hashed table's
+    /// buckets, an ECPT's initial slots, the software TLB's entries.
+    fn structure_entries(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = Vec::new();
+        v.extend(self.tlb.iter().map(|(n, t)| (format!("tlb.{n}.entries"), t.entries as u64)));
+        v.push(("pwc.entries".into(), self.pwc.entries.iter().map(|&e| e as u64).fold(0, u64::saturating_add)));
+        v.extend(self.cache.iter().map(|(n, c)| (format!("cache.{n}.size"), c.size.0 / c.line.0.max(1))));
+        let pt = &self.page_table;
+        if matches!(pt.kind, PageTableKind::Hashed | PageTableKind::Hybrid) {
+            v.push(("page_table.hashed.buckets".into(), (pt.hashed.buckets as u64).saturating_add(pt.hashed.large_buckets as u64)));
+        }
+        if matches!(pt.kind, PageTableKind::Ecpt | PageTableKind::NestedEcpt) {
+            let slots = |s: &[usize], ways: usize| s.iter().map(|&n| n as u64).fold(0, u64::saturating_add).saturating_mul(ways as u64);
+            v.push(("page_table.ecpt.initial_slots".into(), slots(&pt.ecpt.initial_slots, pt.ecpt.ways)));
+            v.push(("page_table.ecpt.cwt_slots".into(), slots(&pt.ecpt.cwt_slots, pt.ecpt.cwt_ways)));
+        }
+        v.push(("page_table.stlb.entries".into(), pt.stlb.entries as u64));
+        v
+    }
+
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
     pub fn validate(&self) -> Result<()> {
+        let sizes = self.structure_entries();
+        let total = sizes.iter().map(|(_, n)| *n).fold(0, u64::saturating_add);
+        if total > MAX_STRUCTURE_ENTRIES {
+            let (key, n) = sizes.iter().max_by_key(|(_, n)| *n).expect("a structure");
+            let msg = format!(
+                "the configuration's structures hold {total} entries, lines, buckets and slots together (this one {n}); at most {MAX_STRUCTURE_ENTRIES} (about 1 GiB of host memory)"
+            );
+            return Err(Error::config(key.clone(), msg));
+        }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         if !(1..=MAX_LIVE_PROCESSES).contains(&self.os.max_processes) {
             return Err(Error::config("os.max_processes", format!("must be 1 to {MAX_LIVE_PROCESSES} (one address-space ID each)")));

@@ -54,16 +54,21 @@ impl AtomicFile {
         tmp_name.push(format!(".vmlab-tmp{}", std::process::id()));
         let tmp = target.with_file_name(tmp_name);
         let f = File::create(&tmp).map_err(|e| Error::io(target, e))?;
+        crate::interrupt::pending(&tmp, true);
         Ok((AtomicFile { target: target.to_path_buf(), tmp: Some(tmp) }, f))
     }
 
     /// The file is complete (written and flushed by its writer): put it in place.
     pub fn commit(mut self) -> Result<()> {
         match self.tmp.take() {
-            Some(tmp) => std::fs::rename(&tmp, &self.target).map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                Error::io(&self.target, e)
-            }),
+            Some(tmp) => {
+                let done = std::fs::rename(&tmp, &self.target).map_err(|e| {
+                    let _ = std::fs::remove_file(&tmp);
+                    Error::io(&self.target, e)
+                });
+                crate::interrupt::pending(&tmp, false);
+                done
+            }
             None => Ok(()),
         }
     }
@@ -73,6 +78,7 @@ impl Drop for AtomicFile {
     fn drop(&mut self) {
         if let Some(tmp) = &self.tmp {
             let _ = std::fs::remove_file(tmp);
+            crate::interrupt::pending(tmp, false);
         }
     }
 }

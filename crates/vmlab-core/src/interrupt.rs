@@ -9,10 +9,15 @@
 //! unfinished (files::AtomicFile) and a traced program is killed (trace/live.rs).
 //!
 //! The handlers are one-shot (`SA_RESETHAND`): a second Ctrl-C kills the process at
-//! once, as it would without vmlab's handling.
+//! once, as it would without vmlab's handling. Work blocked where no loop runs (opening
+//! a FIFO nobody writes, a read that never returns) cannot see the request: the
+//! handlers' watchdog ends the process [`GRACE`] after the signal, removing the
+//! temporary files of unfinished outputs first ([`pending`]).
 
 use crate::{Error, Result};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
 
 static REQUESTED: AtomicI32 = AtomicI32::new(0);
 
@@ -57,6 +62,44 @@ pub fn signal_name(signal: i32) -> String {
     }
 }
 
+/// How long a requested stop may take before the watchdog ends the process.
+pub const GRACE: std::time::Duration = std::time::Duration::from_millis(750);
+
+/// The temporary files of unfinished outputs (files::AtomicFile), for the watchdog to
+/// remove.
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending_files() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Temporary files being written: `pending(path, true)` when one is created,
+/// `pending(path, false)` once it is renamed into place or removed.
+pub fn pending(path: &Path, open: bool) {
+    let mut p = pending_files();
+    if open {
+        p.push(path.to_path_buf());
+    } else if let Some(i) = p.iter().position(|q| q == path) {
+        p.swap_remove(i);
+    }
+}
+
+/// End the process [`GRACE`] after a stop was requested, if the work has not ended it
+/// by then: the work is blocked somewhere no loop checks.
+fn watchdog() {
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Some(signal) = requested() {
+            std::thread::sleep(GRACE);
+            for f in pending_files().drain(..) {
+                let _ = std::fs::remove_file(f);
+            }
+            eprintln!("vmlab: {}", Error::Interrupted { signal });
+            std::process::exit(128 + signal);
+        }
+    }
+}
+
 extern "C" fn on_signal(signal: libc::c_int) {
     // Async-signal-safe: one atomic store.
     request(signal);
@@ -87,4 +130,8 @@ pub fn install_handlers() {
         }
     }
     // Elsewhere the default action stays: the process ends at once.
+    static WATCHDOG: std::sync::Once = std::sync::Once::new();
+    WATCHDOG.call_once(|| {
+        let _ = std::thread::Builder::new().name("vmlab-watchdog".into()).spawn(watchdog);
+    });
 }

@@ -192,7 +192,8 @@ fn presets() -> Vec<(String, String)> {
 
 /// `vmlab pt compare` as JSON text: one row per page-table design.
 #[pyfunction]
-#[pyo3(signature = (designs, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None))]
+#[pyo3(signature = (designs, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None, progress=false))]
+#[allow(clippy::too_many_arguments)]
 fn pt_compare(
     py: Python<'_>,
     designs: Vec<String>,
@@ -201,9 +202,10 @@ fn pt_compare(
     trace: Option<String>,
     workload: Option<String>,
     params: Option<&Bound<'_, PyDict>>,
+    progress: bool,
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
-    let rows = interruptible(py, || api::pt_compare(&config, &overrides, &source, &designs))?.map_err(to_py)?;
+    let rows = interruptible(py, || api::pt_compare(&config, &overrides, &source, &designs, progress))?.map_err(to_py)?;
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 

@@ -16,12 +16,13 @@ summary page of headline results with verdicts (docs/reproductions/README.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
 
 from .. import _core
-from .._files import make_dir, write_text
+from .._files import staged_dir, write_text
 from . import elphinstone, itanium, nested_ecpt, romer, romer_cache, tps
 from ._common import VERDICTS, Headline, md_table, program_traces, take_headlines
 
@@ -111,24 +112,26 @@ def summary(heads: dict[str, list[Headline]], quick: bool, seconds: float) -> st
 
 def reproduce_all(quick: bool, out_dir: Path | None, traces: list[str] | None = None) -> str:
     """Every paper: each one's tables into ``out_dir``/PAPER.md (if given), and the
-    summary page (returned, and written to ``out_dir``/README.md)."""
-    t0 = time.monotonic()
-    heads: dict[str, list[Headline]] = {}
-    if out_dir is not None:
-        make_dir(out_dir)
-    for paper in PAPERS:
-        text, heads[paper] = reproduce_with_headlines(paper, quick, traces)
-        if out_dir is not None:
-            write_text(out_dir / f"{paper}.md", text)
-        print(f"vmlab reproduce: {paper} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
-    page = summary(heads, quick, time.monotonic() - t0)
-    if out_dir is not None:
-        write_text(out_dir / "README.md", page)
+    summary page (returned, and written to ``out_dir``/README.md). The pages are
+    written apart and moved into ``out_dir`` together once all are done: a failed or
+    interrupted run leaves ``out_dir`` as it was."""
+    with contextlib.ExitStack() as stack:
+        stage = stack.enter_context(staged_dir(out_dir, last=("README.md",))) if out_dir is not None else None
+        t0 = time.monotonic()
+        heads: dict[str, list[Headline]] = {}
+        for paper in PAPERS:
+            text, heads[paper] = reproduce_with_headlines(paper, quick, traces)
+            if stage is not None:
+                (stage / f"{paper}.md").write_text(text)
+            print(f"vmlab reproduce: {paper} done ({time.monotonic() - t0:.0f} s)", file=sys.stderr)
+        page = summary(heads, quick, time.monotonic() - t0)
+        if stage is not None:
+            (stage / "README.md").write_text(page)
     return page
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="vmlab reproduce", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="vmlab reproduce", description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("paper", nargs="?", choices=list(PAPERS), help="one paper (or --all)")
     ap.add_argument("--all", action="store_true", help="every paper, and the summary page of headline results")
     ap.add_argument("--quick", action="store_true", help="shorter runs: a few minutes on two cores")

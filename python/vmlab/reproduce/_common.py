@@ -115,11 +115,14 @@ class Batch:
         groups: dict[str, list[Hashable]] = {}
         for key, (_, _, src) in self._runs.items():
             groups.setdefault(json.dumps(src, sort_keys=True), []).append(key)
-        for src_text, keys in groups.items():
+        for i, (src_text, keys) in enumerate(groups.items()):
             src = json.loads(src_text)
             kw: dict[str, Any] = {"trace": src["trace"]} if "trace" in src else {
                 "workload": src["workload"], **{k: v for k, v in src.items() if k != "workload"}}
-            results = run_many([self._runs[k][:2] for k in keys], threads=threads, **kw)
+            # Progress: which input, then run_many's own (a bar, or a line every 10 s).
+            what = Path(src["trace"]).name if "trace" in src else " ".join(f"{k}={v}" for k, v in kw.items())
+            print(f"vmlab reproduce: input {i + 1}/{len(groups)}: {what} ({len(keys)} runs)", file=sys.stderr, flush=True)
+            results = run_many([self._runs[k][:2] for k in keys], threads=threads, progress=True, **kw)
             for k, r in zip(keys, results):
                 if isinstance(r, _core.VmlabError):
                     raise _core.VmlabError(f"run {k!r}: {r}")

@@ -64,9 +64,23 @@ pub fn apply(mem: &mut BuddyAllocator, c: &FragmentationConfig) -> Result<()> {
     if c.free >= 1.0 && c.level <= 0.0 {
         return Ok(());
     }
+    // The synthetic target shuffles every block of memory; host memory and time follow
+    // their number.
+    let blocks = mem.frames_total() >> c.order;
+    if blocks > MAX_SYNTHETIC_BLOCKS {
+        let msg = format!(
+            "synthetic fragmentation of {blocks} blocks of 2^{} frames; at most {MAX_SYNTHETIC_BLOCKS} (a larger machine.fragmentation.order, or less machine.phys_mem)",
+            c.order
+        );
+        return Err(Error::config("machine.fragmentation.order", msg));
+    }
     synthetic(mem, c);
     Ok(())
 }
+
+/// Most blocks the synthetic target shuffles: 2^24 (128 MiB of host memory; 32 TiB of
+/// simulated memory in 2 MiB blocks).
+pub const MAX_SYNTHETIC_BLOCKS: u64 = 1 << 24;
 
 /// The synthetic target. Memory is cut into aligned blocks of 2^order frames, visited in
 /// a seeded random order. The first ones stay wholly free while they hold at most

@@ -74,6 +74,10 @@ pub struct MissRatioCurves {
     pub set_associative: Vec<MrcPoint>,
 }
 
+/// Most stack entries the set-associative curves keep, over every set count (2^26, as
+/// for a TLB's entries).
+pub const MAX_SET_ENTRIES: usize = 1 << 26;
+
 /// Compute the curves over `src` in one pass.
 pub fn miss_ratio_curves(src: &mut dyn TraceSource, opts: &MrcOptions) -> Result<MissRatioCurves> {
     for &s in &opts.sets {
@@ -83,6 +87,11 @@ pub fn miss_ratio_curves(src: &mut dyn TraceSource, opts: &MrcOptions) -> Result
     }
     if opts.max_ways == 0 || opts.max_ways > 1024 {
         return Err(Error::config("--max-ways", "must be 1..=1024"));
+    }
+    // Each set count keeps sets × ways stack entries: bounded like a TLB's entries.
+    let entries = opts.sets.iter().try_fold(0usize, |n, &s| n.checked_add(s.checked_mul(opts.max_ways)?));
+    if entries.is_none_or(|n| n > MAX_SET_ENTRIES) {
+        return Err(Error::config("--sets", format!("sets × --max-ways over all set counts must be at most {MAX_SET_ENTRIES}")));
     }
     if opts.max_entries == 0 {
         return Err(Error::config("--max-entries", "must be at least 1"));

@@ -137,8 +137,14 @@ impl TraceSource for ChampSimReader {
         let u64_at = |r: &[u8], o: usize| u64::from_le_bytes(r[o..o + 8].try_into().unwrap());
         let flow = &mut *self.flow;
         let access = |kind, vaddr, size, dep| Record::Access(Access { vaddr, pid: self.pid, size, kind, dep });
-        for rec in self.chunk[..got].chunks_exact(INSTR_BYTES) {
+        for (k, rec) in self.chunk[..got].chunks_exact(INSTR_BYTES).enumerate() {
             let ip = u64_at(rec, 0);
+            if ip == 0 {
+                // No instruction lives at 0 (ChampSim's "no address"): zeros, not a trace.
+                let at = (self.instrs + k as u64) * INSTR_BYTES as u64;
+                let msg = "an instruction at ip 0: not a ChampSim trace (zeroed or corrupt data)".into();
+                return Err(Error::Trace { file: self.path.clone(), offset: at, msg });
+            }
             let (dst_regs, src_regs) = (&rec[DST_REGS..DST_REGS + 2], &rec[SRC_REGS..SRC_REGS + 4]);
             // Every access of the instruction depends on the most recent load behind its
             // source registers (docs/importers.md, "Dependences from register dataflow").

@@ -387,14 +387,44 @@ impl Drop for Reaper {
             return;
         }
         // Only a process still running the tracer (a pid that exited may have been
-        // reused), or one the engine vouches for.
+        // reused), or one the engine vouches for, and what they started (a natively
+        // exec'd program's children run untraced): found before any is killed, while
+        // their parent links still lead to the command.
         let traced = |pid: Pid| std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe.to_string_lossy().contains(self.tracer));
-        for &pid in self.pids.iter().filter(|&&p| traced(p) || self.also.contains(&p)) {
+        let mut roots: BTreeSet<Pid> = self.pids.iter().copied().filter(|&p| traced(p) || self.also.contains(&p)).collect();
+        roots.insert(self.child.id());
+        for pid in descendants(&roots).into_iter().chain(roots.iter().copied().filter(|&p| p != self.child.id())) {
             crate::host::kill(pid);
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The live descendants of `roots`, by the parent links in /proc.
+fn descendants(roots: &BTreeSet<Pid>) -> Vec<Pid> {
+    let mut children: HashMap<Pid, Vec<Pid>> = HashMap::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<Pid>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // `pid (comm) state ppid ...`; comm may hold spaces and parentheses: the last `)`
+        // ends it.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)).and_then(|p| p.parse::<Pid>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut todo: Vec<Pid> = roots.iter().copied().collect();
+    while let Some(p) = todo.pop() {
+        for &c in children.get(&p).into_iter().flatten() {
+            if !roots.contains(&c) && !found.contains(&c) {
+                found.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    found
 }
 
 fn drain(rx: &Receiver<Msg>, m: &mut Merger, sink: &mut dyn FnMut(&[Record]) -> Result<()>, wait: Duration) -> Result<()> {

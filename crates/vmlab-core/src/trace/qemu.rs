@@ -55,6 +55,14 @@ pub fn find_plugin(explicit: Option<&Path>) -> Result<PathBuf> {
             if p.to_string_lossy().contains(',') {
                 return Err(Error::Sim(format!("the QEMU plugin's path {} has a comma, which QEMU's -plugin option cannot take", p.display())));
             }
+            // An x86-64 ELF shared object (e_type ET_DYN), or QEMU would refuse it with
+            // its own message after starting.
+            let mut head = [0u8; 20];
+            let n = std::fs::File::open(&p).and_then(|mut f| f.read(&mut head)).map_err(|e| Error::io(&p, e))?;
+            let shared = n == 20 && head.starts_with(b"\x7fELF") && head[4] == 2 && head[16] == 3 && u16::from_le_bytes([head[18], head[19]]) == 62;
+            if !shared {
+                return Err(Error::Sim(format!("the QEMU tracing plugin {} is not an x86-64 shared library (VMLAB_QEMU_PLUGIN)", p.display())));
+            }
             Ok(p)
         }
         Some(p) => Err(Error::Sim(format!(

@@ -381,6 +381,21 @@ fn what_fuzzing_found_stays_fixed() {
     assert!(e.contains("cache.l1d.size"), "{e}");
     let e = Config::load("tiny", &["tlb.l1d.entries=100000000".to_string(), "tlb.l1d.ways=1".to_string()]).unwrap_err().to_string();
     assert!(e.contains("tlb.l1d.entries"), "{e}");
+    // Each within its own limit, together beyond what one configuration may allocate:
+    // the error names the largest.
+    let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (set, key) in [
+        (o(&["page_table.kind=hashed", "page_table.hashed.buckets=67108864"]), "page_table.hashed.buckets"),
+        (o(&["page_table.kind=ecpt", "page_table.ecpt.initial_slots=[16777216,16777216,16777216]", "page_table.ecpt.ways=8"]), "page_table.ecpt.initial_slots"),
+        (o(&["page_table.stlb.entries=67108864"]), "page_table.stlb.entries"),
+        (o(&["pwc.entries=[67108864,67108864,67108864]"]), "pwc.entries"),
+    ] {
+        let e = Config::load("tiny", &set).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains("at most 33554432"), "{e}");
+    }
+    // Synthetic fragmentation of a petabyte would shuffle 2^29 blocks.
+    let e = sim("tiny", &["machine.phys_mem=1P", "machine.fragmentation.free=0.5"], vec![Record::read(base, 8, 1)]).unwrap_err().to_string();
+    assert!(e.contains("machine.fragmentation.order"), "{e}");
     // Footprints beyond 2^56 and bases beyond 2^57 name the parameter; 64T works.
     let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string()), ("accesses".to_string(), "100".to_string())];
     assert!(vmlab::trace::synth::open("gups", &p("footprint", "16E")).err().unwrap().to_string().contains("footprint"));

@@ -100,6 +100,13 @@ impl TraceSource for SynthSource {
         &self.meta
     }
 
+    /// The records of the accesses, their fetches and ticks; the few setup records and
+    /// a generator's own events (a context switch) come on top.
+    fn len_hint(&self) -> Option<u64> {
+        let per = 1 + (self.common.code > 0) as u64 + (self.common.instrs_per_access > 0) as u64;
+        Some(self.common.accesses.saturating_mul(per))
+    }
+
     fn next_batch(&mut self, buf: &mut Vec<Record>) -> Result<bool> {
         buf.clear();
         if !self.setup_done {
