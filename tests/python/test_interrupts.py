@@ -77,3 +77,10 @@ def test_an_interrupted_trace_kills_what_the_command_started(tmp_path, engine):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left
+
+
+@pytest.mark.parametrize("args", [["workloads"], ["info", "--help"], ["--version"]], ids=" ".join)
+def test_a_closed_stdout_is_one_error_line_for_rust_commands(args):
+    p = subprocess.run(vmlab_cmd() + args, capture_output=False, stderr=subprocess.PIPE, text=True, timeout=60,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 1 and p.stderr.strip().splitlines() == ["vmlab: error: standard output: Bad file descriptor (os error 9)"], p.stderr

@@ -315,7 +315,7 @@ pub fn pt_design(name: &str) -> Result<Vec<String>> {
         other => {
             // `label:key=value;key=value`
             let (_, rest) = other.split_once(':').ok_or_else(|| {
-                Error::config("--designs", format!("unknown design `{other}` (named designs: radix, radix5, mpt, hashed, hashed-h512, clustered, inverted, linear, linear+stlb, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
+                Error::arg("--designs", format!("unknown design `{other}` (named designs: radix, radix5, mpt, hashed, hashed-h512, clustered, inverted, linear, linear+stlb, short-vhpt, long-vhpt, long-vhpt-pt, guardedN[+stlb]; or label:key=value;...)"))
             })?;
             rest.split(';').map(|s| s.to_string()).collect()
         }
@@ -347,14 +347,14 @@ pub fn compare(
     progress: bool,
 ) -> Result<Vec<serde_json::Value>> {
     if designs.is_empty() {
-        return Err(Error::config("--designs", "name at least one design"));
+        return Err(Error::arg("--designs", "name at least one design"));
     }
     let mut labels = Vec::new();
     let mut configs = Vec::new();
     for d in designs {
         let (label, own) = design(d)?;
         if labels.contains(&label) {
-            return Err(Error::config("--designs", format!("two designs are labelled `{label}`")));
+            return Err(Error::arg("--designs", format!("two designs are labelled `{label}`")));
         }
         let mut o = vec!["memory.data_refs=true".to_string(), "time.model=ooo".to_string()];
         o.extend(overrides.iter().cloned());
@@ -365,7 +365,7 @@ pub fn compare(
     let base = match baseline {
         None => 0,
         Some(b) => {
-            labels.iter().position(|l| l == b).ok_or_else(|| Error::config("--baseline", format!("`{b}` is not one of the designs ({})", labels.join(", "))))?
+            labels.iter().position(|l| l == b).ok_or_else(|| Error::arg("--baseline", format!("`{b}` is not one of the designs ({})", labels.join(", "))))?
         }
     };
     let mut docs = Vec::new();

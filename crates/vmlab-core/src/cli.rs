@@ -222,12 +222,12 @@ impl SimInput {
         match (self.trace, self.workload) {
             (Some(t), None) => {
                 if !self.params.is_empty() {
-                    return Err(Error::config("PARAM", "workload parameters given with --trace"));
+                    return Err(Error::arg("PARAM", "workload parameters given with --trace"));
                 }
                 Ok(SourceSpec::Trace(input_path(t)))
             }
             (None, Some(w)) => Ok(SourceSpec::Workload { params: api::parse_params(&w, &self.params)?, name: w }),
-            _ => Err(Error::config("--trace/--workload", "give exactly one of --trace or --workload")),
+            _ => Err(Error::arg("--trace/--workload", "give exactly one of --trace or --workload")),
         }
     }
 }
@@ -266,7 +266,7 @@ impl PtInput {
             (Some(t), None, None) => SourceSpec::Trace(input_path(t.clone())),
             (None, Some(w), None) => SourceSpec::Workload { name: w.clone(), params: api::parse_params(w, &self.params)? },
             (None, None, Some(pid)) => SourceSpec::Snapshot(pid),
-            _ => return Err(Error::config("--trace/--workload/--pid", "give exactly one of --trace, --workload or --pid")),
+            _ => return Err(Error::arg("--trace/--workload/--pid", "give exactly one of --trace, --workload or --pid")),
         })
     }
 }
@@ -393,7 +393,11 @@ pub fn main(args: Vec<String>) -> i32 {
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             // Help and the version go to standard output, which may be full or closed.
-            let printed = e.print().and_then(|_| std::io::Write::flush(&mut std::io::stdout()));
+            let printed = if e.use_stderr() || crate::host::fd_is_open(1) {
+                e.print().and_then(|_| std::io::Write::flush(&mut std::io::stdout()))
+            } else {
+                Err(std::io::Error::from_raw_os_error(libc::EBADF))
+            };
             if let Err(err) = printed {
                 eprintln!("vmlab: error: {}", Error::io("standard output", err));
                 return 1;
@@ -401,6 +405,12 @@ pub fn main(args: Vec<String>) -> i32 {
             return code;
         }
     };
+    // What prints to standard output fails on a closed one, as on a full one.
+    let quiet = matches!(cli.cmd, Cmd::Trace { .. } | Cmd::Convert { .. } | Cmd::Generate { .. });
+    if !quiet && !crate::host::fd_is_open(1) {
+        eprintln!("vmlab: error: {}", Error::io("standard output", std::io::Error::from_raw_os_error(libc::EBADF)));
+        return 1;
+    }
     let flushed = |code| {
         use std::io::Write as _;
         std::io::stdout().flush().map(|_| code).map_err(|e| Error::io("standard output", e))
@@ -422,9 +432,9 @@ pub fn main(args: Vec<String>) -> i32 {
 fn dispatch(cmd: Cmd) -> Result<i32> {
     match cmd {
         Cmd::Mrc { input, page_size, side, sets, max_ways, max_entries, json } => {
-            let bytes = crate::addr::parse_bytes(&page_size).map_err(|m| Error::config("--page-size", m))?;
+            let bytes = crate::addr::parse_bytes(&page_size).map_err(|m| Error::arg("--page-size", m))?;
             let opts = crate::sim::mrc::MrcOptions {
-                page_size: crate::addr::PageSize::from_bytes(bytes).map_err(|m| Error::config("--page-size", m))?,
+                page_size: crate::addr::PageSize::from_bytes(bytes).map_err(|m| Error::arg("--page-size", m))?,
                 side: side.parse()?,
                 sets,
                 max_ways,

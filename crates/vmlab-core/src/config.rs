@@ -275,18 +275,19 @@ pub(crate) fn line64() -> Bytes {
     Bytes(64)
 }
 
-/// A TOML parse error on one line: where (line and column), then what.
-fn toml_error(text: &str, e: &toml::de::Error) -> String {
+/// A TOML parse error of `origin` (a file, or a preset) on one line: where (line and
+/// column), then what.
+fn toml_error(origin: &str, text: &str, e: &toml::de::Error) -> Error {
     let what = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
-    match e.span() {
+    let (line, msg) = match e.span() {
         Some(span) => {
             let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
             let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
-            format!("not valid TOML at line {line}, column {column}: {what}")
+            (before.matches('\n').count() as u64 + 1, format!("not valid TOML at column {column}: {what}"))
         }
-        None => format!("not valid TOML: {what}"),
-    }
+        None => (0, format!("not valid TOML: {what}")),
+    };
+    Error::Import { source_name: origin.to_string(), line, msg }
 }
 
 impl Config {
@@ -298,7 +299,7 @@ impl Config {
                 let p = std::path::Path::new(name_or_path);
                 if !p.exists() {
                     let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-                    return Err(Error::config("--config", format!("`{name_or_path}` is neither a preset ({}) nor a file", names.join(", "))));
+                    return Err(Error::arg("--config", format!("`{name_or_path}` is neither a preset ({}) nor a file", names.join(", "))));
                 }
                 (crate::files::read_text(p)?, p.display().to_string())
             }
@@ -308,7 +309,7 @@ impl Config {
 
     /// Parse TOML text, apply overrides, deserialize and validate.
     pub fn from_toml(text: &str, origin: &str, overrides: &[String]) -> Result<Config> {
-        let mut value: toml::Value = toml::from_str(text).map_err(|e| Error::config(origin, toml_error(text, &e)))?;
+        let mut value: toml::Value = toml::from_str(text).map_err(|e| toml_error(origin, text, &e))?;
         // A file may start from a preset: `base = "skylake"`.
         if let Some(base) = value.as_table_mut().and_then(|t| t.remove("base")) {
             let base = base.as_str().ok_or_else(|| Error::config("base", "must be a preset name"))?.to_string();

@@ -17,6 +17,11 @@ pub enum Error {
     #[error("config key `{key}`: {msg}")]
     Config { key: String, msg: String },
 
+    /// A command-line argument (or its Python counterpart) is wrong: `--sets`,
+    /// `--designs`, a workload parameter given with a trace.
+    #[error("argument `{arg}`: {msg}")]
+    Arg { arg: String, msg: String },
+
     /// A workload name or parameter is wrong.
     #[error("workload `{name}`: {msg}")]
     Workload { name: String, msg: String },
@@ -30,6 +35,10 @@ pub enum Error {
     #[error("simulation: {0}")]
     Sim(String),
 
+    /// Live tracing could not start or go on (`vmlab trace`: the tracer, the command).
+    #[error("trace: {0}")]
+    Tracing(String),
+
     #[error("{path}: {err}")]
     Io { path: PathBuf, err: std::io::Error },
 
@@ -41,6 +50,9 @@ pub enum Error {
 impl Error {
     pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Error {
         Error::Config { key: key.into(), msg: msg.into() }
+    }
+    pub fn arg(arg: impl Into<String>, msg: impl Into<String>) -> Error {
+        Error::Arg { arg: arg.into(), msg: msg.into() }
     }
     pub fn io(path: impl Into<PathBuf>, err: std::io::Error) -> Error {
         Error::Io { path: path.into(), err }

@@ -398,6 +398,17 @@ pub fn kill(pid: u32) {
     }
 }
 
+/// Whether descriptor `fd` is open: Rust's standard output counts writes to a closed
+/// descriptor 1 as done, so the CLI checks first. (Only in the Python package's
+/// `vmlab`: a Rust program's runtime reopens a closed standard descriptor on /dev/null.)
+pub fn fd_is_open(fd: i32) -> bool {
+    #[cfg(unix)]
+    // SAFETY: F_GETFD only reads the descriptor's flags; a closed one fails with EBADF.
+    return unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
+    #[cfg(not(unix))]
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

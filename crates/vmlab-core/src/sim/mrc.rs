@@ -28,7 +28,7 @@ impl std::str::FromStr for Side {
             "data" => Ok(Side::Data),
             "instr" => Ok(Side::Instr),
             "unified" => Ok(Side::Unified),
-            _ => Err(Error::config("--side", format!("`{s}` is not one of data, instr, unified"))),
+            _ => Err(Error::arg("--side", format!("`{s}` is not one of data, instr, unified"))),
         }
     }
 }
@@ -82,19 +82,19 @@ pub const MAX_SET_ENTRIES: usize = 1 << 26;
 pub fn miss_ratio_curves(src: &mut dyn TraceSource, opts: &MrcOptions) -> Result<MissRatioCurves> {
     for &s in &opts.sets {
         if s == 0 || !s.is_power_of_two() {
-            return Err(Error::config("--sets", format!("{s} is not a power of two")));
+            return Err(Error::arg("--sets", format!("{s} is not a power of two")));
         }
     }
     if opts.max_ways == 0 || opts.max_ways > 1024 {
-        return Err(Error::config("--max-ways", "must be 1..=1024"));
+        return Err(Error::arg("--max-ways", "must be 1..=1024"));
     }
     // Each set count keeps sets × ways stack entries: bounded like a TLB's entries.
     let entries = opts.sets.iter().try_fold(0usize, |n, &s| n.checked_add(s.checked_mul(opts.max_ways)?));
     if entries.is_none_or(|n| n > MAX_SET_ENTRIES) {
-        return Err(Error::config("--sets", format!("sets × --max-ways over all set counts must be at most {MAX_SET_ENTRIES}")));
+        return Err(Error::arg("--sets", format!("sets × --max-ways over all set counts must be at most {MAX_SET_ENTRIES}")));
     }
     if opts.max_entries == 0 {
-        return Err(Error::config("--max-entries", "must be at least 1"));
+        return Err(Error::arg("--max-entries", "must be at least 1"));
     }
     let shift = opts.page_size.shift();
     let mut fa = FullyAssociativeStack::new();

@@ -94,7 +94,7 @@ impl LiveOptions {
         match why_not {
             None => Engine::Qemu,
             Some(why) => {
-                eprintln!("vmlab: tracing with valgrind lackey ({})", why.trim_start_matches("simulation: "));
+                eprintln!("vmlab: tracing with valgrind lackey ({})", why.trim_start_matches("trace: "));
                 Engine::Lackey
             }
         }
@@ -254,7 +254,7 @@ fn read_log(path: PathBuf, pid: Pid, stop: Arc<AtomicBool>, tx: SyncSender<Msg>)
 /// Run `cmd` under the engine `opts` choose and hand its records to `sink` in batches.
 pub fn trace_command(cmd: &[String], opts: &LiveOptions, mut sink: impl FnMut(&[Record]) -> Result<()>) -> Result<LiveSummary> {
     if cmd.is_empty() {
-        return Err(Error::Sim("no command to trace (vmlab trace -o OUT.vmt -- CMD ARGS...)".into()));
+        return Err(Error::Tracing("no command to trace (vmlab trace -o OUT.vmt -- CMD ARGS...)".into()));
     }
     match opts.engine_for(cmd) {
         Engine::Qemu => super::qemu::trace_command(cmd, opts, &mut sink),
@@ -282,8 +282,8 @@ fn trace_with_lackey(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
 fn valgrind_version(valgrind: &str) -> Result<String> {
     match Command::new(valgrind).arg("--version").output() {
         Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Sim(format!("{valgrind} not found; install it (apt-get install valgrind)"))),
-        Err(e) => Err(Error::Sim(format!("cannot run {valgrind}: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Tracing(format!("{valgrind} not found; install it (apt-get install valgrind)"))),
+        Err(e) => Err(Error::Tracing(format!("cannot run {valgrind}: {e}"))),
     }
 }
 
@@ -303,7 +303,7 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| Error::Sim(format!("cannot start valgrind: {e}")))?;
+        .map_err(|e| Error::Tracing(format!("cannot start valgrind: {e}")))?;
     let root = child.id();
     let mut reaper = Reaper::new(child, "valgrind");
     let stop = reaper.stop.clone();
@@ -329,7 +329,7 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
         }
         drain(&rx, &mut merger, sink, Duration::from_millis(5))?;
         if exit_code.is_none() {
-            if let Some(status) = reaper.child.try_wait().map_err(|e| Error::Sim(format!("waiting for valgrind: {e}")))? {
+            if let Some(status) = reaper.child.try_wait().map_err(|e| Error::Tracing(format!("waiting for valgrind: {e}")))? {
                 exit_code = Some(status.code().unwrap_or(-1));
                 stop.store(true, Ordering::SeqCst);
             }
@@ -536,7 +536,7 @@ impl Merger {
 /// Trace `cmd` straight into a .vmt file.
 pub fn trace_to_vmt(cmd: &[String], out: &Path, opts: &LiveOptions) -> Result<LiveSummary> {
     if cmd.is_empty() {
-        return Err(Error::Sim("no command to trace (vmlab trace -o OUT.vmt -- CMD ARGS...)".into()));
+        return Err(Error::Tracing("no command to trace (vmlab trace -o OUT.vmt -- CMD ARGS...)".into()));
     }
     let engine = opts.engine_for(cmd);
     let opts = LiveOptions { engine, ..opts.clone() };
@@ -551,7 +551,7 @@ pub fn trace_to_vmt(cmd: &[String], out: &Path, opts: &LiveOptions) -> Result<Li
     if summary.processes.is_empty() {
         // The engine could not start the command (not found, not executable): no
         // trace, and an existing file at `out` stays as it was.
-        return Err(Error::Sim(format!("`{}` did not start under {tool} (exit status {}); no trace written", cmd.join(" "), summary.exit_code)));
+        return Err(Error::Tracing(format!("`{}` did not start under {tool} (exit status {}); no trace written", cmd.join(" "), summary.exit_code)));
     }
     w.finish()?;
     Ok(summary)

@@ -37,8 +37,8 @@ pub fn default_qemu() -> String {
 pub fn qemu_version(qemu: &str) -> Result<String> {
     match Command::new(qemu).arg("--version").stdin(Stdio::null()).output() {
         Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim().to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Sim(format!("{qemu} not found; install it (apt-get install qemu-user)"))),
-        Err(e) => Err(Error::Sim(format!("cannot run {qemu}: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Tracing(format!("{qemu} not found; install it (apt-get install qemu-user)"))),
+        Err(e) => Err(Error::Tracing(format!("cannot run {qemu}: {e}"))),
     }
 }
 
@@ -53,7 +53,7 @@ pub fn find_plugin(explicit: Option<&Path>) -> Result<PathBuf> {
     match candidate {
         Some(p) if p.is_file() => {
             if p.to_string_lossy().contains(',') {
-                return Err(Error::Sim(format!("the QEMU plugin's path {} has a comma, which QEMU's -plugin option cannot take", p.display())));
+                return Err(Error::Tracing(format!("the QEMU plugin's path {} has a comma, which QEMU's -plugin option cannot take", p.display())));
             }
             // An x86-64 ELF shared object (e_type ET_DYN), or QEMU would refuse it with
             // its own message after starting.
@@ -61,15 +61,15 @@ pub fn find_plugin(explicit: Option<&Path>) -> Result<PathBuf> {
             let n = std::fs::File::open(&p).and_then(|mut f| f.read(&mut head)).map_err(|e| Error::io(&p, e))?;
             let shared = n == 20 && head.starts_with(b"\x7fELF") && head[4] == 2 && head[16] == 3 && u16::from_le_bytes([head[18], head[19]]) == 62;
             if !shared {
-                return Err(Error::Sim(format!("the QEMU tracing plugin {} is not an x86-64 shared library (VMLAB_QEMU_PLUGIN)", p.display())));
+                return Err(Error::Tracing(format!("the QEMU tracing plugin {} is not an x86-64 shared library (VMLAB_QEMU_PLUGIN)", p.display())));
             }
             Ok(p)
         }
-        Some(p) => Err(Error::Sim(format!(
+        Some(p) => Err(Error::Tracing(format!(
             "the QEMU tracing plugin is not at {} (build it with scripts/setup.sh, or cargo build --release -p vmlab-qemu and set VMLAB_QEMU_PLUGIN)",
             p.display()
         ))),
-        None => Err(Error::Sim("the QEMU tracing plugin was not found (set VMLAB_QEMU_PLUGIN)".into())),
+        None => Err(Error::Tracing("the QEMU tracing plugin was not found (set VMLAB_QEMU_PLUGIN)".into())),
     }
 }
 
@@ -80,13 +80,16 @@ const MAX_INTERPRETERS: usize = 4;
 /// `#!` script run by its interpreter (QEMU loads ELF programs only). An error says why
 /// the command cannot start.
 pub fn resolve_command(cmd: &[String]) -> Result<Vec<String>> {
-    resolve(cmd, 0).map_err(|why| Error::Sim(format!("`{}` did not start under qemu: {why}; no trace written", cmd.join(" "))))
+    resolve(cmd, 0).map_err(|why| Error::Tracing(format!("`{}` did not start under qemu: {why}; no trace written", cmd.join(" "))))
 }
 
 fn resolve(cmd: &[String], depth: usize) -> std::result::Result<Vec<String>, String> {
     let prog = cmd.first().ok_or("no command")?;
-    let path =
-        find_program(prog).ok_or_else(|| if Path::new(prog).is_file() { format!("{prog}: not executable") } else { format!("{prog}: no such program") })?;
+    let path = find_program(prog).ok_or_else(|| match Path::new(prog) {
+        p if p.is_file() => format!("{prog}: not executable"),
+        p if p.is_dir() => format!("{prog}: a directory, not a program"),
+        _ => format!("{prog}: no such program"),
+    })?;
     let mut head = [0u8; 256];
     let n = std::fs::File::open(&path).and_then(|mut f| f.read(&mut head)).map_err(|e| format!("{}: {e}", path.display()))?;
     let head = &head[..n];
@@ -145,8 +148,8 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
     let version = qemu_version(&opts.qemu)?;
     let plugin = find_plugin(opts.qemu_plugin.as_deref())?;
     let argv = resolve_command(cmd)?;
-    let (ours, theirs) = crate::host::seqpacket_pair().map_err(|e| Error::Sim(format!("cannot make the trace socket: {e}")))?;
-    let inherited = crate::host::inheritable(&theirs).map_err(|e| Error::Sim(format!("cannot pass the trace socket on: {e}")))?;
+    let (ours, theirs) = crate::host::seqpacket_pair().map_err(|e| Error::Tracing(format!("cannot make the trace socket: {e}")))?;
+    let inherited = crate::host::inheritable(&theirs).map_err(|e| Error::Tracing(format!("cannot pass the trace socket on: {e}")))?;
     drop(theirs);
     use std::os::fd::AsRawFd;
     let child = Command::new(&opts.qemu)
@@ -160,12 +163,12 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| Error::Sim(format!("cannot start {}: {e}", opts.qemu)))?;
+        .map_err(|e| Error::Tracing(format!("cannot start {}: {e}", opts.qemu)))?;
     // Only the traced processes hold the writing end now: the reads end when they do.
     drop(inherited);
     let mut reaper = Reaper::new(child, "qemu");
     let mut socket = UnixStream::from(ours);
-    socket.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| Error::Sim(format!("trace socket: {e}")))?;
+    socket.set_read_timeout(Some(Duration::from_millis(50))).map_err(|e| Error::Tracing(format!("trace socket: {e}")))?;
     let mut decoder = Decoder::default();
     let mut chunk = vec![0u8; wire::CHUNK_BYTES + 8];
     loop {
@@ -181,14 +184,14 @@ pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[
                 reaper.also.clone_from(&decoder.exec_pending);
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
-            Err(e) => return Err(Error::Sim(format!("reading the QEMU plugin's stream: {e}"))),
+            Err(e) => return Err(Error::Tracing(format!("reading the QEMU plugin's stream: {e}"))),
         }
     }
     decoder.finish(sink)?;
     // Every tracer has closed its end; the command itself may still run natively (an exec).
     let status = loop {
         crate::interrupt::check()?;
-        match reaper.child.try_wait().map_err(|e| Error::Sim(format!("waiting for {}: {e}", opts.qemu)))? {
+        match reaper.child.try_wait().map_err(|e| Error::Tracing(format!("waiting for {}: {e}", opts.qemu)))? {
             Some(s) => break s,
             None => std::thread::sleep(Duration::from_millis(20)),
         }
