@@ -641,10 +641,11 @@ fn bench(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32
         if repeat > 1 {
             outln!("best of {repeat} runs each (median seconds beside)");
         }
-        outln!("{:<44} {:>12} {:>10} {:>9} {:>10} {:>9}", "benchmark", "items", "unit", "seconds", "M/s", "median s");
-        for r in &rows {
-            outln!("{:<44} {:>12} {:>10} {:>9.2} {:>10.1} {:>9.2}", r.name, r.items, r.unit, r.seconds, r.millions_per_second, r.median_seconds);
-        }
+        let body = rows.iter().map(|r| {
+            let f = |x: f64, d: usize| format!("{x:.d$}");
+            vec![r.name.to_string(), r.items.to_string(), r.unit.to_string(), f(r.seconds, 2), f(r.millions_per_second, 1), f(r.median_seconds, 2)]
+        });
+        out!("{}", text_table(&["benchmark", "items", "unit", "seconds", "M/s", "median s"], body));
         if let Some(b) = rss {
             outln!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
         }

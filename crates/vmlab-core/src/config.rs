@@ -161,8 +161,10 @@ pub enum OomPolicy {
     Error,
 }
 
-/// The ASIDs a process can get (ANY_ASID, u16::MAX, tags global entries).
-pub const MAX_LIVE_PROCESSES: u32 = u16::MAX as u32;
+/// Most live processes `os.max_processes` allows: each costs about 100 KiB of host
+/// memory (its page index and page-table nodes), so 8192 stay under 1 GiB. (The ASIDs
+/// would allow 65535: ANY_ASID, u16::MAX, tags global entries.)
+pub const MAX_LIVE_PROCESSES: u32 = 8192;
 const DEFAULT_MAX_PROCESSES: u32 = 4096;
 fn default_max_processes() -> u32 {
     DEFAULT_MAX_PROCESSES
@@ -371,7 +373,7 @@ impl Config {
         }
         PageSize::from_bytes(self.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         if !(1..=MAX_LIVE_PROCESSES).contains(&self.os.max_processes) {
-            return Err(Error::config("os.max_processes", format!("must be 1 to {MAX_LIVE_PROCESSES} (one address-space ID each)")));
+            return Err(Error::config("os.max_processes", format!("must be 1 to {MAX_LIVE_PROCESSES} (each live process takes about 100 KiB of host memory)")));
         }
         self.os.policy.validate(self)?;
         if self.page_table.kind == PageTableKind::Linear {
