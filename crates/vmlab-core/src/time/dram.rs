@@ -12,10 +12,15 @@
 //! is not time order (a dependent load issues late, an independent one after it
 //! early). The data bus is therefore a calendar: a burst takes the earliest gap at or
 //! after its data is ready, so a late-arriving request can use an earlier idle slot,
-//! and no two bursts ever overlap: the achieved bandwidth cannot exceed the peak. A
-//! bank serves its requests in issue order. The first-ready preference of FR-FCFS is
-//! what row-hit detection gives a stream: a request to the open row is a row hit
-//! whatever was scheduled on other banks in between.
+//! and no two bursts ever overlap: the achieved bandwidth cannot exceed the peak. Each
+//! bank is a calendar too: a request holds its bank from its start (activation, if its
+//! row is not open) to its burst, in the earliest gap at or after its arrival, so a
+//! request issued late but ready early does not queue behind what was reserved for
+//! later times. Issued in time order, this is a bank serving its requests first come,
+//! first served. Whether a request finds its row open is decided in issue order (the
+//! row the bank's previous request in the trace left open). The first-ready preference
+//! of FR-FCFS is what row-hit detection gives a stream: a request to the open row is a
+//! row hit whatever was scheduled on other banks in between.
 
 use std::collections::VecDeque;
 use strength_reduce::StrengthReducedU64;
@@ -45,12 +50,12 @@ impl DramTiming {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Bank {
-    /// The open row, or `u64::MAX`.
+    /// The open row (as the requests so far left it, in issue order), or `u64::MAX`.
     row: u64,
-    /// When the bank can take its next column command.
-    free: u64,
+    /// When the bank is busy: from a request's start to its column command's burst.
+    busy: Calendar,
 }
 
 /// Busy intervals of a resource, sorted and merged when they touch.
@@ -204,7 +209,7 @@ impl Dram {
     pub fn new(t: DramTiming) -> Dram {
         let n = (t.channels * t.banks) as usize;
         Dram {
-            banks: vec![Bank { row: u64::MAX, free: 0 }; n],
+            banks: vec![Bank { row: u64::MAX, busy: Calendar::default() }; n],
             bus: vec![Calendar::default(); t.channels as usize],
             channels: StrengthReducedU64::new(t.channels as u64),
             banks_per_channel: StrengthReducedU64::new(t.banks as u64),
@@ -226,7 +231,6 @@ impl Dram {
         let t = &self.t;
         let bank = &mut self.banks[bank];
         let arrive = at + t.controller / 2;
-        let start = arrive.max(bank.free);
         let c = &mut self.counters;
         let (to_cas, kind) = if bank.row == row {
             (0, &mut c.row_hits)
@@ -236,9 +240,12 @@ impl Dram {
             (t.t_rp + t.t_rcd, &mut c.row_conflicts)
         };
         *kind += 1;
+        // The bank is busy from the request's start to its burst: the earliest gap at
+        // or after its arrival, so that a request the core issued late but which is
+        // ready early is not queued behind reservations made for later times.
+        let start = bank.busy.reserve(arrive, to_cas + t.t_burst);
         let cas = start + to_cas;
         bank.row = row;
-        bank.free = cas + t.t_burst;
         let ready = cas + t.t_cas;
         let burst = self.bus[channel].reserve(ready, t.t_burst);
         let done = burst + t.t_burst + t.controller - t.controller / 2;
@@ -274,6 +281,9 @@ impl Dram {
         for b in &mut self.bus {
             b.prune(horizon);
         }
+        for b in &mut self.banks {
+            b.busy.prune(horizon);
+        }
     }
 
     /// Peak bytes per cycle over all channels.
@@ -300,6 +310,15 @@ mod tests {
         // Another row of the same bank (8 banks of 8 KiB rows: 64 KiB apart).
         assert_eq!(d.access(64 << 10, 2000, false) - 2000, 20 + 150 + 10);
         assert_eq!((d.counters.row_misses, d.counters.row_hits, d.counters.row_conflicts), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_request_ready_early_does_not_queue_behind_one_its_bank_reserved_later() {
+        let mut d = ddr();
+        // Issued first, ready at 1000; then the same bank's request ready at 0.
+        let late = d.access(0, 1000, false);
+        assert_eq!(d.access(64, 0, false), 20 + 50 + 10, "served unloaded: the row is open (issue order) and the bank idle before 1000");
+        assert_eq!(late, 1000 + 20 + 50 + 50 + 10);
     }
 
     #[test]

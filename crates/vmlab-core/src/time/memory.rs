@@ -10,128 +10,38 @@
 use super::dram::{Calendar, Dram, BURST_BYTES};
 use crate::mem::MEMORY;
 
-/// The miss status holding registers of one cache: `lines[i]` is in flight until
-/// `done[i]`.
+/// The miss status holding registers of one cache.
+///
+/// Misses reach the model in the order the core issues them, not in time order (a
+/// dependent load issues late, an independent one after it early), so each MSHR is a
+/// calendar of the intervals it is held: a miss takes the MSHR with the earliest gap,
+/// at or after the time it is ready, long enough for its unloaded latency. Issued in
+/// time order, that is the MSHR that frees first; issued out of order, a miss ready
+/// early is not queued behind misses reserved for later times (docs/config.md,
+/// `[time]`).
 pub struct MshrFile {
-    // Fixed-size arrays indexed by masked numbers: no bounds checks on the per-reference
-    // path (they were a tenth of a timed stream's instructions).
-    lines: Box<[u64; SLOTS]>,
-    done: Box<[u64; SLOTS]>,
-    /// Which MSHR holds a line (every reference asks, so not a scan).
-    index: LineIndex,
-    /// A tournament tree over `(done << 8) | slot`: node i is the minimum of nodes 2i
-    /// and 2i + 1, the leaves are the MSHRs, so the root is the one that frees first.
-    /// An update is a branch-free climb.
-    tree: Box<[u64; 2 * SLOTS]>,
-    leaves: usize,
+    /// Per MSHR, when it is held; none at a never-full level.
+    slots: Vec<Calendar>,
     /// When at least one miss was outstanding (the union of the busy intervals, which
     /// arrive in issue order, not time order).
     active: Calendar,
     /// The level can never run out of MSHRs ([`TimedMemory::new`]): its misses take
-    /// none of the slots, and a line in flight is found in `recent`.
+    /// none of the slots.
     never_full: bool,
-    /// For a never-full level: per hashed line, the last line that missed there and
-    /// when its fill completes.
+    /// Per hashed line, the last line that missed here and when its fill completes (a
+    /// line is forgotten only when another that hashes alike misses after it).
     recent: Box<[(u64, u64); RECENT]>,
     pub counters: MshrCounters,
 }
 
-/// Lines a never-full level remembers in flight (more than any level's MSHRs: a line
-/// is forgotten only when another that hashes alike misses after it).
+/// Lines a level remembers in flight: more than any level's MSHRs.
 const RECENT: usize = 1024;
 
-/// The most MSHRs a level can have (a slot number fits the tournament key's low byte).
+/// The most MSHRs a level can have.
 pub const MAX_MSHRS: u32 = 255;
-const SLOTS: usize = 256;
 
-impl MshrFile {
-    /// The tournament tree of `n` free MSHRs (absent leaves never win).
-    fn tree(n: usize) -> Box<[u64; 2 * SLOTS]> {
-        let leaves = n.next_power_of_two();
-        let mut t = Box::new([u64::MAX; 2 * SLOTS]);
-        for slot in 0..n {
-            t[leaves + slot] = slot as u64;
-        }
-        for i in (1..leaves).rev() {
-            t[i] = t[2 * i].min(t[2 * i + 1]);
-        }
-        t
-    }
-}
-
-/// An open-addressing map from a line to the MSHR that last held it (linear probing,
-/// deletion by backward shift), at most half full.
-struct LineIndex {
-    keys: Box<[u64; INDEX]>,
-    slots: Box<[u16; INDEX]>,
-    /// The capacity in use, less one (a power of two at most `INDEX`).
-    mask: usize,
-}
-
-/// The index's largest capacity: twice the most MSHRs.
-const INDEX: usize = 2 * SLOTS;
-
-const EMPTY: u64 = u64::MAX;
-
-impl LineIndex {
-    fn new(entries: usize) -> LineIndex {
-        let cap = (entries * 2).next_power_of_two().clamp(4, INDEX);
-        LineIndex { keys: Box::new([EMPTY; INDEX]), slots: Box::new([0; INDEX]), mask: cap - 1 }
-    }
-
-    #[inline(always)]
-    fn home(&self, line: u64) -> usize {
-        (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize & self.mask & (INDEX - 1)
-    }
-
-    #[inline(always)]
-    fn get(&self, line: u64) -> Option<usize> {
-        let mut i = self.home(line);
-        loop {
-            match self.keys[i] {
-                k if k == line => return Some(self.slots[i] as usize),
-                EMPTY => return None,
-                _ => i = (i + 1) & self.mask & (INDEX - 1),
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn insert(&mut self, line: u64, slot: usize) {
-        let mut i = self.home(line);
-        while self.keys[i] != EMPTY && self.keys[i] != line {
-            i = (i + 1) & self.mask & (INDEX - 1);
-        }
-        self.keys[i] = line;
-        self.slots[i] = slot as u16;
-    }
-
-    #[inline(always)]
-    fn remove(&mut self, line: u64) {
-        let mut i = self.home(line);
-        loop {
-            match self.keys[i] {
-                EMPTY => return,
-                k if k == line => break,
-                _ => i = (i + 1) & self.mask & (INDEX - 1),
-            }
-        }
-        // Shift back the entries after the hole that may not sit past it.
-        let mut hole = i;
-        let mut j = (i + 1) & self.mask & (INDEX - 1);
-        while self.keys[j] != EMPTY {
-            let home = self.home(self.keys[j]);
-            let between = if hole <= j { hole < home && home <= j } else { hole < home || home <= j };
-            if !between {
-                self.keys[hole] = self.keys[j];
-                self.slots[hole] = self.slots[j];
-                hole = j;
-            }
-            j = (j + 1) & self.mask & (INDEX - 1);
-        }
-        self.keys[hole] = EMPTY;
-    }
-}
+/// A miss at a never-full level holds no MSHR of its own.
+const NO_SLOT: usize = usize::MAX;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MshrCounters {
@@ -162,13 +72,8 @@ impl MshrCounters {
 
 impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
-        let n = entries as usize;
         MshrFile {
-            lines: Box::new([u64::MAX; SLOTS]),
-            done: Box::new([0; SLOTS]),
-            index: LineIndex::new(n),
-            tree: Self::tree(n),
-            leaves: n.next_power_of_two(),
+            slots: vec![Calendar::default(); entries as usize],
             active: Calendar::default(),
             never_full: false,
             recent: Box::new([(u64::MAX, 0); RECENT]),
@@ -179,16 +84,8 @@ impl MshrFile {
     /// When the fill of `line` in flight at `t` completes, if one is.
     #[inline(always)]
     fn in_flight(&self, line: u64, t: u64) -> Option<u64> {
-        let d = if self.never_full {
-            let (l, d) = self.recent[Self::recent_slot(line)];
-            if l != line {
-                return None;
-            }
-            d
-        } else {
-            self.done[self.index.get(line)? & (SLOTS - 1)]
-        };
-        (d > t).then_some(d)
+        let (l, d) = self.recent[Self::recent_slot(line)];
+        (l == line && d > t).then_some(d)
     }
 
     #[inline(always)]
@@ -196,44 +93,43 @@ impl MshrFile {
         (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize & (RECENT - 1)
     }
 
-    /// An MSHR for a miss at `t`: the one that frees first. Returns it and the time the
-    /// miss can start.
-    #[inline(always)]
-    fn allocate(&mut self, line: u64, t: u64) -> (usize, u64) {
-        let best = (self.tree[1] & 0xff) as usize & (SLOTS - 1);
-        let start = t.max(self.done[best]);
-        self.counters.full_cycles += start - t;
-        self.counters.misses += 1;
-        let old = std::mem::replace(&mut self.lines[best], line);
-        if old != u64::MAX {
-            self.index.remove(old);
+    /// An MSHR for a miss ready at `t` that takes `need` cycles unloaded: the one free
+    /// earliest for that long. Returns it and the time the miss can start.
+    #[inline]
+    fn allocate(&mut self, t: u64, need: u64) -> (usize, u64) {
+        let mut best = (0, u64::MAX);
+        for (i, c) in self.slots.iter().enumerate() {
+            let start = c.earliest(t, need);
+            if start < best.1 {
+                best = (i, start);
+                if start == t {
+                    break;
+                }
+            }
         }
-        self.index.insert(line, best);
-        (best, start)
+        self.counters.full_cycles += best.1 - t;
+        best
     }
 
-    /// A miss of `line` at a never-full level, from `start` to `done`.
+    /// A miss of `line` held MSHR `slot` (none at a never-full level) from `start` to
+    /// `done`.
     #[inline(always)]
-    fn complete_never_full(&mut self, line: u64, start: u64, done: u64) {
+    fn complete(&mut self, line: u64, slot: Option<usize>, start: u64, done: u64) {
+        if let Some(c) = slot.and_then(|s| self.slots.get_mut(s)) {
+            c.occupy(start, done);
+        }
         self.recent[Self::recent_slot(line)] = (line, done);
         self.counters.misses += 1;
         self.counters.busy_cycles += done - start;
         self.active.occupy(start, done);
     }
 
-    #[inline(always)]
-    fn complete(&mut self, slot: usize, start: u64, done: u64) {
-        let slot = slot & (SLOTS - 1);
-        self.done[slot] = done;
-        const M: usize = 2 * SLOTS - 1;
-        let mut i = (self.leaves + slot) & M;
-        self.tree[i] = done << 8 | slot as u64;
-        while i > 1 {
-            i >>= 1;
-            self.tree[i & M] = self.tree[(2 * i) & M].min(self.tree[(2 * i + 1) & M]);
+    /// Forget what ended by `horizon`.
+    fn prune(&mut self, horizon: u64) {
+        self.counters.active_cycles += self.active.prune(horizon);
+        for c in &mut self.slots {
+            c.prune(horizon);
         }
-        self.counters.busy_cycles += done - start;
-        self.active.occupy(start, done);
     }
 
     /// The counters, `active_cycles` complete.
@@ -304,11 +200,15 @@ impl TimedMemory {
     /// or by memory ([`MEMORY`]): when its data is back.
     #[inline]
     pub fn access(&mut self, path: Path, pa: u64, served: u8, t: u64) -> u64 {
+        // What a miss holds an MSHR for, unloaded: the serving level's latency, or the
+        // last level's and the DRAM's (an estimate for finding a gap; the MSHR is then
+        // held until the data is back).
+        let need = self.unloaded(path, served);
         let ids = &self.paths[path as usize];
         let mut t = t;
-        // The levels that missed, with their MSHR (at a never-full level, the line)
-        // and when it was taken.
-        let mut held = [(0usize, 0u64, 0u64); 8];
+        // The levels that missed: the level, the line, its MSHR (NO_SLOT at a never-full
+        // level) and when it was taken.
+        let mut held = [(0usize, 0u64, NO_SLOT, 0u64); 8];
         let mut n = 0;
         let mut last_latency = 0;
         for &id in ids {
@@ -333,14 +233,9 @@ impl TimedMemory {
                 self.last_unloaded = lvl.latency;
                 return self.finish(&held[..n], done);
             }
-            let (slot, start) = if lvl.mshr.never_full {
-                (line, t)
-            } else {
-                let (s, t) = lvl.mshr.allocate(line, t);
-                (s as u64, t)
-            };
+            let (slot, start) = if lvl.mshr.never_full { (NO_SLOT, t) } else { lvl.mshr.allocate(t, need) };
             if n < held.len() {
-                held[n] = (id, slot, start);
+                held[n] = (id, line, slot, start);
                 n += 1;
             }
             t = start;
@@ -355,14 +250,9 @@ impl TimedMemory {
 
     /// The MSHRs taken on the way hold their lines until `done`.
     #[inline(always)]
-    fn finish(&mut self, held: &[(usize, u64, u64)], done: u64) -> u64 {
-        for &(id, slot, start) in held {
-            let m = &mut self.levels[id].mshr;
-            if m.never_full {
-                m.complete_never_full(slot, start, done);
-            } else {
-                m.complete(slot as usize, start, done);
-            }
+    fn finish(&mut self, held: &[(usize, u64, usize, u64)], done: u64) -> u64 {
+        for &(id, line, slot, start) in held {
+            self.levels[id].mshr.complete(line, (slot != NO_SLOT).then_some(slot), start, done);
         }
         done
     }
@@ -403,7 +293,7 @@ impl TimedMemory {
     pub fn prune(&mut self, horizon: u64) {
         self.dram.prune(horizon);
         for l in &mut self.levels {
-            l.mshr.counters.active_cycles += l.mshr.active.prune(horizon);
+            l.mshr.prune(horizon);
         }
     }
 
@@ -444,41 +334,36 @@ mod tests {
     }
 
     #[test]
-    fn the_line_index_finds_what_was_inserted_and_forgets_what_was_removed() {
-        let mut ix = LineIndex::new(8);
-        let mut model = std::collections::HashMap::new();
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        for step in 0..20_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            // Few distinct lines, so probe chains collide and wrap around.
-            let line = x % 24;
-            if model.len() < 8 && !x.is_multiple_of(3) {
-                ix.insert(line, (step % 8) as usize);
-                model.insert(line, (step % 8) as usize);
-            } else if let Some(&k) = model.keys().next() {
-                ix.remove(k);
-                model.remove(&k);
-            }
-            for l in 0..24 {
-                assert_eq!(ix.get(l), model.get(&l).copied(), "line {l} at step {step}");
-            }
-        }
-    }
-
-    #[test]
     fn a_miss_takes_the_mshr_that_frees_first() {
+        // Issued in time order, the calendars are the classic model: the MSHR that
+        // frees first, and a miss waits for it when all four are held.
         let mut f = MshrFile::new(4);
+        let mut ends = [0u64; 4];
         let mut x = 7u64;
         for i in 0..5000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let t = i * 3;
-            let earliest = *f.done[..4].iter().min().unwrap();
-            let (slot, start) = f.allocate(i, t);
-            assert_eq!(start, t.max(earliest));
-            f.complete(slot, start, start + 1 + (x >> 54));
+            let (slot, start) = f.allocate(t, 1);
+            let earliest = *ends.iter().min().unwrap();
+            assert_eq!(start, t.max(earliest), "miss {i}");
+            let done = start + 1 + (x >> 54);
+            ends[ends.iter().position(|&e| e == earliest).unwrap()] = done;
+            f.complete(i, Some(slot), start, done);
         }
+    }
+
+    #[test]
+    fn a_miss_ready_early_does_not_queue_behind_one_reserved_later() {
+        // One MSHR, held from 1000 by a miss the core issued first (a dependent load):
+        // an independent miss issued after it but ready at 0 takes the MSHR before.
+        let mut f = MshrFile::new(1);
+        let (s, start) = f.allocate(1000, 200);
+        f.complete(1, Some(s), start, 1200);
+        assert_eq!(f.allocate(0, 200), (0, 0));
+        f.complete(2, Some(0), 0, 200);
+        // One that would not fit before 1000 waits for the MSHR to free.
+        assert_eq!(f.allocate(900, 200).1, 1200);
+        assert_eq!(f.counters.full_cycles, 300);
     }
 
     #[test]
