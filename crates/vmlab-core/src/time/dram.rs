@@ -85,7 +85,25 @@ impl Calendar {
 
     /// Reserve `len` cycles at the earliest start `>= at` that overlaps nothing
     /// reserved; returns the start.
+    #[inline(always)]
     pub fn reserve(&mut self, at: u64, len: u64) -> u64 {
+        // Most requests come after everything reserved: append, or extend the last.
+        match self.busy.back_mut() {
+            None => {}
+            Some(last) if last.1 == at => {
+                last.1 = at + len;
+                return at;
+            }
+            Some(last) if last.1 < at => {}
+            Some(_) => return self.reserve_before(at, len),
+        }
+        self.busy.push_back((at, at + len));
+        at
+    }
+
+    /// `reserve` of a request that may fit before the last reservation.
+    #[inline(never)]
+    fn reserve_before(&mut self, at: u64, len: u64) -> u64 {
         let (i, start) = self.gap(at, len);
         let b = &mut self.busy;
         let end = start + len;

@@ -22,6 +22,9 @@ use crate::mem::MEMORY;
 pub struct MshrFile {
     /// Per MSHR, when it is held; none at a never-full level.
     slots: Vec<Calendar>,
+    /// Per MSHR, the end of its last interval (an MSHR free from `t` on is found
+    /// without searching the calendars).
+    ends: Vec<u64>,
     /// When at least one miss was outstanding (the union of the busy intervals, which
     /// arrive in issue order, not time order).
     active: Calendar,
@@ -74,6 +77,7 @@ impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
         MshrFile {
             slots: vec![Calendar::default(); entries as usize],
+            ends: vec![0; entries as usize],
             active: Calendar::default(),
             never_full: false,
             recent: Box::new([(u64::MAX, 0); RECENT]),
@@ -97,6 +101,9 @@ impl MshrFile {
     /// earliest for that long. Returns it and the time the miss can start.
     #[inline]
     fn allocate(&mut self, t: u64, need: u64) -> (usize, u64) {
+        if let Some(free) = self.ends.iter().position(|&e| e <= t) {
+            return (free, t);
+        }
         let mut best = (0, u64::MAX);
         for (i, c) in self.slots.iter().enumerate() {
             let start = c.earliest(t, need);
@@ -115,8 +122,9 @@ impl MshrFile {
     /// `done`.
     #[inline(always)]
     fn complete(&mut self, line: u64, slot: Option<usize>, start: u64, done: u64) {
-        if let Some(c) = slot.and_then(|s| self.slots.get_mut(s)) {
-            c.occupy(start, done);
+        if let Some(s) = slot.filter(|&s| s < self.slots.len()) {
+            self.slots[s].occupy(start, done);
+            self.ends[s] = self.ends[s].max(done);
         }
         self.recent[Self::recent_slot(line)] = (line, done);
         self.counters.misses += 1;
