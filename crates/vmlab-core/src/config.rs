@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::mem::cache::{CacheConfig, Organization, WritePolicy};
 use crate::mem::MemoryConfig;
 use crate::mmu::{pwc::PwcConfig, tlb::TlbConfig, MmuConfig};
+pub use crate::os::{OomPolicy, OsConfig, MAX_LIVE_PROCESSES};
 use crate::pt::radix::RadixConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -151,57 +152,6 @@ pub struct MachineConfig {
     /// Start-up fragmentation (os/fragmentation.rs).
     #[serde(default, skip_serializing_if = "crate::os::fragmentation::FragmentationConfig::is_default")]
     pub fragmentation: crate::os::fragmentation::FragmentationConfig,
-}
-
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum OomPolicy {
-    /// Stop the run with an error naming the faulting address.
-    #[default]
-    Error,
-}
-
-/// Most live processes `os.max_processes` allows: each costs about 100 KiB of host
-/// memory (its page index and page-table nodes), so 8192 stay under 1 GiB. (The ASIDs
-/// would allow 65535: ANY_ASID, u16::MAX, tags global entries.)
-pub const MAX_LIVE_PROCESSES: u32 = 8192;
-const DEFAULT_MAX_PROCESSES: u32 = 4096;
-fn default_max_processes() -> u32 {
-    DEFAULT_MAX_PROCESSES
-}
-fn is_default_max_processes(n: &u32) -> bool {
-    *n == DEFAULT_MAX_PROCESSES
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct OsConfig {
-    /// FIXED page-size policy: the page size demand faults map (falls back to smaller
-    /// supported sizes where the aligned page does not fit the VMA or memory).
-    pub page_size: Bytes,
-    /// Treat accesses outside every announced VMA as anonymous read/write memory.
-    #[serde(default = "yes")]
-    pub implicit_anon: bool,
-    #[serde(default)]
-    pub on_oom: OomPolicy,
-    /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
-    #[serde(default)]
-    pub fault_cycles: u64,
-    /// Live processes at once. Each costs host memory (its address space, page-index
-    /// and page-table nodes: about 100 KiB for a process of a few scattered pages), so
-    /// a trace naming many pids is an error naming this key, not gigabytes.
-    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
-    pub max_processes: u32,
-    /// The page-size policy (os/policy/); FIXED(page_size) by default.
-    #[serde(default, skip_serializing_if = "crate::os::policy::PolicyConfig::is_default")]
-    pub policy: crate::os::policy::PolicyConfig,
-    /// Physical placement of base pages (os/placement.rs): buddy, page-coloring,
-    /// bin-hopping or random.
-    #[serde(default, skip_serializing_if = "crate::os::placement::PlacementConfig::is_default")]
-    pub placement: crate::os::placement::PlacementConfig,
-    /// Dynamic recolouring (os/recolor/): none, Romer's ch. 4 software policies, or CML.
-    #[serde(default, skip_serializing_if = "crate::os::recolor::RecolorConfig::is_default")]
-    pub recolor: crate::os::recolor::RecolorConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -375,7 +325,7 @@ impl Config {
         if !(1..=MAX_LIVE_PROCESSES).contains(&self.os.max_processes) {
             return Err(Error::config("os.max_processes", format!("must be 1 to {MAX_LIVE_PROCESSES} (each live process takes about 100 KiB of host memory)")));
         }
-        self.os.policy.validate(self)?;
+        self.os.policy.validate(self.os.page_size)?;
         if self.page_table.kind == PageTableKind::Linear {
             self.page_table.linear.validate(self)?;
         }
@@ -504,6 +454,40 @@ impl Config {
     pub fn hash(&self) -> String {
         let text = serde_json::to_string(&self.to_json()).expect("json");
         format!("{:016x}", fnv1a(text.as_bytes()))
+    }
+}
+
+/// The OS model's settings in a configuration: `[os]`, and what it needs of `[machine]`,
+/// `[cache]` (the colour cache) and `[mmu.regions]`.
+impl<'a> From<&'a Config> for crate::os::OsSettings<'a> {
+    fn from(cfg: &'a Config) -> Self {
+        crate::os::OsSettings {
+            os: &cfg.os,
+            phys_mem: cfg.machine.phys_mem.0,
+            fragmentation: &cfg.machine.fragmentation,
+            color_cache: crate::os::placement::ColorCache::of(&cfg.cache),
+            share_keys: cfg.mmu.regions.share,
+            share_text: cfg.mmu.regions.share_text,
+        }
+    }
+}
+
+/// The MMU's settings in a configuration: `[mmu]`, `[tlb]`, the cache hierarchy
+/// (`[cache]`, `[memory]`), and what a software refill handler needs of the page table
+/// and `[machine]`.
+impl<'a> From<&'a Config> for crate::mmu::walker::MmuSettings<'a> {
+    fn from(cfg: &'a Config) -> Self {
+        crate::mmu::walker::MmuSettings {
+            mmu: &cfg.mmu,
+            tlb: &cfg.tlb,
+            cache: &cfg.cache,
+            memory: &cfg.memory,
+            refill_table: crate::mmu::refill::RefillTable {
+                kind: cfg.page_table.kind,
+                subblock: cfg.page_table.hashed.subblock as u32,
+                phys_mem: cfg.machine.phys_mem.0,
+            },
+        }
     }
 }
 

@@ -145,14 +145,24 @@ pub struct RefillHandler {
 /// Bytes per handler instruction (MIPS and Itanium's slots alike, for the I-cache).
 const INSTRUCTION_BYTES: u64 = 4;
 
+/// What a refill handler needs to know of the table it walks and the machine it runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RefillTable {
+    /// `page_table.kind`.
+    pub kind: PageTableKind,
+    /// `page_table.hashed.subblock`: a hashed table's PTEs per bucket.
+    pub subblock: u32,
+    /// `machine.phys_mem`: the handler's code sits at its end by default.
+    pub phys_mem: u64,
+}
+
 impl RefillHandler {
-    /// The handler `c` describes for a `pt_kind` table (`subblock`: a hashed table's
-    /// PTEs per bucket) on a machine of `phys_mem` bytes; `None` for hardware refill.
-    pub fn new(c: &RefillConfig, pt_kind: PageTableKind, subblock: u32, phys_mem: u64) -> Option<RefillHandler> {
+    /// The handler `c` describes for the table `t`; `None` for hardware refill.
+    pub fn new(c: &RefillConfig, t: RefillTable) -> Option<RefillHandler> {
         if c.kind == RefillKind::Hardware {
             return None;
         }
-        let (fixed, per_step) = handler_length(pt_kind, subblock);
+        let (fixed, per_step) = handler_length(t.kind, t.subblock);
         Some(RefillHandler {
             kind: c.kind,
             entry: c.entry_cycles.unwrap_or(5),
@@ -160,7 +170,7 @@ impl RefillHandler {
             fixed: c.instructions.unwrap_or(fixed),
             per_step: c.instructions_per_step.unwrap_or(per_step),
             cpi: c.cycles_per_instruction.unwrap_or(1.0),
-            code: c.code.unwrap_or(phys_mem),
+            code: c.code.unwrap_or(t.phys_mem),
         })
     }
 
@@ -213,7 +223,7 @@ mod tests {
     use super::*;
 
     fn software(kind: PageTableKind, subblock: u32) -> RefillHandler {
-        RefillHandler::new(&RefillConfig { kind: RefillKind::Software, ..Default::default() }, kind, subblock, 1 << 30).unwrap()
+        RefillHandler::new(&RefillConfig { kind: RefillKind::Software, ..Default::default() }, RefillTable { kind, subblock, phys_mem: 1 << 30 }).unwrap()
     }
 
     #[test]
@@ -239,8 +249,12 @@ mod tests {
 
     #[test]
     fn hardware_refill_has_no_handler_and_an_stlb_hit_runs_none() {
-        assert!(RefillHandler::new(&RefillConfig::default(), PageTableKind::Radix, 0, 1 << 30).is_none());
-        let h = RefillHandler::new(&RefillConfig { kind: RefillKind::StlbMiss, ..Default::default() }, PageTableKind::Radix, 0, 1 << 30).unwrap();
+        assert!(RefillHandler::new(&RefillConfig::default(), RefillTable { kind: PageTableKind::Radix, subblock: 0, phys_mem: 1 << 30 }).is_none());
+        let h = RefillHandler::new(
+            &RefillConfig { kind: RefillKind::StlbMiss, ..Default::default() },
+            RefillTable { kind: PageTableKind::Radix, subblock: 0, phys_mem: 1 << 30 },
+        )
+        .unwrap();
         assert_eq!(h.handled_steps(1), None);
         assert_eq!(h.handled_steps(5), Some(1..5));
     }

@@ -9,15 +9,30 @@
 //! thread"). Both ways run the same code below, so the results are identical.
 
 use crate::addr::Asid;
-use crate::config::Config;
 use crate::error::Result;
+use crate::mem::cache::CacheConfig;
 use crate::mem::thread::{OpSink, OpThread};
-use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
-use crate::mmu::refill::RefillHandler;
-use crate::mmu::TlbHierarchy;
+use crate::mem::{MemOp, MemoryConfig, MemoryHierarchy, MemoryThread, WalkTimer};
+use crate::mmu::refill::{RefillHandler, RefillTable};
+use crate::mmu::tlb::TlbConfig;
+use crate::mmu::{MmuConfig, TlbHierarchy};
 use crate::os::Shootdown;
 use crate::pt::{split_walk, FastPaths, PathOf, SplitWalk, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, WalkCounters};
+use std::collections::BTreeMap;
+
+/// What the MMU is built from: its own settings (`[mmu]`), the TLB structures
+/// (`[tlb]`), the cache hierarchy its walker owns (`[cache]`, `[memory]`), and the
+/// table a software refill handler walks. `config.rs` builds it from a whole
+/// configuration (a `&Config` converts into it).
+#[derive(Clone, Copy, Debug)]
+pub struct MmuSettings<'a> {
+    pub mmu: &'a MmuConfig,
+    pub tlb: &'a BTreeMap<String, TlbConfig>,
+    pub cache: &'a BTreeMap<String, CacheConfig>,
+    pub memory: &'a MemoryConfig,
+    pub refill_table: RefillTable,
+}
 
 /// The TLB hierarchy, and the walker behind it (here, or on a thread of its own).
 pub struct Mmu<P: FastPaths> {
@@ -124,9 +139,11 @@ pub enum WalkerOp<S: Copy, T: Copy> {
 }
 
 impl<P: FastPaths> Mmu<P> {
-    pub fn new(cfg: &Config, walk_caches: P::Caches) -> Result<Mmu<P>> {
-        let tlbs = TlbHierarchy::new(&cfg.tlb, cfg.mmu.seed)?;
-        let mem = MemoryHierarchy::new(&cfg.cache, &cfg.memory, cfg.mmu.seed)?;
+    /// The MMU of `settings` (or a whole `&Config`), with the kind's walk caches.
+    pub fn new<'a>(settings: impl Into<MmuSettings<'a>>, walk_caches: P::Caches) -> Result<Mmu<P>> {
+        let s: MmuSettings = settings.into();
+        let tlbs = TlbHierarchy::new(s.tlb, s.mmu.seed)?;
+        let mem = MemoryHierarchy::new(s.cache, s.memory, s.mmu.seed)?;
         let levels = tlbs.levels();
         let mut tlb_latency = [Vec::new(), Vec::new()];
         for (side, lat) in tlb_latency.iter_mut().enumerate() {
@@ -151,8 +168,8 @@ impl<P: FastPaths> Mmu<P> {
                 ..WalkCounters::default()
             },
             cycles: CycleCounters::default(),
-            fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
-            refill: RefillHandler::new(&cfg.mmu.refill, cfg.page_table.kind, cfg.page_table.hashed.subblock as u32, cfg.machine.phys_mem.0),
+            fixed_miss_cycles: s.mmu.fixed_miss_cycles,
+            refill: RefillHandler::new(&s.mmu.refill, s.refill_table),
             first_hit,
         };
         Ok(Mmu {

@@ -20,22 +20,96 @@ pub mod touched;
 pub mod vma;
 
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
-use crate::config::Config;
+use crate::config::Bytes;
 use crate::error::{Error, Result};
 use crate::pt::{FastPaths, PageTable, Translation};
 use crate::trace::{MapFlags, Record};
 use address_space::{AddressSpace, Mapping};
 use buddy::{BuddyAllocator, FrameUse};
-use placement::Placement;
+use fragmentation::FragmentationConfig;
+use placement::{ColorCache, Placement};
 use policy::{PagePolicy, PolicyCounters, TlbMiss};
 use recolor::{RecolorCounters, Recolorer};
 use reservation::{ReleaseReason, Reservation, Reservations};
 use rmap::ReverseMap;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use touched::TouchedFrames;
 use vma::Vma;
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+/// `os.on_oom`: what running out of simulated memory does.
+pub enum OomPolicy {
+    /// Stop the run with an error naming the faulting address.
+    #[default]
+    Error,
+}
+
+/// Most live processes `os.max_processes` allows: each costs about 100 KiB of host
+/// memory (its page index and page-table nodes), so 8192 stay under 1 GiB. (The ASIDs
+/// would allow 65535: ANY_ASID, u16::MAX, tags global entries.)
+pub const MAX_LIVE_PROCESSES: u32 = 8192;
+const DEFAULT_MAX_PROCESSES: u32 = 4096;
+fn default_max_processes() -> u32 {
+    DEFAULT_MAX_PROCESSES
+}
+fn is_default_max_processes(n: &u32) -> bool {
+    *n == DEFAULT_MAX_PROCESSES
+}
+
+/// `[os]`: the OS model's settings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OsConfig {
+    /// FIXED page-size policy: the page size demand faults map (falls back to smaller
+    /// supported sizes where the aligned page does not fit the VMA or memory).
+    pub page_size: Bytes,
+    /// Treat accesses outside every announced VMA as anonymous read/write memory.
+    #[serde(default = "crate::config::yes")]
+    pub implicit_anon: bool,
+    #[serde(default)]
+    pub on_oom: OomPolicy,
+    /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
+    #[serde(default)]
+    pub fault_cycles: u64,
+    /// Live processes at once. Each costs host memory (its address space, page-index
+    /// and page-table nodes: about 100 KiB for a process of a few scattered pages), so
+    /// a trace naming many pids is an error naming this key, not gigabytes.
+    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
+    pub max_processes: u32,
+    /// The page-size policy (os/policy/); FIXED(page_size) by default.
+    #[serde(default, skip_serializing_if = "policy::PolicyConfig::is_default")]
+    pub policy: policy::PolicyConfig,
+    /// Physical placement of base pages (os/placement.rs): buddy, page-coloring,
+    /// bin-hopping or random.
+    #[serde(default, skip_serializing_if = "placement::PlacementConfig::is_default")]
+    pub placement: placement::PlacementConfig,
+    /// Dynamic recolouring (os/recolor/): none, Romer's ch. 4 software policies, or CML.
+    #[serde(default, skip_serializing_if = "recolor::RecolorConfig::is_default")]
+    pub recolor: recolor::RecolorConfig,
+}
+
+/// What the OS model is built from: its own settings (`[os]`), and the few values it
+/// needs from other sections. `config.rs` builds it from a whole configuration (a
+/// `&Config` converts into it).
+#[derive(Clone, Copy, Debug)]
+pub struct OsSettings<'a> {
+    pub os: &'a OsConfig,
+    /// `machine.phys_mem`: the bytes of simulated physical memory the frame allocator
+    /// manages.
+    pub phys_mem: u64,
+    /// `machine.fragmentation`: how that memory starts.
+    pub fragmentation: &'a FragmentationConfig,
+    /// The cache that page colours come from (placement, recolouring), if any serves
+    /// data.
+    pub color_cache: Option<ColorCache>,
+    /// `mmu.regions.share`: MAP_SHARED objects get a region with a global RID.
+    pub share_keys: bool,
+    /// `mmu.regions.share_text`: program text is a shared object.
+    pub share_text: bool,
+}
 
 /// A TLB/walk-cache invalidation the engine must apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,10 +231,12 @@ pub struct Mm<P: PageTable> {
 }
 
 impl<P: PageTable> Os<P> {
-    pub fn new(cfg: &Config, pt: P) -> Result<Os<P>> {
-        let mut mem = BuddyAllocator::new(cfg.machine.phys_mem.0)?;
-        fragmentation::apply(&mut mem, &cfg.machine.fragmentation)?;
-        let policy = PagePolicy::new(cfg, &pt)?;
+    /// The OS model over `pt`, from `settings` (or a whole `&Config`).
+    pub fn new<'a>(settings: impl Into<OsSettings<'a>>, pt: P) -> Result<Os<P>> {
+        let s: OsSettings = settings.into();
+        let mut mem = BuddyAllocator::new(s.phys_mem)?;
+        fragmentation::apply(&mut mem, s.fragmentation)?;
+        let policy = PagePolicy::new(&s.os.policy, s.os.page_size, &pt)?;
         let mm = Mm {
             pt,
             mem,
@@ -168,7 +244,7 @@ impl<P: PageTable> Os<P> {
             free_asids: BTreeSet::new(),
             next_asid: 0,
             objects: Vec::new(),
-            implicit_anon: cfg.os.implicit_anon,
+            implicit_anon: s.os.implicit_anon,
             current: None,
             shootdowns: Vec::new(),
             counters: OsCounters::default(),
@@ -180,19 +256,19 @@ impl<P: PageTable> Os<P> {
             touched: TouchedFrames::default(),
             shadow: None,
             pc: PolicyCounters::default(),
-            copy_cycles_per_kb: cfg.os.policy.copy_cycles_per_kb,
-            placement: Placement::new(&cfg.os.placement, &cfg.cache),
+            copy_cycles_per_kb: s.os.policy.copy_cycles_per_kb,
+            placement: Placement::new(&s.os.placement, s.color_cache),
             rmap: None,
             copies: Vec::new(),
             rc: RecolorCounters::default(),
-            share_keys: cfg.mmu.regions.share,
-            share_text: cfg.mmu.regions.share_text,
-            max_processes: cfg.os.max_processes,
+            share_keys: s.share_keys,
+            share_text: s.share_text,
+            max_processes: s.os.max_processes,
         };
         let mut os = Os { mm, policy, recolor: None };
-        if cfg.os.recolor.kind != recolor::RecolorKind::None {
-            let line = crate::os::placement::color_cache(&cfg.cache).map(|c| c.line.0);
-            let r = Recolorer::new(&cfg.os.recolor, &os.mm.placement, line)?;
+        if s.os.recolor.kind != recolor::RecolorKind::None {
+            let line = s.color_cache.map(|c| c.line);
+            let r = Recolorer::new(&s.os.recolor, &os.mm.placement, line)?;
             if r.needs_rmap() {
                 os.mm.rmap = Some(ReverseMap::default());
             }

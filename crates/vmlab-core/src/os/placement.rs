@@ -71,9 +71,20 @@ pub fn color_cache(caches: &BTreeMap<String, CacheConfig>) -> Option<&CacheConfi
     caches.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
 }
 
-/// Colours of the colour cache: size / (ways x 4 KiB), at least 1.
-pub fn derived_colors(caches: &BTreeMap<String, CacheConfig>) -> u64 {
-    color_cache(caches).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
+/// What placement and recolouring need of the cache page colours come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColorCache {
+    /// Its colours: size / (ways x 4 KiB), at least 1.
+    pub colors: u64,
+    /// Its line size in bytes.
+    pub line: u64,
+}
+
+impl ColorCache {
+    /// The colour cache of `caches` ([`color_cache`]), if any serves data.
+    pub fn of(caches: &BTreeMap<String, CacheConfig>) -> Option<ColorCache> {
+        color_cache(caches).map(|c| ColorCache { colors: (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1), line: c.line.0 })
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
@@ -95,10 +106,10 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Placement by `p` (validated with the rest of the configuration), over the
-    /// caches `caches` (whose largest data cache gives the colours unless `p` does).
-    pub fn new(p: &PlacementConfig, caches: &BTreeMap<String, CacheConfig>) -> Placement {
-        let colors = if p.colors == 0 { derived_colors(caches) } else { p.colors };
+    /// Placement by `p` (validated with the rest of the configuration), for the colour
+    /// cache `cache` (which gives the colours unless `p` does; none: 1 colour).
+    pub fn new(p: &PlacementConfig, cache: Option<ColorCache>) -> Placement {
+        let colors = if p.colors == 0 { cache.map_or(1, |c| c.colors) } else { p.colors };
         Placement {
             kind: p.kind,
             colors,
@@ -165,7 +176,7 @@ mod tests {
 
     fn placement(kind: &str) -> Placement {
         let cfg = Config::load("romer-cache", &[format!("os.placement.kind=\"{kind}\"")]).unwrap();
-        Placement::new(&cfg.os.placement, &cfg.cache)
+        Placement::new(&cfg.os.placement, ColorCache::of(&cfg.cache))
     }
 
     #[test]
@@ -173,7 +184,7 @@ mod tests {
         let p = placement("page-coloring");
         assert_eq!(p.colors, 128, "512 KiB direct-mapped / 4 KiB");
         let cfg = Config::load("romer-cache", &["cache.l2.ways=2".into()]).unwrap();
-        assert_eq!(derived_colors(&cfg.cache), 64);
+        assert_eq!(ColorCache::of(&cfg.cache).map(|c| c.colors), Some(64));
     }
 
     #[test]

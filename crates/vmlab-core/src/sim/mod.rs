@@ -200,7 +200,7 @@ where
 
     fn finish(mut self: Box<Self>, meta: &TraceMeta) -> Result<(Value, Option<OfflinePlan>)> {
         self.engine.finish()?;
-        let plan = self.engine.os.policy.offline_plan(&self.cfg);
+        let plan = self.engine.os.policy.offline_plan(&self.cfg.os.policy);
         Ok((document(&self.cfg, &self.engine, meta, &self.info), plan))
     }
 }

@@ -40,7 +40,7 @@ pub use tps::{TailoredPageSizes, TpsConfig};
 use super::buddy::FrameUse;
 use super::{DemandFault, Mm};
 use crate::addr::{Asid, PageSize, Pid};
-use crate::config::{Bytes, Config};
+use crate::config::Bytes;
 use crate::error::{Error, Result};
 use crate::mmu::TlbChange;
 use crate::pt::{PageTable, Translation};
@@ -147,8 +147,8 @@ impl PolicyConfig {
         *self == PolicyConfig::default()
     }
 
-    /// Checks that need no page table (config validation).
-    pub fn validate(&self, cfg: &Config) -> Result<()> {
+    /// Checks that need no page table (config validation), with `os.page_size`.
+    pub fn validate(&self, page_size: Bytes) -> Result<()> {
         let huge = PageSize::from_bytes(self.huge_size.0).map_err(|m| Error::config("os.policy.huge_size", m))?;
         if huge == PageSize::K4 {
             return Err(Error::config("os.policy.huge_size", "must be larger than 4K"));
@@ -156,7 +156,7 @@ impl PolicyConfig {
         if !(self.threshold > 0.0 && self.threshold <= 1.0) {
             return Err(Error::config("os.policy.threshold", format!("{} is not in (0, 1]", self.threshold)));
         }
-        if self.kind != PolicyName::Fixed && cfg.os.page_size.0 != 4096 {
+        if self.kind != PolicyName::Fixed && page_size.0 != 4096 {
             return Err(Error::config("os.page_size", format!("must be 4K with os.policy.kind = \"{}\" (its base page size)", self.kind.as_str())));
         }
         self.romer.validate()?;
@@ -270,9 +270,10 @@ pub struct PagePolicy {
 }
 
 impl PagePolicy {
-    pub fn new<P: PageTable>(cfg: &Config, pt: &P) -> Result<PagePolicy> {
-        let pc = &cfg.os.policy;
-        pc.validate(cfg)?;
+    /// The policy `pc` describes over `pt`, with FIXED's page size `page_size`
+    /// (`os.page_size`).
+    pub fn new<P: PageTable>(pc: &PolicyConfig, page_size: Bytes, pt: &P) -> Result<PagePolicy> {
+        pc.validate(page_size)?;
         let huge = PageSize::from_bytes(pc.huge_size.0).map_err(|m| Error::config("os.policy.huge_size", m))?;
         let rc = &pc.romer;
         let online = |v| -> Result<PolicyKind> {
@@ -280,7 +281,7 @@ impl PagePolicy {
             Ok(PolicyKind::Online(OnlinePromotion::new(v, rc, pc.copy_cycles_per_kb)))
         };
         let kind = match pc.kind {
-            PolicyName::Fixed => PolicyKind::Fixed(Fixed::new(cfg, pt)?),
+            PolicyName::Fixed => PolicyKind::Fixed(Fixed::new(page_size, pt)?),
             PolicyName::ThpEager => PolicyKind::ThpEager(ThpEager::new(supported(pt, huge)?)),
             PolicyName::ThpReserve => PolicyKind::ThpReserve(ThpReserve::new(supported(pt, huge)?, pc.threshold)),
             PolicyName::Online => online(OnlineVariant::Online)?,
@@ -351,10 +352,11 @@ impl PagePolicy {
         each_policy!(&mut self.kind, p => p.space_gone(asid))
     }
 
-    /// OFFLINE: after the first pass, the superpages to build (None for other policies).
-    pub fn offline_plan(&self, cfg: &Config) -> Option<OfflinePlan> {
+    /// OFFLINE: after the first pass, the superpages to build (None for other policies),
+    /// by the settings `pc` the policy was built from.
+    pub fn offline_plan(&self, pc: &PolicyConfig) -> Option<OfflinePlan> {
         match &self.kind {
-            PolicyKind::Online(p) if self.name == PolicyName::Offline => Some(p.offline_plan(&cfg.os.policy.romer, cfg.os.policy.copy_cycles_per_kb)),
+            PolicyKind::Online(p) if self.name == PolicyName::Offline => Some(p.offline_plan(&pc.romer, pc.copy_cycles_per_kb)),
             _ => None,
         }
     }
