@@ -66,7 +66,7 @@ pub struct Mmu<P: FastPaths> {
 struct Detached<P: FastPaths> {
     thread: OpThread<Walker<P>>,
     /// The walk caches the table's functional path consults
-    /// ([`WalkCaches::split_front`]; rejoined on `attach`).
+    /// ([`SplitWalk::split_caches`]; rejoined on `attach`).
     front: P::Caches,
     /// The table's walk splits.
     split: P::Split,
@@ -328,8 +328,8 @@ impl<P: FastPaths> Mmu<P> {
         self.walker_thread.is_some()
     }
 
-    /// Move the walker (`whole`, if the table splits its walk and its walk caches
-    /// split: [`WalkCaches::split_front`]) or only its cache hierarchy to a thread of
+    /// Move the walker (`whole`, if the table splits its walk: its walk caches divide
+    /// too, [`SplitWalk::split_caches`]) or only its cache hierarchy to a thread of
     /// its own. If the host cannot start one, the run goes
     /// on inline (the results are the same) after a warning. Returns whether it moved.
     #[cold]
@@ -338,16 +338,11 @@ impl<P: FastPaths> Mmu<P> {
             return self.walker_mut().detach_mem();
         };
         let mut w = self.walker.take().expect("the walker is attached");
-        let Some(front) = w.walk_caches.split_front() else {
-            // Caches that cannot split keep the walker here; the cache hierarchy can
-            // still go.
-            self.walker = Some(w);
-            return self.walker_mut().detach_mem();
-        };
+        let front = split.split_caches(&mut w.walk_caches);
         match OpThread::start_or_inline("vmlab-walker", w, "the walker") {
             Ok(thread) => self.walker_thread = Some(Detached { thread, front, split }),
             Err(mut w) => {
-                w.walk_caches.rejoin_front(front);
+                split.rejoin_caches(&mut w.walk_caches, front);
                 self.walker = Some(w);
             }
         }
@@ -359,7 +354,7 @@ impl<P: FastPaths> Mmu<P> {
     pub fn attach(&mut self) {
         if let Some(d) = self.walker_thread.take() {
             let mut w = d.thread.stop();
-            w.walk_caches.rejoin_front(d.front);
+            d.split.rejoin_caches(&mut w.walk_caches, d.front);
             w.walks.faulting += std::mem::take(&mut self.faulting);
             self.walks_sent = 0;
             self.walker = Some(w);

@@ -15,7 +15,7 @@
 //! walk references carry real physical addresses for the cache model.
 
 use super::arena::NodeArena;
-use super::{FastPaths, GuestPath, PageTable, PtFootprint, SplitWalk, Translation, WalkPath};
+use super::{FastPaths, GuestPath, PageTable, PtFootprint, SplitCaches, SplitWalk, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::pwc::PageWalkCache;
@@ -636,6 +636,14 @@ impl SplitWalk<RadixPageTable> for RadixSplit {
     #[inline(always)]
     fn path_continues(self, _full: &RadixPath) -> bool {
         false
+    }
+
+    fn split_caches(self, pwc: &mut PageWalkCache) -> PageWalkCache {
+        pwc.split_front()
+    }
+
+    fn rejoin_caches(self, pwc: &mut PageWalkCache, front: PageWalkCache) {
+        pwc.rejoin_front(front)
     }
 }
 
