@@ -530,7 +530,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(crate::testing::proptest_config(256))]
-        /// With every region at 4K the regions' arrays are the old single array indexed
+        /// With every region at 4K the regions' arrays make one linear array indexed
         /// by VA >> 12, whatever the region selector.
         #[test]
         fn all_4k_regions_are_the_single_array(va in 0u64..(1 << 47), region_shift in 44u8..=61) {

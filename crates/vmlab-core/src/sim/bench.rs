@@ -125,7 +125,7 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
     let gups = workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]);
     row("gups 64M, combined", "accesses", &mut || simulate(&combined, &gups))?;
 
-    // 5. Page-size policy bookkeeping (issue 4's "within 2x of the 4K run"): Romer's
+    // 5. Page-size policy bookkeeping (the target: within 2x of the 4K run): Romer's
     //    32-entry TLBs on a dense TLB-bound GUPS, fixed 4K pages vs the charge-driven
     //    policies.
     let gups = workload("gups", &[("footprint", "256M".into()), ("accesses", (1_000_000 * scale).to_string())]);
@@ -133,7 +133,7 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
         let cfg = Config::load("romer", &[format!("os.policy.kind=\"{kind}\"")])?;
         row(&format!("gups 256M, romer {kind}"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
-    // 6. Nested translation (issue 3's "≥ 5 M accesses/s on GUPS"): the ASPLOS'22
+    // 6. Nested translation (the target: ≥ 5 M accesses/s on GUPS): the ASPLOS'22
     //    preset, a guest GUPS over 1 GiB, under nested radix and nested ECPT.
     let gups = workload("gups", &[("footprint", "1G".into()), ("accesses", (1_000_000 * scale).to_string())]);
     for kind in ["nested-radix", "nested-ecpt"] {
