@@ -376,7 +376,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_csr_holds_every_edge_twice_sorted_and_relabelled() {
+    fn the_csr_holds_every_edge_twice_sorted_and_relabeled() {
         let (scale, ef) = (10u32, 16u64);
         let g = Csr::build(7, scale, ef).unwrap();
         let n = 1u64 << scale;
