@@ -15,7 +15,11 @@ use vmlab::trace::{MapFlags, Record};
 /// tests' under `src/` (`crate::testing::proptest_config` in the library): every
 /// regression file of the crate in one place, each at its source's path.
 pub fn proptest_config(cases: u32) -> ProptestConfig {
-    ProptestConfig { cases, failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel("proptest-regressions/integration"))), ..ProptestConfig::default() }
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel("proptest-regressions/integration"))),
+        ..ProptestConfig::default()
+    }
 }
 
 /// Every record of a source, or its error.
