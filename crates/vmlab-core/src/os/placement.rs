@@ -53,11 +53,11 @@ pub struct PlacementConfig {
 }
 
 impl PlacementConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == PlacementConfig::default()
     }
 
-    pub fn validate(&self, cfg: &Config) -> Result<()> {
+    pub(crate) fn validate(&self, cfg: &Config) -> Result<()> {
         let frames = cfg.machine.phys_mem.0 >> MIN_PAGE_SHIFT;
         if self.colors > frames {
             return Err(Error::config("os.placement.colours", format!("{} colours but only {frames} frames", self.colors)));
@@ -67,48 +67,48 @@ impl PlacementConfig {
 }
 
 /// The cache page colours come from: the largest (highest-level) cache serving data.
-pub fn color_cache(caches: &BTreeMap<String, CacheConfig>) -> Option<&CacheConfig> {
+pub(crate) fn color_cache(caches: &BTreeMap<String, CacheConfig>) -> Option<&CacheConfig> {
     caches.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
 }
 
 /// What placement and recolouring need of the cache page colours come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ColorCache {
+pub(crate) struct ColorCache {
     /// Its colours: size / (ways x 4 KiB), at least 1.
-    pub colors: u64,
+    pub(crate) colors: u64,
     /// Its line size in bytes.
-    pub line: u64,
+    pub(crate) line: u64,
 }
 
 impl ColorCache {
     /// The colour cache of `caches` ([`color_cache`]), if any serves data.
-    pub fn of(caches: &BTreeMap<String, CacheConfig>) -> Option<ColorCache> {
+    pub(crate) fn of(caches: &BTreeMap<String, CacheConfig>) -> Option<ColorCache> {
         color_cache(caches).map(|c| ColorCache { colors: (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1), line: c.line.0 })
     }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-pub struct PlacementCounters {
+pub(crate) struct PlacementCounters {
     /// Base pages placed at the colour the policy chose.
-    pub placed: u64,
+    pub(crate) placed: u64,
     /// Pages whose colour had no free frame (given any frame instead).
-    pub fallbacks: u64,
+    pub(crate) fallbacks: u64,
 }
 
 pub struct Placement {
-    pub kind: PlacementKind,
+    pub(crate) kind: PlacementKind,
     pub colors: u64,
     next_bin: u64,
     rng: Xoshiro256PlusPlus,
     /// Next candidate frame index k (frame = base + k * stride) per (order, base colour).
     cursors: HashMap<(u8, u64), u64>,
-    pub counters: PlacementCounters,
+    pub(crate) counters: PlacementCounters,
 }
 
 impl Placement {
     /// Placement by `p` (validated with the rest of the configuration), for the colour
     /// cache `cache` (which gives the colours unless `p` does; none: 1 colour).
-    pub fn new(p: &PlacementConfig, cache: Option<ColorCache>) -> Placement {
+    pub(crate) fn new(p: &PlacementConfig, cache: Option<ColorCache>) -> Placement {
         let colors = if p.colors == 0 { cache.map_or(1, |c| c.colors) } else { p.colors };
         Placement {
             kind: p.kind,
@@ -127,7 +127,7 @@ impl Placement {
     }
 
     /// The colour the policy gives a new base page at `va` (None: colour-blind).
-    pub fn initial_color(&mut self, va: u64) -> Option<u64> {
+    pub(crate) fn initial_color(&mut self, va: u64) -> Option<u64> {
         match self.kind {
             PlacementKind::Buddy => None,
             PlacementKind::PageColoring => Some((va >> MIN_PAGE_SHIFT) % self.colors),
@@ -143,7 +143,7 @@ impl Placement {
     /// A free aligned block of `size` whose first frame has color `color` (a multiple
     /// of the block's frames when the block is smaller than a colour span; blocks that
     /// span every colour take any free block). None if there is none.
-    pub fn alloc(&mut self, mem: &mut BuddyAllocator, size: PageSize, color: u64, usage: FrameUse) -> Option<u64> {
+    pub(crate) fn alloc(&mut self, mem: &mut BuddyAllocator, size: PageSize, color: u64, usage: FrameUse) -> Option<u64> {
         let frames = size.base_pages();
         if frames >= self.colors {
             return mem.try_alloc(size, usage);

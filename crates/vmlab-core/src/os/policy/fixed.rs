@@ -23,7 +23,7 @@ pub struct Fixed {
 
 impl Fixed {
     /// FIXED(`page_size`, `os.page_size`) over `pt`.
-    pub fn new<P: PageTable>(page_size: Bytes, pt: &P) -> Result<Fixed> {
+    pub(crate) fn new<P: PageTable>(page_size: Bytes, pt: &P) -> Result<Fixed> {
         let page_size = PageSize::from_bytes(page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         let mut try_sizes: Vec<PageSize> = pt.page_sizes().iter().copied().filter(|&s| s <= page_size).collect();
         try_sizes.sort_by(|a, b| b.cmp(a));
