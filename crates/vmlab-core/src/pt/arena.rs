@@ -11,7 +11,7 @@ const CHUNK_BYTES: usize = 2 << 20;
 /// Every access checks its index against the nodes handed out (`i < len`), in every
 /// build: that one comparison replaces the bounds check of the chunk list it implies,
 /// so an index the arena never gave out panics instead of reading past it.
-pub struct NodeArena<const N: usize> {
+pub(crate) struct NodeArena<const N: usize> {
     /// Chunks of `PER_CHUNK` nodes; always `len.div_ceil(PER_CHUNK)` of them (`alloc`
     /// adds one when `len` reaches a multiple of `PER_CHUNK`).
     chunks: Vec<*mut u64>,
@@ -29,7 +29,7 @@ unsafe impl<const N: usize> Send for NodeArena<N> {}
 impl<const N: usize> NodeArena<N> {
     const PER_CHUNK: usize = CHUNK_BYTES / (N * 8);
 
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         assert!(Self::PER_CHUNK >= 1, "node larger than a chunk");
         NodeArena { chunks: Vec::new(), len: 0, free: Vec::new() }
     }
@@ -39,7 +39,7 @@ impl<const N: usize> NodeArena<N> {
     }
 
     /// A zeroed node.
-    pub fn alloc(&mut self) -> u32 {
+    pub(crate) fn alloc(&mut self) -> u32 {
         if let Some(i) = self.free.pop() {
             self.get_mut(i).fill(0);
             return i;
@@ -57,7 +57,7 @@ impl<const N: usize> NodeArena<N> {
     }
 
     /// Return node `i` for reuse.
-    pub fn free(&mut self, i: u32) {
+    pub(crate) fn free(&mut self, i: u32) {
         assert!(i < self.len, "freeing node {i} of an arena of {}", self.len);
         self.free.push(i);
     }
@@ -77,21 +77,21 @@ impl<const N: usize> NodeArena<N> {
     }
 
     #[inline(always)]
-    pub fn get(&self, i: u32) -> &[u64; N] {
+    pub(crate) fn get(&self, i: u32) -> &[u64; N] {
         // SAFETY: `ptr` points at N entries inside a live chunk (its note); nodes never
         // overlap, and chunks live as long as the arena, which `&self` borrows.
         unsafe { &*(self.ptr(i) as *const [u64; N]) }
     }
 
     #[inline(always)]
-    pub fn get_mut(&mut self, i: u32) -> &mut [u64; N] {
+    pub(crate) fn get_mut(&mut self, i: u32) -> &mut [u64; N] {
         // SAFETY: as `get`, and `&mut self` makes the borrow exclusive.
         unsafe { &mut *(self.ptr(i) as *mut [u64; N]) }
     }
 
     /// Hint the host to bring entry `e` of node `i` into its cache.
     #[inline(always)]
-    pub fn prefetch(&self, i: u32, e: usize) {
+    pub(crate) fn prefetch(&self, i: u32, e: usize) {
         debug_assert!(e < N);
         // A prefetch of any address is harmless: no pointer arithmetic to justify.
         crate::host::prefetch(self.ptr(i).wrapping_add(e));

@@ -50,7 +50,7 @@ use serde::Serialize;
 /// bytes swapped when `swizzle` (Linux's fix for collisions between neighbouring
 /// address spaces, Chapman et al. §3.1).
 #[inline(always)]
-pub fn rid_xor_vpn(vpn: u64, asid: Asid, swizzle: bool) -> u64 {
+pub(crate) fn rid_xor_vpn(vpn: u64, asid: Asid, swizzle: bool) -> u64 {
     let rid = if swizzle { asid.swap_bytes() } else { asid } as u64;
     vpn ^ rid
 }
@@ -78,7 +78,7 @@ pub struct PtFootprint {
     /// Bytes of simulated physical memory holding page-table structures.
     pub bytes: u64,
     /// Number of page-table nodes (radix: 4 KiB table pages).
-    pub nodes: u64,
+    pub(crate) nodes: u64,
     /// Mappings (leaf entries that translate) currently installed, of any size.
     pub mapped_pages: u64,
 }
@@ -86,14 +86,14 @@ pub struct PtFootprint {
 /// Counters of the walk caches a page-table kind uses (PWC, CWC, ...).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct CacheCounters {
-    pub lookups: u64,
-    pub hits: u64,
-    pub misses: u64,
+    pub(crate) lookups: u64,
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
 }
 
 impl CacheCounters {
     #[inline(always)]
-    pub fn record(&mut self, hit: bool) {
+    pub(crate) fn record(&mut self, hit: bool) {
         self.lookups += 1;
         if hit {
             self.hits += 1

@@ -140,8 +140,8 @@ impl Default for NestedConfig {
 /// host kind's (the nested PWC, or host CWCs), and the nested TLB; and, for a split
 /// walk, the walker's memo of host paths (`GP`, `HP`: the guest and host kinds' paths).
 pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches, GP = (), HP = ()> {
-    pub guest: GC,
-    pub host: HC,
+    pub(crate) guest: GC,
+    pub(crate) host: HC,
     /// Guest-physical page -> host-physical page of guest page-table pages.
     ntlb: Option<AssocCache<u64>>,
     ntlb_counters: CacheCounters,
@@ -188,7 +188,7 @@ impl<HP: Default> Default for TablePage<HP> {
 }
 
 /// The nested PWC of a radix host, from `[page_table.nested]`.
-pub fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
+pub(crate) fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
     if cfg.npwc_entries.iter().all(|&e| e == 0) {
         return Ok(PageWalkCache::none());
     }
@@ -201,7 +201,7 @@ pub fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
 }
 
 impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default, HP: Copy + Default> NestedWalkCaches<GC, HC, GP, HP> {
-    pub fn new(guest: GC, host: HC, cfg: &NestedConfig, seed: u64) -> Result<Self> {
+    pub(crate) fn new(guest: GC, host: HC, cfg: &NestedConfig, seed: u64) -> Result<Self> {
         let ntlb = if cfg.ntlb_entries == 0 {
             None
         } else {
@@ -469,7 +469,7 @@ pub type NestedRadixPageTable = NestedPageTable<RadixPageTable, RadixPageTable>;
 
 impl<G: FastPaths, H: FastPaths> NestedPageTable<G, H> {
     /// `host` gets the VM's address space here; `kind` names the design in stats.
-    pub fn new(kind: &'static str, guest: G, mut host: H, cfg: &NestedConfig) -> Result<Self> {
+    pub(crate) fn new(kind: &'static str, guest: G, mut host: H, cfg: &NestedConfig) -> Result<Self> {
         let host_size = PageSize::from_bytes(cfg.host_page_size.0).map_err(|m| Error::config("page_table.nested.host_page_size", m))?;
         if host_size != PageSize::K4 && host_size != PageSize::M2 {
             return Err(Error::config("page_table.nested.host_page_size", format!("must be 4K or 2M, not {host_size}")));
@@ -700,10 +700,6 @@ impl<G: FastPaths, H: FastPaths> NestedPageTable<G, H> {
                 self.host.prefetch(VM, gpa);
             }
         }
-    }
-
-    pub fn host_footprint(&self) -> PtFootprint {
-        self.host.footprint()
     }
 }
 
