@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::trace::Dep;
 use rayon::prelude::*;
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "graph500",
         description: "Graph500 BFS (kernel=bfs) or GraphBIG-like PageRank (kernel=pagerank) on a Kronecker graph built in memory: 2^scale vertices, edgefactor x 2^scale edges, CSR with 8-byte ids",
@@ -224,7 +224,7 @@ struct Graph500 {
     next: u64,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     Ok(BurstGen::boxed(build(p)?))
 }
 
