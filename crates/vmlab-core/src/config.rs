@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The presets shipped in crates/vmlab-core/configs/, by name.
-pub const PRESETS: &[(&str, &str)] = &[
+pub(crate) const PRESETS: &[(&str, &str)] = &[
     ("skylake", include_str!("../configs/skylake.toml")),
     ("tiny", include_str!("../configs/tiny.toml")),
     ("itanium2", include_str!("../configs/itanium2.toml")),
@@ -48,7 +48,7 @@ pub enum PageTableKind {
 }
 
 impl PageTableKind {
-    pub const ALL: [PageTableKind; 10] = [
+    pub(crate) const ALL: [PageTableKind; 10] = [
         PageTableKind::Radix,
         PageTableKind::Mpt,
         PageTableKind::Hashed,
@@ -62,7 +62,7 @@ impl PageTableKind {
     ];
 
     /// The name `page_table.kind` takes (and the stats document reports).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PageTableKind::Radix => "radix",
             PageTableKind::Mpt => "mpt",
@@ -78,7 +78,7 @@ impl PageTableKind {
     }
 
     /// The kind named `name`, if any.
-    pub fn from_name(name: &str) -> Option<PageTableKind> {
+    pub(crate) fn from_name(name: &str) -> Option<PageTableKind> {
         PageTableKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
@@ -116,7 +116,7 @@ impl<'de> Deserialize<'de> for Bytes {
 
 /// Entries, lines, buckets and slots one configuration's structures may hold together
 /// (each takes some tens of bytes of host memory): 2^25.
-pub const MAX_STRUCTURE_ENTRIES: u64 = 1 << 25;
+pub(crate) const MAX_STRUCTURE_ENTRIES: u64 = 1 << 25;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -189,17 +189,17 @@ pub enum Serves {
 }
 
 impl Serves {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Serves::Data => "data",
             Serves::Instr => "instr",
             Serves::Unified => "unified",
         }
     }
-    pub fn serves_instr(self) -> bool {
+    pub(crate) fn serves_instr(self) -> bool {
         !matches!(self, Serves::Data)
     }
-    pub fn serves_data(self) -> bool {
+    pub(crate) fn serves_data(self) -> bool {
         !matches!(self, Serves::Instr)
     }
 }
@@ -311,7 +311,7 @@ impl Config {
     }
 
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let sizes = self.structure_entries();
         let total = sizes.iter().map(|(_, n)| *n).fold(0, u64::saturating_add);
         if total > MAX_STRUCTURE_ENTRIES {
@@ -528,7 +528,7 @@ fn merge(base: &mut toml::Value, over: toml::Value) {
 
 /// Apply `a.b.c=value`. The value is parsed as TOML (numbers, booleans, arrays,
 /// quoted strings) and otherwise taken as a bare string ("2M", "lru").
-pub fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
+pub(crate) fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
     let (key, raw) = spec.split_once('=').ok_or_else(|| Error::config(spec, "an override must look like key=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(|p| p.is_empty()) {

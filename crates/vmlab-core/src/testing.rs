@@ -6,6 +6,6 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 /// `tests/proptest-regressions/src/`, at the source file's path (`mmu/tlb.rs`:
 /// `src/mmu/tlb.txt`), beside the integration tests' under `integration/`, so that every
 /// regression file of the crate is in one place.
-pub fn proptest_config(cases: u32) -> Config {
+pub(crate) fn proptest_config(cases: u32) -> Config {
     Config { cases, failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel("tests/proptest-regressions/src"))), ..Config::default() }
 }

@@ -10,14 +10,14 @@ use std::time::Instant;
 /// One benchmark, run `runs.len()` times: `seconds` and `millions_per_second` are the
 /// best run's (a noisy host only ever slows a run down), `median_seconds` the median's.
 #[derive(Debug, serde::Serialize)]
-pub struct BenchRow {
-    pub name: String,
-    pub items: u64,
-    pub unit: String,
-    pub seconds: f64,
-    pub millions_per_second: f64,
-    pub median_seconds: f64,
-    pub runs: Vec<f64>,
+pub(crate) struct BenchRow {
+    pub(crate) name: String,
+    pub(crate) items: u64,
+    pub(crate) unit: String,
+    pub(crate) seconds: f64,
+    pub(crate) millions_per_second: f64,
+    pub(crate) median_seconds: f64,
+    pub(crate) runs: Vec<f64>,
 }
 
 /// Run `bench` (which returns the items it processed and its seconds) `repeat` times.
@@ -48,7 +48,7 @@ fn simulate(cfg: &Config, spec: &SourceSpec) -> Result<(u64, f64)> {
 }
 
 /// Peak resident memory of this process, from /proc (Linux), in bytes.
-pub fn peak_rss_bytes() -> Option<u64> {
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -62,7 +62,7 @@ const SAMPLED: &str = "time.sampling.period=100000";
 /// Every benchmark whose name contains `only` (all if None), each run `repeat` times (on
 /// a noisy host, the best of several runs is the machine's speed; the median shows the
 /// noise).
-pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Vec<BenchRow>> {
+pub(crate) fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Vec<BenchRow>> {
     let scale: u64 = if quick { 1 } else { 10 };
     let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
     let mut rows = Vec::new();

@@ -24,14 +24,14 @@ use serde_json::{json, Map, Value};
 /// How the run's source is described in the stats document.
 #[derive(Clone, Debug, Default)]
 pub struct SourceInfo {
-    pub kind: String,
-    pub name: String,
-    pub params: Value,
-    pub content_hash: Option<String>,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) params: Value,
+    pub(crate) content_hash: Option<String>,
 }
 
 /// One pass over a source, and OFFLINE's plan going in (second pass) or out (first).
-pub struct Pass<'a> {
+pub(crate) struct Pass<'a> {
     src: &'a mut dyn TraceSource,
     plan: Option<OfflinePlan>,
     plan_out: Option<OfflinePlan>,
@@ -48,7 +48,7 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
 
 /// Simulate the source `open` opens (once, or twice for OFFLINE, Romer §3.4.1: a first
 /// pass collects the charges, the second runs with the superpages they justify).
-pub fn run_source(
+pub(crate) fn run_source(
     cfg: &Config,
     open: &mut dyn FnMut() -> Result<Box<dyn TraceSource + Send>>,
     info: &SourceInfo,
@@ -230,7 +230,13 @@ fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl
 /// per config, in order: a config that fails to build or to simulate fails alone. An
 /// error reading the source fails them all (the outer error). OFFLINE configs need two
 /// passes and are refused here (the caller runs them with [`run_source`]).
-pub fn run_many(cfgs: &[Config], src: &mut dyn TraceSource, info: &SourceInfo, threads: usize, mut on_batch: impl FnMut(u64)) -> Result<Vec<Result<Value>>> {
+pub(crate) fn run_many(
+    cfgs: &[Config],
+    src: &mut dyn TraceSource,
+    info: &SourceInfo,
+    threads: usize,
+    mut on_batch: impl FnMut(u64),
+) -> Result<Vec<Result<Value>>> {
     let mut results: Vec<Option<Result<Value>>> = (0..cfgs.len()).map(|_| None).collect();
     let mut sims: Vec<(usize, Box<dyn Simulation>)> = Vec::new();
     for (i, cfg) in cfgs.iter().enumerate() {
@@ -363,7 +369,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// Assemble the stats document of a finished engine.
-pub fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
+pub(crate) fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
     let mut tlb = Map::new();
     for t in &e.mmu().tlbs.tlbs {
         let c = &t.counters;
