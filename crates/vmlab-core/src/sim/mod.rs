@@ -230,13 +230,7 @@ fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl
 /// per config, in order: a config that fails to build or to simulate fails alone. An
 /// error reading the source fails them all (the outer error). OFFLINE configs need two
 /// passes and are refused here (the caller runs them with [`run_source`]).
-pub(crate) fn run_many(
-    cfgs: &[Config],
-    src: &mut dyn TraceSource,
-    info: &SourceInfo,
-    threads: usize,
-    mut on_batch: impl FnMut(u64),
-) -> Result<Vec<Result<Value>>> {
+pub fn run_many(cfgs: &[Config], src: &mut dyn TraceSource, info: &SourceInfo, threads: usize, mut on_batch: impl FnMut(u64)) -> Result<Vec<Result<Value>>> {
     let mut results: Vec<Option<Result<Value>>> = (0..cfgs.len()).map(|_| None).collect();
     let mut sims: Vec<(usize, Box<dyn Simulation>)> = Vec::new();
     for (i, cfg) in cfgs.iter().enumerate() {
