@@ -6,9 +6,9 @@
 use std::fmt;
 
 /// Smallest page shift vmlab models (4 KiB).
-pub const MIN_PAGE_SHIFT: u8 = 12;
+pub(crate) const MIN_PAGE_SHIFT: u8 = 12;
 /// Largest page shift: pages up to 2^48 bytes (far beyond any real MMU).
-pub const MAX_PAGE_SHIFT: u8 = 48;
+pub(crate) const MAX_PAGE_SHIFT: u8 = 48;
 
 /// A page size, 2^shift bytes with `MIN_PAGE_SHIFT <= shift <= MAX_PAGE_SHIFT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -16,11 +16,11 @@ pub struct PageSize(u8);
 
 impl PageSize {
     pub const K4: PageSize = PageSize(12);
-    pub const M2: PageSize = PageSize(21);
-    pub const G1: PageSize = PageSize(30);
+    pub(crate) const M2: PageSize = PageSize(21);
+    pub(crate) const G1: PageSize = PageSize(30);
 
     /// The page size 2^shift, or an error naming the bad value.
-    pub fn from_shift(shift: u8) -> Result<PageSize, String> {
+    pub(crate) fn from_shift(shift: u8) -> Result<PageSize, String> {
         if (MIN_PAGE_SHIFT..=MAX_PAGE_SHIFT).contains(&shift) {
             Ok(PageSize(shift))
         } else {
@@ -45,7 +45,7 @@ impl PageSize {
     }
 
     #[inline(always)]
-    pub const fn shift(self) -> u8 {
+    pub(crate) const fn shift(self) -> u8 {
         self.0
     }
     #[inline(always)]
@@ -54,7 +54,7 @@ impl PageSize {
     }
     /// Mask of the offset bits inside one page.
     #[inline(always)]
-    pub const fn offset_mask(self) -> u64 {
+    pub(crate) const fn offset_mask(self) -> u64 {
         self.bytes() - 1
     }
     /// Round `va` down to the start of its page.
@@ -80,7 +80,7 @@ impl fmt::Display for PageSize {
 }
 
 /// Format a byte count as the shortest exact unit: 4K, 2M, 1G, 12K, 5000B.
-pub fn format_bytes(b: u64) -> String {
+pub(crate) fn format_bytes(b: u64) -> String {
     const UNITS: [(u64, &str); 5] = [(1 << 50, "P"), (1 << 40, "T"), (1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")];
     for (scale, suffix) in UNITS {
         if b >= scale && b.is_multiple_of(scale) {
@@ -112,17 +112,17 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 pub struct Perms(u8);
 
 impl Perms {
-    pub const NONE: Perms = Perms(0);
-    pub const R: Perms = Perms(1);
-    pub const W: Perms = Perms(2);
-    pub const X: Perms = Perms(4);
-    pub const USER: Perms = Perms(8);
-    pub const RW: Perms = Perms(1 | 2);
-    pub const RWX_USER: Perms = Perms(1 | 2 | 4 | 8);
+    pub(crate) const NONE: Perms = Perms(0);
+    pub(crate) const R: Perms = Perms(1);
+    pub(crate) const W: Perms = Perms(2);
+    pub(crate) const X: Perms = Perms(4);
+    pub(crate) const USER: Perms = Perms(8);
+    pub(crate) const RW: Perms = Perms(1 | 2);
+    pub(crate) const RWX_USER: Perms = Perms(1 | 2 | 4 | 8);
     pub const RW_USER: Perms = Perms(1 | 2 | 8);
 
     #[inline(always)]
-    pub const fn bits(self) -> u8 {
+    pub(crate) const fn bits(self) -> u8 {
         self.0
     }
     #[inline(always)]
@@ -130,16 +130,16 @@ impl Perms {
         Perms(b & 0xf)
     }
     #[inline(always)]
-    pub const fn contains(self, other: Perms) -> bool {
+    pub(crate) const fn contains(self, other: Perms) -> bool {
         self.0 & other.0 == other.0
     }
     #[inline(always)]
-    pub const fn union(self, other: Perms) -> Perms {
+    pub(crate) const fn union(self, other: Perms) -> Perms {
         Perms(self.0 | other.0)
     }
     /// The permission an access of `kind` needs.
     #[inline(always)]
-    pub const fn needed_for(kind: AccessKind) -> Perms {
+    pub(crate) const fn needed_for(kind: AccessKind) -> Perms {
         match kind {
             AccessKind::Read => Perms::R,
             AccessKind::Write => Perms::W,
@@ -170,7 +170,7 @@ pub enum AccessKind {
 
 impl AccessKind {
     #[inline(always)]
-    pub const fn is_instr(self) -> bool {
+    pub(crate) const fn is_instr(self) -> bool {
         matches!(self, AccessKind::Fetch)
     }
     pub const fn name(self) -> &'static str {
@@ -183,7 +183,7 @@ impl AccessKind {
 }
 
 /// A process id as it appears in a trace.
-pub type Pid = u32;
+pub(crate) type Pid = u32;
 
 /// An address-space identifier as the MMU sees it: a dense small number the OS model
 /// assigns to each live address space, used as the TLB tag.

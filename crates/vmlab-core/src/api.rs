@@ -138,7 +138,7 @@ pub fn miss_ratio_curves(source: &SourceSpec, opts: &sim::mrc::MrcOptions) -> Re
 /// Progress on stderr (never stdout: the JSON stays clean): a bar with the total and
 /// an ETA on a terminal; elsewhere (a log, nohup, a notebook's kernel) a line every
 /// [`Progress::LINE_EVERY`], so a long run still shows it is alive.
-pub struct Progress {
+pub(crate) struct Progress {
     bar: Option<indicatif::ProgressBar>,
     lines: Option<std::cell::Cell<std::time::Instant>>,
     len: Option<u64>,
@@ -147,11 +147,11 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub const LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+    pub(crate) const LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
     /// Progress over `len` records (None: unknown), named `label` ("" for none), if
     /// `enabled`.
-    pub fn new(enabled: bool, len: Option<u64>, label: &str) -> Progress {
+    pub(crate) fn new(enabled: bool, len: Option<u64>, label: &str) -> Progress {
         use std::io::IsTerminal;
         let now = std::time::Instant::now();
         let mut p = Progress { bar: None, lines: None, len, label: label.to_string(), start: now };
@@ -176,7 +176,7 @@ impl Progress {
 
     /// `n` records done. A length that was an estimate (a synthetic workload's) is a
     /// ceiling, not a promise: the position stops at it.
-    pub fn set(&self, n: u64) {
+    pub(crate) fn set(&self, n: u64) {
         let n = self.len.map_or(n, |l| n.min(l));
         if let Some(b) = &self.bar {
             b.set_position(n);
@@ -200,7 +200,7 @@ impl Progress {
         }
     }
 
-    pub fn finish(self) {
+    pub(crate) fn finish(self) {
         if let Some(b) = self.bar {
             b.finish_and_clear();
         }
@@ -208,14 +208,14 @@ impl Progress {
 }
 
 /// A source that shows its progress as it is read (`vmlab convert`, `vmlab generate`).
-pub struct WithProgress<'a> {
-    pub inner: &'a mut dyn TraceSource,
-    pub progress: Progress,
+pub(crate) struct WithProgress<'a> {
+    pub(crate) inner: &'a mut dyn TraceSource,
+    pub(crate) progress: Progress,
     read: u64,
 }
 
 impl<'a> WithProgress<'a> {
-    pub fn new(inner: &'a mut dyn TraceSource, enabled: bool) -> WithProgress<'a> {
+    pub(crate) fn new(inner: &'a mut dyn TraceSource, enabled: bool) -> WithProgress<'a> {
         let progress = Progress::new(enabled, inner.len_hint(), "");
         WithProgress { inner, progress, read: 0 }
     }
@@ -243,7 +243,7 @@ pub fn presets() -> Vec<(String, String)> {
 
 /// Parse the `key=value` parameters of `workload` (named in errors); a key given twice
 /// is an error, not a silent choice of one.
-pub fn parse_params(workload: &str, items: &[String]) -> Result<Vec<(String, String)>> {
+pub(crate) fn parse_params(workload: &str, items: &[String]) -> Result<Vec<(String, String)>> {
     let err = |msg: String| Error::Workload { name: workload.into(), msg };
     let mut out: Vec<(String, String)> = Vec::with_capacity(items.len());
     for s in items {
@@ -258,7 +258,7 @@ pub fn parse_params(workload: &str, items: &[String]) -> Result<Vec<(String, Str
 }
 
 /// Named page-table designs for `vmlab pt compare`: overrides on top of the config.
-pub fn pt_design(name: &str) -> Result<Vec<String>> {
+pub(crate) fn pt_design(name: &str) -> Result<Vec<String>> {
     let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     Ok(match name {
         "radix" => o(&["page_table.kind=radix"]),

@@ -28,7 +28,7 @@ macro_rules! outln {
 
 /// A plain text table, columns two spaces apart, the first left-aligned and the others
 /// right-aligned (numbers); each line ends in a newline.
-pub fn text_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+pub(crate) fn text_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
     use comfy_table::{presets, CellAlignment, Table};
     let mut t = Table::new();
     t.load_style(presets::NOTHING).set_header(header.to_vec());
@@ -654,7 +654,7 @@ fn bench(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32
 }
 
 /// A short human-readable summary of a stats document.
-pub fn summary_text(doc: &serde_json::Value) -> String {
+pub(crate) fn summary_text(doc: &serde_json::Value) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let g = |p: &str| doc.pointer(p).cloned().unwrap_or(serde_json::Value::Null);

@@ -7,12 +7,13 @@ use crate::error::{Error, Result};
 use crate::mem::cache::{CacheConfig, Organization, WritePolicy};
 use crate::mem::MemoryConfig;
 use crate::mmu::{pwc::PwcConfig, tlb::TlbConfig, MmuConfig};
+pub use crate::os::{OomPolicy, OsConfig, MAX_LIVE_PROCESSES};
 use crate::pt::radix::RadixConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The presets shipped in crates/vmlab-core/configs/, by name.
-pub const PRESETS: &[(&str, &str)] = &[
+pub(crate) const PRESETS: &[(&str, &str)] = &[
     ("skylake", include_str!("../configs/skylake.toml")),
     ("tiny", include_str!("../configs/tiny.toml")),
     ("itanium2", include_str!("../configs/itanium2.toml")),
@@ -47,7 +48,7 @@ pub enum PageTableKind {
 }
 
 impl PageTableKind {
-    pub const ALL: [PageTableKind; 10] = [
+    pub(crate) const ALL: [PageTableKind; 10] = [
         PageTableKind::Radix,
         PageTableKind::Mpt,
         PageTableKind::Hashed,
@@ -61,7 +62,7 @@ impl PageTableKind {
     ];
 
     /// The name `page_table.kind` takes (and the stats document reports).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PageTableKind::Radix => "radix",
             PageTableKind::Mpt => "mpt",
@@ -77,7 +78,7 @@ impl PageTableKind {
     }
 
     /// The kind named `name`, if any.
-    pub fn from_name(name: &str) -> Option<PageTableKind> {
+    pub(crate) fn from_name(name: &str) -> Option<PageTableKind> {
         PageTableKind::ALL.into_iter().find(|k| k.as_str() == name)
     }
 }
@@ -115,7 +116,7 @@ impl<'de> Deserialize<'de> for Bytes {
 
 /// Entries, lines, buckets and slots one configuration's structures may hold together
 /// (each takes some tens of bytes of host memory): 2^25.
-pub const MAX_STRUCTURE_ENTRIES: u64 = 1 << 25;
+pub(crate) const MAX_STRUCTURE_ENTRIES: u64 = 1 << 25;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -153,57 +154,6 @@ pub struct MachineConfig {
     pub fragmentation: crate::os::fragmentation::FragmentationConfig,
 }
 
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum OomPolicy {
-    /// Stop the run with an error naming the faulting address.
-    #[default]
-    Error,
-}
-
-/// Most live processes `os.max_processes` allows: each costs about 100 KiB of host
-/// memory (its page index and page-table nodes), so 8192 stay under 1 GiB. (The ASIDs
-/// would allow 65535: ANY_ASID, u16::MAX, tags global entries.)
-pub const MAX_LIVE_PROCESSES: u32 = 8192;
-const DEFAULT_MAX_PROCESSES: u32 = 4096;
-fn default_max_processes() -> u32 {
-    DEFAULT_MAX_PROCESSES
-}
-fn is_default_max_processes(n: &u32) -> bool {
-    *n == DEFAULT_MAX_PROCESSES
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct OsConfig {
-    /// FIXED page-size policy: the page size demand faults map (falls back to smaller
-    /// supported sizes where the aligned page does not fit the VMA or memory).
-    pub page_size: Bytes,
-    /// Treat accesses outside every announced VMA as anonymous read/write memory.
-    #[serde(default = "yes")]
-    pub implicit_anon: bool,
-    #[serde(default)]
-    pub on_oom: OomPolicy,
-    /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
-    #[serde(default)]
-    pub fault_cycles: u64,
-    /// Live processes at once. Each costs host memory (its address space, page-index
-    /// and page-table nodes: about 100 KiB for a process of a few scattered pages), so
-    /// a trace naming many pids is an error naming this key, not gigabytes.
-    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
-    pub max_processes: u32,
-    /// The page-size policy (os/policy/); FIXED(page_size) by default.
-    #[serde(default, skip_serializing_if = "crate::os::policy::PolicyConfig::is_default")]
-    pub policy: crate::os::policy::PolicyConfig,
-    /// Physical placement of base pages (os/placement.rs): buddy, page-coloring,
-    /// bin-hopping or random.
-    #[serde(default, skip_serializing_if = "crate::os::placement::PlacementConfig::is_default")]
-    pub placement: crate::os::placement::PlacementConfig,
-    /// Dynamic recolouring (os/recolor/): none, Romer's ch. 4 software policies, or CML.
-    #[serde(default, skip_serializing_if = "crate::os::recolor::RecolorConfig::is_default")]
-    pub recolor: crate::os::recolor::RecolorConfig,
-}
-
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PageTableConfig {
@@ -239,17 +189,17 @@ pub enum Serves {
 }
 
 impl Serves {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Serves::Data => "data",
             Serves::Instr => "instr",
             Serves::Unified => "unified",
         }
     }
-    pub fn serves_instr(self) -> bool {
+    pub(crate) fn serves_instr(self) -> bool {
         !matches!(self, Serves::Data)
     }
-    pub fn serves_data(self) -> bool {
+    pub(crate) fn serves_data(self) -> bool {
         !matches!(self, Serves::Instr)
     }
 }
@@ -361,7 +311,7 @@ impl Config {
     }
 
     /// Checks serde cannot express: impossible geometries and cross-key constraints.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let sizes = self.structure_entries();
         let total = sizes.iter().map(|(_, n)| *n).fold(0, u64::saturating_add);
         if total > MAX_STRUCTURE_ENTRIES {
@@ -375,7 +325,7 @@ impl Config {
         if !(1..=MAX_LIVE_PROCESSES).contains(&self.os.max_processes) {
             return Err(Error::config("os.max_processes", format!("must be 1 to {MAX_LIVE_PROCESSES} (each live process takes about 100 KiB of host memory)")));
         }
-        self.os.policy.validate(self)?;
+        self.os.policy.validate(self.os.page_size)?;
         if self.page_table.kind == PageTableKind::Linear {
             self.page_table.linear.validate(self)?;
         }
@@ -507,6 +457,40 @@ impl Config {
     }
 }
 
+/// The OS model's settings in a configuration: `[os]`, and what it needs of `[machine]`,
+/// `[cache]` (the colour cache) and `[mmu.regions]`.
+impl<'a> From<&'a Config> for crate::os::OsSettings<'a> {
+    fn from(cfg: &'a Config) -> Self {
+        crate::os::OsSettings {
+            os: &cfg.os,
+            phys_mem: cfg.machine.phys_mem.0,
+            fragmentation: &cfg.machine.fragmentation,
+            color_cache: crate::os::placement::ColorCache::of(&cfg.cache),
+            share_keys: cfg.mmu.regions.share,
+            share_text: cfg.mmu.regions.share_text,
+        }
+    }
+}
+
+/// The MMU's settings in a configuration: `[mmu]`, `[tlb]`, the cache hierarchy
+/// (`[cache]`, `[memory]`), and what a software refill handler needs of the page table
+/// and `[machine]`.
+impl<'a> From<&'a Config> for crate::mmu::walker::MmuSettings<'a> {
+    fn from(cfg: &'a Config) -> Self {
+        crate::mmu::walker::MmuSettings {
+            mmu: &cfg.mmu,
+            tlb: &cfg.tlb,
+            cache: &cfg.cache,
+            memory: &cfg.memory,
+            refill_table: crate::mmu::refill::RefillTable {
+                kind: cfg.page_table.kind,
+                subblock: cfg.page_table.hashed.subblock as u32,
+                phys_mem: cfg.machine.phys_mem.0,
+            },
+        }
+    }
+}
+
 /// FNV-1a, 64-bit: stable across platforms and versions (unlike std's hasher).
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     fnv1a_extend(0xcbf2_9ce4_8422_2325, bytes)
@@ -544,7 +528,7 @@ fn merge(base: &mut toml::Value, over: toml::Value) {
 
 /// Apply `a.b.c=value`. The value is parsed as TOML (numbers, booleans, arrays,
 /// quoted strings) and otherwise taken as a bare string ("2M", "lru").
-pub fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
+pub(crate) fn apply_override(root: &mut toml::Value, spec: &str) -> Result<()> {
     let (key, raw) = spec.split_once('=').ok_or_else(|| Error::config(spec, "an override must look like key=value"))?;
     let key = key.trim();
     if key.is_empty() || key.split('.').any(|p| p.is_empty()) {

@@ -51,10 +51,10 @@ impl Error {
     pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Error {
         Error::Config { key: key.into(), msg: msg.into() }
     }
-    pub fn arg(arg: impl Into<String>, msg: impl Into<String>) -> Error {
+    pub(crate) fn arg(arg: impl Into<String>, msg: impl Into<String>) -> Error {
         Error::Arg { arg: arg.into(), msg: msg.into() }
     }
-    pub fn io(path: impl Into<PathBuf>, err: std::io::Error) -> Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, err: std::io::Error) -> Error {
         Error::Io { path: path.into(), err }
     }
 }

@@ -10,11 +10,11 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 /// The most bytes [`read_text`] reads: far above any config or history vmlab reads.
-pub const TEXT_LIMIT: u64 = 16 << 20;
+pub(crate) const TEXT_LIMIT: u64 = 16 << 20;
 
 /// The UTF-8 text of the file at `path`, at most [`TEXT_LIMIT`] bytes. Errors name the
 /// file and never quote its contents.
-pub fn read_text(path: &Path) -> Result<String> {
+pub(crate) fn read_text(path: &Path) -> Result<String> {
     let f = File::open(path).map_err(|e| Error::io(path, e))?;
     let mut bytes = Vec::new();
     f.take(TEXT_LIMIT + 1).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
@@ -32,7 +32,7 @@ pub fn read_text(path: &Path) -> Result<String> {
 /// it is dropped uncommitted (an error on the way), the temporary file is removed and
 /// the target left as it was.
 #[derive(Debug)]
-pub struct AtomicFile {
+pub(crate) struct AtomicFile {
     target: PathBuf,
     /// The temporary file; `None` when the target is written directly (a device or a
     /// FIFO, such as `/dev/stdout`, which cannot be renamed over).
@@ -41,7 +41,7 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     /// Open the file that will become `target`. Errors name `target`.
-    pub fn create(target: &Path) -> Result<(AtomicFile, File)> {
+    pub(crate) fn create(target: &Path) -> Result<(AtomicFile, File)> {
         let special = std::fs::metadata(target).is_ok_and(|m| !m.is_file());
         if special {
             let f = File::create(target).map_err(|e| Error::io(target, e))?;
@@ -59,7 +59,7 @@ impl AtomicFile {
     }
 
     /// The file is complete (written and flushed by its writer): put it in place.
-    pub fn commit(mut self) -> Result<()> {
+    pub(crate) fn commit(mut self) -> Result<()> {
         match self.tmp.take() {
             Some(tmp) => {
                 let done = std::fs::rename(&tmp, &self.target).map_err(|e| {
@@ -84,7 +84,7 @@ impl Drop for AtomicFile {
 }
 
 /// Write `bytes` to `target` atomically.
-pub fn write(target: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write(target: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write as _;
     let (file, mut f) = AtomicFile::create(target)?;
     f.write_all(bytes).and_then(|_| f.flush()).map_err(|e| Error::io(target, e))?;

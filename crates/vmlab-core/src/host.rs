@@ -4,7 +4,7 @@
 /// structure's next reads are known before they are needed, so their host cache
 /// misses overlap instead of queueing.
 #[inline(always)]
-pub fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults and reads nothing architecturally.
     unsafe {
@@ -25,7 +25,7 @@ pub fn prefetch<T>(p: *const T) {
 /// # Safety
 /// `dst` is valid for a write of `N` words and aligned to 16 bytes; `N` is even.
 #[inline(always)]
-pub unsafe fn stream_store<const N: usize>(dst: *mut [u64; N], v: [u64; N]) {
+pub(crate) unsafe fn stream_store<const N: usize>(dst: *mut [u64; N], v: [u64; N]) {
     debug_assert!(N.is_multiple_of(2) && (dst as usize).is_multiple_of(16));
     #[cfg(target_arch = "x86_64")]
     for k in 0..N / 2 {
@@ -44,7 +44,7 @@ pub unsafe fn stream_store<const N: usize>(dst: *mut [u64; N], v: [u64; N]) {
 /// non-temporal stores are otherwise weakly ordered), so a thread that sees a later
 /// store (a buffer handed over) sees them too.
 #[inline(always)]
-pub fn stream_fence() {
+pub(crate) fn stream_fence() {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a fence has no operands.
     unsafe {
@@ -58,7 +58,7 @@ pub fn stream_fence() {
 /// scalar loop takes five per key. Branch-free either way: keys are random, so an
 /// early-exit loop would mispredict on almost every key.
 #[inline(always)]
-pub fn match_mask(keys: &[u64], key: u64, ignore: u64) -> u64 {
+pub(crate) fn match_mask(keys: &[u64], key: u64, ignore: u64) -> u64 {
     debug_assert!(keys.len() <= 64);
     let mut mask = 0u64;
     let mut w = 0;
@@ -92,7 +92,7 @@ pub fn match_mask(keys: &[u64], key: u64, ignore: u64) -> u64 {
 /// compare per 16 bytes on x86-64 (the fingerprint match of wide sets,
 /// `mmu::assoc`).
 #[inline(always)]
-pub fn byte_match_mask(bytes: &[u8], b: u8) -> u64 {
+pub(crate) fn byte_match_mask(bytes: &[u8], b: u8) -> u64 {
     debug_assert!(bytes.len() <= 64 && bytes.len().is_multiple_of(16));
     let mut mask = 0u64;
     #[cfg(target_arch = "x86_64")]
@@ -128,7 +128,7 @@ const HUGE_PAGE: usize = 2 << 20;
 /// or more are 2 MiB-aligned and the host is asked to back them with huge pages before
 /// they are touched, so random probes of a large simulated structure cost the host one
 /// cache miss, not a host TLB miss too.
-pub struct HugeArray<T: Zeroable> {
+pub(crate) struct HugeArray<T: Zeroable> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
 }
@@ -140,7 +140,7 @@ unsafe impl<T: Zeroable + Send> Send for HugeArray<T> {}
 unsafe impl<T: Zeroable + Sync> Sync for HugeArray<T> {}
 
 impl<T: Zeroable> HugeArray<T> {
-    pub fn zeroed(len: usize) -> HugeArray<T> {
+    pub(crate) fn zeroed(len: usize) -> HugeArray<T> {
         let Some(layout) = Self::layout(len) else {
             return HugeArray { ptr: std::ptr::NonNull::dangling(), len };
         };
@@ -237,19 +237,19 @@ impl<T: Zeroable> Drop for HugeArray<T> {
 /// simulation runs (a `Vec` would grow in small pages, each random probe then a host TLB
 /// miss as well as a cache miss).
 #[derive(Clone)]
-pub struct HugeVec<T: Zeroable> {
+pub(crate) struct HugeVec<T: Zeroable> {
     buf: HugeArray<T>,
     len: usize,
 }
 
 impl<T: Zeroable> HugeVec<T> {
-    pub fn new() -> HugeVec<T> {
+    pub(crate) fn new() -> HugeVec<T> {
         HugeVec { buf: HugeArray::zeroed(0), len: 0 }
     }
 
     /// Append `n` all-zero elements. The capacity past `len` is still zero (it came
     /// zeroed, and nothing can write past `len`), so only a regrowth copies.
-    pub fn extend_zeroed(&mut self, n: usize) {
+    pub(crate) fn extend_zeroed(&mut self, n: usize) {
         let len = self.len.checked_add(n).expect("array size overflows");
         if len > self.buf.len() {
             let old = std::mem::replace(&mut self.buf, HugeArray::zeroed(0));
@@ -293,7 +293,7 @@ impl<T: Zeroable + std::fmt::Debug> std::fmt::Debug for HugeVec<T> {
 /// array costs memory for the part in use. (Not `alloc_zeroed`: for an alignment above
 /// 16 it allocates, then zeroes, so every page is faulted in as a small page before any
 /// advice, and all of it is resident.) Free with [`free_huge`].
-pub fn alloc_zeroed_huge(layout: std::alloc::Layout) -> *mut u8 {
+pub(crate) fn alloc_zeroed_huge(layout: std::alloc::Layout) -> *mut u8 {
     debug_assert!(layout.size() > 0);
     #[cfg(target_os = "linux")]
     if layout.size() >= HUGE_PAGE && layout.align() <= HUGE_PAGE {
@@ -307,7 +307,7 @@ pub fn alloc_zeroed_huge(layout: std::alloc::Layout) -> *mut u8 {
 ///
 /// # Safety
 /// `p` came from `alloc_zeroed_huge(layout)` and is not used afterwards.
-pub unsafe fn free_huge(p: *mut u8, layout: std::alloc::Layout) {
+pub(crate) unsafe fn free_huge(p: *mut u8, layout: std::alloc::Layout) {
     #[cfg(target_os = "linux")]
     if layout.size() >= HUGE_PAGE && layout.align() <= HUGE_PAGE {
         // SAFETY: map_huge mapped exactly [p, p + size).
@@ -346,7 +346,7 @@ fn map_huge(bytes: usize) -> *mut u8 {
 /// Ask the host to back [p, p + len) with huge pages (a hint; ignored where unsupported).
 // madvise never dereferences the pointer: a bad range is an error return, not UB.
 #[allow(clippy::not_unsafe_ptr_arg_deref)]
-pub fn advise_huge(p: *mut libc::c_void, len: usize) {
+pub(crate) fn advise_huge(p: *mut libc::c_void, len: usize) {
     #[cfg(target_os = "linux")]
     // SAFETY: the range is a live allocation of the caller's; madvise is only a hint.
     unsafe {
@@ -359,7 +359,7 @@ pub fn advise_huge(p: *mut libc::c_void, len: usize) {
 /// A connected pair of Unix `SOCK_SEQPACKET` sockets, both closed on exec: each write
 /// is one message, read whole, and messages from several writers never mix (the QEMU
 /// tracing engine's channel: trace/qemu.rs). Linux only.
-pub fn seqpacket_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+pub(crate) fn seqpacket_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::FromRawFd;
@@ -377,7 +377,7 @@ pub fn seqpacket_pair() -> std::io::Result<(std::os::fd::OwnedFd, std::os::fd::O
 }
 
 /// A copy of `fd` that a spawned program inherits (not closed on exec).
-pub fn inheritable(fd: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn inheritable(fd: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{AsRawFd, FromRawFd};
     // SAFETY: F_DUPFD on a descriptor we own returns a new one (without FD_CLOEXEC).
     let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD, 3) };
@@ -390,7 +390,7 @@ pub fn inheritable(fd: &std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::Ow
 
 /// Send SIGKILL to process `pid` (a traced process vmlab started, directly or through
 /// its tracer). A process that has gone already is no error.
-pub fn kill(pid: u32) {
+pub(crate) fn kill(pid: u32) {
     #[cfg(unix)]
     // SAFETY: kill(2) with a pid; a process that has gone makes it fail with ESRCH.
     unsafe {
@@ -401,7 +401,7 @@ pub fn kill(pid: u32) {
 /// Whether descriptor `fd` is open: Rust's standard output counts writes to a closed
 /// descriptor 1 as done, so the CLI checks first. (Only in the Python package's
 /// `vmlab`: a Rust program's runtime reopens a closed standard descriptor on /dev/null.)
-pub fn fd_is_open(fd: i32) -> bool {
+pub(crate) fn fd_is_open(fd: i32) -> bool {
     #[cfg(unix)]
     // SAFETY: F_GETFD only reads the descriptor's flags; a closed one fails with EBADF.
     return unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;

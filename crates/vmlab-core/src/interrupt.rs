@@ -37,7 +37,7 @@ pub fn clear() {
 }
 
 /// The signal a stop was requested by, if any.
-pub fn requested() -> Option<i32> {
+pub(crate) fn requested() -> Option<i32> {
     match REQUESTED.load(Ordering::Relaxed) {
         0 => None,
         s => Some(s),
@@ -46,7 +46,7 @@ pub fn requested() -> Option<i32> {
 
 /// `Err(Error::Interrupted)` once a stop is requested.
 #[inline]
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     match requested() {
         None => Ok(()),
         Some(signal) => Err(Error::Interrupted { signal }),
@@ -54,7 +54,7 @@ pub fn check() -> Result<()> {
 }
 
 /// A signal's name for messages.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     match signal {
         SIGINT => "SIGINT".into(),
         SIGTERM => "SIGTERM".into(),
@@ -63,7 +63,7 @@ pub fn signal_name(signal: i32) -> String {
 }
 
 /// How long a requested stop may take before the watchdog ends the process.
-pub const GRACE: std::time::Duration = std::time::Duration::from_millis(750);
+pub(crate) const GRACE: std::time::Duration = std::time::Duration::from_millis(750);
 
 /// The temporary files of unfinished outputs (files::AtomicFile), for the watchdog to
 /// remove.
@@ -75,7 +75,7 @@ fn pending_files() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 
 /// Temporary files being written: `pending(path, true)` when one is created,
 /// `pending(path, false)` once it is renamed into place or removed.
-pub fn pending(path: &Path, open: bool) {
+pub(crate) fn pending(path: &Path, open: bool) {
     let mut p = pending_files();
     if open {
         p.push(path.to_path_buf());

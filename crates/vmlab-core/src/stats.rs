@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// Version tag of the stats document; bump on any incompatible change.
-pub const SCHEMA: &str = "vmlab.stats/1";
+pub(crate) const SCHEMA: &str = "vmlab.stats/1";
 
 /// Exact counts for small values, log2 buckets above: walk latencies are sums of a few
 /// cache latencies, so most runs have a handful of distinct values.
@@ -27,7 +27,7 @@ impl Default for Histogram {
 
 impl Histogram {
     #[inline(always)]
-    pub fn record(&mut self, v: u64) {
+    pub(crate) fn record(&mut self, v: u64) {
         if (v as usize) < EXACT {
             self.exact[v as usize] += 1;
         } else {
@@ -39,12 +39,8 @@ impl Histogram {
         self.max = self.max.max(v);
     }
 
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
     /// Add another histogram's samples.
-    pub fn merge(&mut self, other: &Histogram) {
+    pub(crate) fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.exact.iter_mut().zip(&other.exact) {
             *a += b;
         }
@@ -56,7 +52,7 @@ impl Histogram {
         self.max = self.max.max(other.max);
     }
 
-    pub fn mean(&self) -> f64 {
+    pub(crate) fn mean(&self) -> f64 {
         if self.count == 0 {
             0.0
         } else {
@@ -66,7 +62,7 @@ impl Histogram {
 
     /// Smallest value v such that at least `q` of the samples are <= v (upper bound of
     /// the bucket for values past the exact range).
-    pub fn quantile(&self, q: f64) -> u64 {
+    pub(crate) fn quantile(&self, q: f64) -> u64 {
         if self.count == 0 {
             return 0;
         }
@@ -88,7 +84,7 @@ impl Histogram {
     }
 
     /// Non-empty buckets as (value or bucket upper bound, count), ascending.
-    pub fn buckets(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn buckets(&self) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = self.exact.iter().enumerate().filter(|(_, &c)| c > 0).map(|(v, &c)| (v as u64, c)).collect();
         for (k, &c) in self.overflow.iter().enumerate() {
             if c > 0 {
@@ -98,7 +94,7 @@ impl Histogram {
         out
     }
 
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "count": self.count,
             "mean": self.mean(),
@@ -119,7 +115,7 @@ impl Histogram {
 macro_rules! counters_since {
     ($t:ty { $($f:ident),* $(,)? }) => {
         impl $t {
-            pub fn since(&self, base: &Self) -> Self {
+            pub(crate) fn since(&self, base: &Self) -> Self {
                 Self { $($f: self.$f - base.$f),* }
             }
         }
@@ -133,59 +129,59 @@ counters_since!(crate::pt::CacheCounters { lookups, hits, misses });
 /// Totals the engine counts per run.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunCounters {
-    pub records: u64,
-    pub accesses: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub fetches: u64,
-    pub instructions: u64,
+    pub(crate) records: u64,
+    pub(crate) accesses: u64,
+    pub(crate) reads: u64,
+    pub(crate) writes: u64,
+    pub(crate) fetches: u64,
+    pub(crate) instructions: u64,
     /// Page translations requested: one per 4 KiB page an access touches.
-    pub translations: u64,
+    pub(crate) translations: u64,
     /// Accesses that crossed a 4 KiB boundary (each adds a translation).
-    pub page_crossings: u64,
-    pub os_events: u64,
+    pub(crate) page_crossings: u64,
+    pub(crate) os_events: u64,
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct WalkCounters {
-    pub count: u64,
-    pub refs: u64,
-    pub steps: u64,
-    pub faulting: u64,
+pub(crate) struct WalkCounters {
+    pub(crate) count: u64,
+    pub(crate) refs: u64,
+    pub(crate) steps: u64,
+    pub(crate) faulting: u64,
     /// Virtual walk references translated through the TLB (linear arrays), and those
     /// that missed it and needed a nested walk.
-    pub nested_lookups: u64,
-    pub nested_misses: u64,
+    pub(crate) nested_lookups: u64,
+    pub(crate) nested_misses: u64,
     /// References made off the critical path (included in `refs`).
-    pub background_refs: u64,
+    pub(crate) background_refs: u64,
     /// Walks a software refill handler made (`mmu.refill`), and its instructions.
-    pub handler_refills: u64,
-    pub handler_instructions: u64,
-    pub latency: Histogram,
+    pub(crate) handler_refills: u64,
+    pub(crate) handler_instructions: u64,
+    pub(crate) latency: Histogram,
     /// Per step index k (the last slot gathers k ≥ its index): references issued in
     /// step k, and walks that had a step k. Sized once by the engine.
-    pub step_refs: Vec<u64>,
-    pub step_walks: Vec<u64>,
+    pub(crate) step_refs: Vec<u64>,
+    pub(crate) step_walks: Vec<u64>,
 }
 
 /// Steps tracked individually in [`WalkCounters::step_refs`].
-pub const TRACKED_STEPS: usize = 48;
+pub(crate) const TRACKED_STEPS: usize = 48;
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CycleCounters {
     /// TLB lookup latency of levels beyond those that hide it.
-    pub tlb: u64,
+    pub(crate) tlb: u64,
     /// Page-walk latency (PWC probe + sequential steps through the caches).
-    pub walk: u64,
+    pub(crate) walk: u64,
     /// `os.fault_cycles` per fault.
-    pub fault: u64,
+    pub(crate) fault: u64,
     /// Latency of data/instruction references through the caches (memory.data_refs).
-    pub data: u64,
+    pub(crate) data: u64,
     /// Recolouring: the memory cycles of the page copies (through the caches).
-    pub recolor_copy: u64,
+    pub(crate) recolor_copy: u64,
     /// Recolouring: the policy's fixed costs (interrupts, TLB-miss checks, analyses,
     /// copy loop, PTE updates), rounded down.
-    pub recolor_policy: u64,
+    pub(crate) recolor_policy: u64,
 }
 
 #[cfg(test)]

@@ -9,25 +9,25 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-pub type PluginId = u64;
-pub type MemInfo = u32;
+pub(crate) type PluginId = u64;
+pub(crate) type MemInfo = u32;
 
 #[repr(C)]
-pub struct Tb {
+pub(crate) struct Tb {
     _opaque: [u8; 0],
 }
 #[repr(C)]
-pub struct Insn {
+pub(crate) struct Insn {
     _opaque: [u8; 0],
 }
 
 /// `qemu_info_t`: what QEMU tells the plugin about the guest.
 #[repr(C)]
-pub struct Info {
-    pub target_name: *const c_char,
-    pub version_min: c_int,
-    pub version_cur: c_int,
-    pub system_emulation: bool,
+pub(crate) struct Info {
+    pub(crate) target_name: *const c_char,
+    pub(crate) version_min: c_int,
+    pub(crate) version_cur: c_int,
+    pub(crate) system_emulation: bool,
 }
 
 /// `QEMU_PLUGIN_CB_NO_REGS`: the callbacks read no guest register.
@@ -151,7 +151,7 @@ extern "C" fn on_exit(_id: PluginId, _udata: *mut c_void) {
 
 /// The most threads the plugin keeps buffers for at once (QEMU reuses the index of a
 /// thread that has exited).
-pub const MAX_VCPUS: usize = 4096;
+pub(crate) const MAX_VCPUS: usize = 4096;
 
 static VCPUS: [AtomicPtr<Vcpu>; MAX_VCPUS] = [const { AtomicPtr::new(null_mut()) }; MAX_VCPUS];
 
@@ -184,7 +184,7 @@ fn new_vcpu(slot: &AtomicPtr<Vcpu>, index: c_uint) -> *mut Vcpu {
 /// Every vCPU buffer made so far, for the exit and fork paths, which run while no
 /// other guest thread runs (QEMU stops them before the exit callbacks; a forked child
 /// has only the forking thread).
-pub fn each_vcpu(f: &mut dyn FnMut(&mut Vcpu)) {
+pub(crate) fn each_vcpu(f: &mut dyn FnMut(&mut Vcpu)) {
     for slot in VCPUS.iter() {
         let p = slot.load(Ordering::Acquire);
         if !p.is_null() {
@@ -200,7 +200,7 @@ compile_error!("the plugin writes its words in memory order, which must be littl
 
 /// Write `words` to `fd` as one message (one chunk of the socket). Returns false if
 /// vmlab's end of the socket is gone.
-pub fn write_words(fd: c_int, words: &[u64]) -> bool {
+pub(crate) fn write_words(fd: c_int, words: &[u64]) -> bool {
     loop {
         // SAFETY: the slice is valid for its length in bytes (u64 has no padding);
         // `fd` is the plugin's own descriptor.
@@ -218,7 +218,7 @@ pub fn write_words(fd: c_int, words: &[u64]) -> bool {
 /// Move descriptor `fd` to a number at or above `at`, closed on exec: a guest that
 /// opens or `dup2`s low-numbered files must not land on it, and a program the guest
 /// execs (which runs natively, untraced) must not hold the socket open.
-pub fn move_fd(fd: c_int, at: c_int) -> Result<c_int, String> {
+pub(crate) fn move_fd(fd: c_int, at: c_int) -> Result<c_int, String> {
     // SAFETY: fcntl and close on a descriptor number; failures are reported.
     unsafe {
         let high = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, at);
@@ -231,7 +231,7 @@ pub fn move_fd(fd: c_int, at: c_int) -> Result<c_int, String> {
 }
 
 /// The inode of the socket at `fd` (None if `fd` is not an open socket).
-pub fn socket_inode(fd: c_int) -> Option<u64> {
+pub(crate) fn socket_inode(fd: c_int) -> Option<u64> {
     // SAFETY: fstat writes a stat into the zeroed buffer, or fails.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above; `st` is a valid, writable stat.
@@ -241,13 +241,13 @@ pub fn socket_inode(fd: c_int) -> Option<u64> {
     Some(st.st_ino)
 }
 
-pub fn getpid() -> u32 {
+pub(crate) fn getpid() -> u32 {
     // SAFETY: getpid cannot fail.
     unsafe { libc::getpid() as u32 }
 }
 
 /// End the traced process: vmlab stopped reading.
-pub fn exit_now() -> ! {
+pub(crate) fn exit_now() -> ! {
     // SAFETY: _exit ends the process without running QEMU's exit path again.
     unsafe { libc::_exit(141) }
 }

@@ -69,7 +69,7 @@ fn unpack_insn(u: u64) -> (u64, u64) {
 }
 
 /// A thread's buffer: one chunk, header included, so that it goes out in one write.
-pub struct Vcpu {
+pub(crate) struct Vcpu {
     chunk: Box<[u64]>,
     /// Payload words filled.
     len: usize,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use strength_reduce::StrengthReducedU64;
 
 /// An ASID value that matches every address space (global entries).
-pub const ANY_ASID: Asid = Asid::MAX;
+pub(crate) const ANY_ASID: Asid = Asid::MAX;
 
 const INVALID: u64 = u64::MAX;
 
@@ -54,22 +54,24 @@ enum ReplState {
 /// division on every probe of, say, an 86-set TLB sat on the walk's path). Every
 /// set-indexed structure takes its sets here.
 #[derive(Clone, Copy, Debug)]
-pub struct SetIndex(StrengthReducedU64);
+pub(crate) struct SetIndex(StrengthReducedU64);
 
 impl SetIndex {
     /// `sets` > 0 (the geometry checks come first).
-    pub fn new(sets: usize) -> SetIndex {
+    pub(crate) fn new(sets: usize) -> SetIndex {
         SetIndex(StrengthReducedU64::new(sets as u64))
     }
 
     #[inline(always)]
-    pub fn of(&self, x: u64) -> usize {
+    pub(crate) fn of(&self, x: u64) -> usize {
         (x % self.0) as usize
     }
 }
 
 #[derive(Clone, Debug)]
-pub struct AssocCache<V: Copy + Default> {
+pub(crate) struct AssocCache<V: Copy + Default> {
+    /// Read by the unit tests (`sets`).
+    #[cfg_attr(not(test), allow(dead_code))]
     sets: usize,
     ways: usize,
     set_index: SetIndex,
@@ -109,7 +111,7 @@ const FINGERPRINT_WAYS: usize = 12;
 
 /// The widths `lookup_lru` and `fill_absent_lru` are instantiated for by their callers
 /// (the TLB probe plans).
-pub const PACKED_LRU_WIDTHS: [usize; 5] = [1, 2, 4, 8, 12];
+pub(crate) const PACKED_LRU_WIDTHS: [usize; 5] = [1, 2, 4, 8, 12];
 
 /// The one-byte hash of a key kept in `AssocCache::fps` (and of a line in a cache
 /// level's tag store, `mem::cache`).
@@ -203,16 +205,16 @@ impl RecencyList {
 
 /// What an insertion pushed out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Evicted<V> {
-    pub key: u64,
-    pub asid: Asid,
-    pub val: V,
+pub(crate) struct Evicted<V> {
+    pub(crate) key: u64,
+    pub(crate) asid: Asid,
+    pub(crate) val: V,
 }
 
 impl<V: Copy + Default> AssocCache<V> {
     /// `entries` total in `ways`-way sets (`ways == 0` or `ways == entries` means fully
     /// associative). `key_path` names the config key in errors.
-    pub fn new(entries: usize, ways: usize, repl: Replacement, seed: u64, key_path: &str) -> Result<Self> {
+    pub(crate) fn new(entries: usize, ways: usize, repl: Replacement, seed: u64, key_path: &str) -> Result<Self> {
         if entries == 0 {
             return Err(Error::config(format!("{key_path}.entries"), "must be at least 1"));
         }
@@ -246,24 +248,25 @@ impl<V: Copy + Default> AssocCache<V> {
     /// (the upper levels' few entries), which this finds without searching the set — a
     /// fully associative 32-entry set costs about a hundred instructions to search.
     /// The results are exactly a search's.
-    pub fn with_mru_first(mut self) -> Self {
+    pub(crate) fn with_mru_first(mut self) -> Self {
         self.mru_first = matches!(self.repl, ReplState::LruOrder { .. } | ReplState::LruList(_));
         self
     }
 
-    pub fn sets(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn sets(&self) -> usize {
         self.sets
     }
-    pub fn ways(&self) -> usize {
+    pub(crate) fn ways(&self) -> usize {
         self.ways
     }
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.keys.len()
     }
 
     /// Set index for an index value (e.g. a VPN): `x mod sets`.
     #[inline(always)]
-    pub fn set_of(&self, x: u64) -> usize {
+    pub(crate) fn set_of(&self, x: u64) -> usize {
         self.set_index.of(x)
     }
 
@@ -361,7 +364,7 @@ impl<V: Copy + Default> AssocCache<V> {
 
     /// Look up and, on a hit, mark the entry most recently used.
     #[inline(always)]
-    pub fn lookup(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
+    pub(crate) fn lookup(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
         if key == self.last_key && asid == self.last_asid {
             return Some(self.vals[self.last_slot]);
         }
@@ -399,7 +402,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// that are not a plain equality, e.g. an any-size TLB's masked VPN compare); on a
     /// hit, mark it most recently used.
     #[inline]
-    pub fn lookup_where(&mut self, set: usize, asid: Asid, matches: impl Fn(u64) -> bool) -> Option<V> {
+    pub(crate) fn lookup_where(&mut self, set: usize, asid: Asid, matches: impl Fn(u64) -> bool) -> Option<V> {
         let base = set * self.ways;
         let slot = (base..base + self.ways).find(|&s| {
             let k = self.keys[s];
@@ -413,7 +416,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// The ways `W` for which `lookup_lru` and `fill_absent_lru` may be used: sets of up
     /// to `FINGERPRINT_WAYS` ways under packed LRU, looked up without MRU-first. 0 for
     /// any other structure.
-    pub fn packed_lru_ways(&self) -> usize {
+    pub(crate) fn packed_lru_ways(&self) -> usize {
         match self.repl {
             ReplState::LruOrder { .. } if !self.mru_first && self.ways <= FINGERPRINT_WAYS => self.ways,
             _ => 0,
@@ -424,7 +427,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// the same recency update, without dispatching on the geometry and the policy
     /// (TLB probes of miss-heavy runs spent as much on that as on the tag match).
     #[inline(always)]
-    pub fn lookup_lru<const W: usize>(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
+    pub(crate) fn lookup_lru<const W: usize>(&mut self, set: usize, key: u64, asid: Asid) -> Option<V> {
         debug_assert_eq!(self.packed_lru_ways(), W);
         let base = set * W;
         let mask = match_mask::<W>(&self.keys[base..base + W], key);
@@ -438,7 +441,7 @@ impl<V: Copy + Default> AssocCache<V> {
 
     /// `fill_absent_evicts` for a structure whose `packed_lru_ways()` is `W`.
     #[inline(always)]
-    pub fn fill_absent_lru<const W: usize>(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
+    pub(crate) fn fill_absent_lru<const W: usize>(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
         debug_assert_eq!(self.packed_lru_ways(), W);
         let ReplState::LruOrder { order } = &mut self.repl else {
             return self.fill_absent_evicts(set, key, asid, val);
@@ -459,7 +462,7 @@ impl<V: Copy + Default> AssocCache<V> {
 
     /// Look up without changing replacement state.
     #[inline]
-    pub fn peek(&self, set: usize, key: u64, asid: Asid) -> Option<V> {
+    pub(crate) fn peek(&self, set: usize, key: u64, asid: Asid) -> Option<V> {
         self.find(set, key, asid).map(|s| self.vals[s])
     }
 
@@ -480,7 +483,7 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 
     /// Insert (or refresh) `key`; returns the entry it displaced, if any.
-    pub fn insert(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
+    pub(crate) fn insert(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
         if let Some(slot) = self.find(set, key, asid) {
             self.vals[slot] = val;
             self.asids[slot] = asid;
@@ -495,7 +498,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// Insert a key the caller knows is absent (it just missed): one pass over the set
     /// picks an invalid way or the replacement victim.
     #[inline]
-    pub fn fill_absent(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
+    pub(crate) fn fill_absent(&mut self, set: usize, key: u64, asid: Asid, val: V) -> Option<Evicted<V>> {
         let slot = self.claim_victim(set);
         let evicted = (self.keys[slot] != INVALID).then(|| Evicted { key: self.keys[slot], asid: self.asids[slot], val: self.vals[slot] });
         self.write(slot, key, asid, val);
@@ -506,7 +509,7 @@ impl<V: Copy + Default> AssocCache<V> {
     /// the victim's ASID and value are not read (with random sets they are host cache
     /// misses).
     #[inline]
-    pub fn fill_absent_evicts(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
+    pub(crate) fn fill_absent_evicts(&mut self, set: usize, key: u64, asid: Asid, val: V) -> bool {
         let slot = self.claim_victim(set);
         let evicted = self.keys[slot] != INVALID;
         self.write(slot, key, asid, val);
@@ -580,7 +583,7 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 
     /// Remove `key` if present; returns whether it was.
-    pub fn invalidate(&mut self, set: usize, key: u64, asid: Asid) -> bool {
+    pub(crate) fn invalidate(&mut self, set: usize, key: u64, asid: Asid) -> bool {
         match self.find(set, key, asid) {
             Some(slot) => {
                 self.kill(slot);
@@ -592,7 +595,7 @@ impl<V: Copy + Default> AssocCache<V> {
 
     /// Change the value of `key` in place, without touching replacement state; returns
     /// whether the entry was there.
-    pub fn update(&mut self, set: usize, key: u64, asid: Asid, f: impl FnOnce(&mut V)) -> bool {
+    pub(crate) fn update(&mut self, set: usize, key: u64, asid: Asid, f: impl FnOnce(&mut V)) -> bool {
         let Some(slot) = self.find(set, key, asid) else { return false };
         f(&mut self.vals[slot]);
         true
@@ -600,7 +603,7 @@ impl<V: Copy + Default> AssocCache<V> {
 
     /// Let `f` change every valid entry's value in place; remove those for which it
     /// returns true.
-    pub fn update_where(&mut self, mut f: impl FnMut(u64, Asid, &mut V) -> bool) {
+    pub(crate) fn update_where(&mut self, mut f: impl FnMut(u64, Asid, &mut V) -> bool) {
         for s in 0..self.keys.len() {
             if self.keys[s] != INVALID && f(self.keys[s], self.asids[s], &mut self.vals[s]) {
                 self.kill(s);
@@ -609,7 +612,7 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 
     /// Remove every entry for which `pred(key, asid, val)` holds; returns how many.
-    pub fn invalidate_where(&mut self, mut pred: impl FnMut(u64, Asid, &V) -> bool) -> u64 {
+    pub(crate) fn invalidate_where(&mut self, mut pred: impl FnMut(u64, Asid, &V) -> bool) -> u64 {
         let mut n = 0;
         for s in 0..self.keys.len() {
             if self.keys[s] != INVALID && pred(self.keys[s], self.asids[s], &self.vals[s]) {
@@ -621,7 +624,7 @@ impl<V: Copy + Default> AssocCache<V> {
     }
 
     /// Visit every valid entry.
-    pub fn for_each_valid(&self, mut f: impl FnMut(u64, Asid, &V)) {
+    pub(crate) fn for_each_valid(&self, mut f: impl FnMut(u64, Asid, &V)) {
         for s in 0..self.keys.len() {
             if self.keys[s] != INVALID {
                 f(self.keys[s], self.asids[s], &self.vals[s]);
@@ -629,7 +632,7 @@ impl<V: Copy + Default> AssocCache<V> {
         }
     }
 
-    pub fn flush_all(&mut self) {
+    pub(crate) fn flush_all(&mut self) {
         self.forget_hit();
         self.keys.fill(INVALID);
         self.fps.fill(fingerprint(INVALID));
@@ -640,12 +643,12 @@ impl<V: Copy + Default> AssocCache<V> {
         }
     }
 
-    pub fn flush_asid(&mut self, asid: Asid) -> u64 {
+    pub(crate) fn flush_asid(&mut self, asid: Asid) -> u64 {
         self.invalidate_where(|_, a, _| a == asid)
     }
 
     /// Valid entries (for tests and occupancy stats).
-    pub fn occupancy(&self) -> usize {
+    pub(crate) fn occupancy(&self) -> usize {
         self.keys.iter().filter(|&&k| k != INVALID).count()
     }
 }
@@ -654,7 +657,7 @@ impl<V: Copy + Default> AssocCache<V> {
 /// associative) for `repl`: returns (ways, sets), or an error naming the key.
 /// Most entries (or cache lines) one structure may have: 2^26, a 4 GiB cache of 64-byte
 /// lines. Its tags alone take half a gigabyte of host memory.
-pub const MAX_ENTRIES: usize = 1 << 26;
+pub(crate) const MAX_ENTRIES: usize = 1 << 26;
 
 pub(crate) fn check_geometry(entries: usize, ways: usize, repl: Replacement, key_path: &str) -> Result<(usize, usize)> {
     if entries > MAX_ENTRIES {

@@ -14,35 +14,35 @@ use crate::pt::{CacheCounters, WalkCaches};
 
 /// The region one entry of the PTE-, PMD- and PUD-CWT describes: 64 sections of one
 /// ECPT entry (8 pages) each: 2 MiB, 1 GiB and 512 GiB.
-pub const PTE_CWT_SHIFT: u32 = 21;
-pub const PMD_CWT_SHIFT: u32 = 30;
-pub const PUD_CWT_SHIFT: u32 = 39;
+pub(crate) const PTE_CWT_SHIFT: u32 = 21;
+pub(crate) const PMD_CWT_SHIFT: u32 = 30;
+pub(crate) const PUD_CWT_SHIFT: u32 = 39;
 /// A section of a PMD- and a PUD-CWT entry: 8 pages of 2 MiB and of 1 GiB.
-pub const PMD_SECTION_SHIFT: u32 = 24;
-pub const PUD_SECTION_SHIFT: u32 = 33;
+pub(crate) const PMD_SECTION_SHIFT: u32 = 24;
+pub(crate) const PUD_SECTION_SHIFT: u32 = 33;
 
 /// One CWC: CWT entries of regions of 2^`shift` bytes, tagged by ASID; fully
 /// associative with LRU.
-pub struct CuckooWalkCache {
+pub(crate) struct CuckooWalkCache {
     shift: u32,
     store: Option<FullyAssocLru<()>>,
-    pub counters: CacheCounters,
+    pub(crate) counters: CacheCounters,
 }
 
 impl CuckooWalkCache {
-    pub fn new(shift: u32, entries: usize, key_path: &str) -> Result<CuckooWalkCache> {
+    pub(crate) fn new(shift: u32, entries: usize, key_path: &str) -> Result<CuckooWalkCache> {
         let store = if entries == 0 { None } else { Some(FullyAssocLru::new(entries, key_path)?) };
         Ok(CuckooWalkCache { shift, store, counters: CacheCounters::default() })
     }
 
     #[inline(always)]
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.store.is_some()
     }
 
     /// Probe for the region of `va`; counts a lookup.
     #[inline]
-    pub fn lookup(&mut self, asid: Asid, va: u64) -> bool {
+    pub(crate) fn lookup(&mut self, asid: Asid, va: u64) -> bool {
         let Some(s) = &mut self.store else {
             return false;
         };
@@ -52,7 +52,7 @@ impl CuckooWalkCache {
     }
 
     /// Insert the region of `va` (or make it most recent if present).
-    pub fn fill(&mut self, asid: Asid, va: u64) {
+    pub(crate) fn fill(&mut self, asid: Asid, va: u64) {
         if let Some(s) = &mut self.store {
             s.insert(va >> self.shift, asid, ());
         }
@@ -61,20 +61,20 @@ impl CuckooWalkCache {
     /// Insert the region of `va`, which the last `lookup` missed (nothing filled it
     /// since).
     #[inline]
-    pub fn fill_missed(&mut self, asid: Asid, va: u64) {
+    pub(crate) fn fill_missed(&mut self, asid: Asid, va: u64) {
         if let Some(s) = &mut self.store {
             s.fill_absent(va >> self.shift, asid, ());
         }
     }
 
     /// Drop every entry.
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if let Some(s) = &mut self.store {
             s.flush_all();
         }
     }
 
-    pub fn invalidate(&mut self, asid: Asid, va: u64) {
+    pub(crate) fn invalidate(&mut self, asid: Asid, va: u64) {
         if let Some(s) = &mut self.store {
             s.invalidate(va >> self.shift, asid);
         }
@@ -84,16 +84,16 @@ impl CuckooWalkCache {
 /// The CWCs of one ECPT walker: PTE (ways of a 2 MiB region's 4K clusters; the
 /// nested design's hCWC only, Stojkovic et al. §4.2), PMD and PUD.
 pub struct EcptWalkCaches {
-    pub pte: CuckooWalkCache,
-    pub pmd: CuckooWalkCache,
-    pub pud: CuckooWalkCache,
+    pub(crate) pte: CuckooWalkCache,
+    pub(crate) pmd: CuckooWalkCache,
+    pub(crate) pud: CuckooWalkCache,
     latency: u32,
 }
 
 impl EcptWalkCaches {
     /// `entries` = [PTE, PMD, PUD] CWC entries (0 = no such cache), configured at `keys`
     /// (named in errors); `latency` cycles per (parallel) probe.
-    pub fn with_keys(entries: [usize; 3], latency: u32, keys: [&str; 3]) -> Result<EcptWalkCaches> {
+    pub(crate) fn with_keys(entries: [usize; 3], latency: u32, keys: [&str; 3]) -> Result<EcptWalkCaches> {
         Ok(EcptWalkCaches {
             pte: CuckooWalkCache::new(PTE_CWT_SHIFT, entries[0], keys[0])?,
             pmd: CuckooWalkCache::new(PMD_CWT_SHIFT, entries[1], keys[1])?,
@@ -113,7 +113,7 @@ impl EcptWalkCaches {
     }
 
     /// Whether any of the caches exists.
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.pte.enabled() || self.pmd.enabled() || self.pud.enabled()
     }
 

@@ -20,7 +20,7 @@ const EMPTY: u64 = u64::MAX;
 /// A fully associative LRU cache of `(key, ASID) → V`. Entries belong to one ASID each
 /// (no global entries).
 #[derive(Clone, Debug)]
-pub struct FullyAssocLru<V: Copy + Default> {
+pub(crate) struct FullyAssocLru<V: Copy + Default> {
     keys: Box<[u64]>,
     asids: Box<[Asid]>,
     vals: Box<[V]>,
@@ -40,7 +40,7 @@ enum Recency {
 
 impl<V: Copy + Default> FullyAssocLru<V> {
     /// `entries` > 0 (checked as `key_path`'s geometry).
-    pub fn new(entries: usize, key_path: &str) -> Result<FullyAssocLru<V>> {
+    pub(crate) fn new(entries: usize, key_path: &str) -> Result<FullyAssocLru<V>> {
         if entries == 0 {
             return Err(crate::Error::config(key_path, "a cache needs at least one entry"));
         }
@@ -105,22 +105,23 @@ impl<V: Copy + Default> FullyAssocLru<V> {
 
     /// Look up; a hit becomes the most recently used entry.
     #[inline(always)]
-    pub fn lookup(&mut self, key: u64, asid: Asid) -> Option<V> {
+    pub(crate) fn lookup(&mut self, key: u64, asid: Asid) -> Option<V> {
         let i = self.find(key, asid)?;
         self.touch(i);
         Some(self.vals[i])
     }
 
+    #[cfg(test)]
     /// Look up without changing recency.
     #[inline]
-    pub fn peek(&self, key: u64, asid: Asid) -> Option<V> {
+    pub(crate) fn peek(&self, key: u64, asid: Asid) -> Option<V> {
         self.find(key, asid).map(|i| self.vals[i])
     }
 
     /// Insert a key the caller knows is absent (it just missed), in an empty entry or
     /// over the least recently used one. Returns whether a valid entry went.
     #[inline]
-    pub fn fill_absent(&mut self, key: u64, asid: Asid, val: V) -> bool {
+    pub(crate) fn fill_absent(&mut self, key: u64, asid: Asid, val: V) -> bool {
         debug_assert!(key != EMPTY && self.find(key, asid).is_none());
         let n = self.keys.len();
         let victim = match &mut self.recency {
@@ -147,7 +148,7 @@ impl<V: Copy + Default> FullyAssocLru<V> {
 
     /// Insert `key`, or refresh it (value and recency) if present.
     #[inline]
-    pub fn insert(&mut self, key: u64, asid: Asid, val: V) {
+    pub(crate) fn insert(&mut self, key: u64, asid: Asid, val: V) {
         match self.find(key, asid) {
             Some(i) => {
                 self.vals[i] = val;
@@ -168,12 +169,12 @@ impl<V: Copy + Default> FullyAssocLru<V> {
     }
 
     /// Drop `key` under `asid`; whether it was there.
-    pub fn invalidate(&mut self, key: u64, asid: Asid) -> bool {
+    pub(crate) fn invalidate(&mut self, key: u64, asid: Asid) -> bool {
         self.find(key, asid).map(|i| self.kill(i)).is_some()
     }
 
     /// Drop every entry of `asid`; how many went.
-    pub fn flush_asid(&mut self, asid: Asid) -> u64 {
+    pub(crate) fn flush_asid(&mut self, asid: Asid) -> u64 {
         let mut n = 0;
         for i in 0..self.keys.len() {
             if self.keys[i] != EMPTY && self.asids[i] == asid {
@@ -184,14 +185,15 @@ impl<V: Copy + Default> FullyAssocLru<V> {
         n
     }
 
-    pub fn flush_all(&mut self) {
+    pub(crate) fn flush_all(&mut self) {
         for i in 0..self.keys.len() {
             self.kill(i);
         }
     }
 
+    #[cfg(test)]
     /// Valid entries.
-    pub fn occupancy(&self) -> usize {
+    pub(crate) fn occupancy(&self) -> usize {
         self.keys.iter().filter(|&&k| k != EMPTY).count()
     }
 }

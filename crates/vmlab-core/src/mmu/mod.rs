@@ -50,7 +50,7 @@ pub struct MmuConfig {
 }
 
 /// Index of a TLB inside [`TlbHierarchy::tlbs`].
-pub type TlbId = usize;
+pub(crate) type TlbId = usize;
 
 /// All TLB structures, grouped per level and per side (instruction / data).
 pub struct TlbHierarchy {
@@ -105,26 +105,28 @@ struct FillStep {
 
 /// Where a lookup hit.
 #[derive(Clone, Copy, Debug)]
-pub struct TlbHit {
+pub(crate) struct TlbHit {
     /// 0-based level index.
-    pub level: usize,
-    pub tlb: TlbId,
-    pub entry: TlbPayload,
+    pub(crate) level: usize,
+    /// The structure that hit (read by the unit tests).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) tlb: TlbId,
+    pub(crate) entry: TlbPayload,
 }
 
 /// The page a TLB entry translates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TlbPage {
-    pub asid: Asid,
+pub(crate) struct TlbPage {
+    pub(crate) asid: Asid,
     /// Virtual base of the page.
-    pub va: u64,
-    pub size: PageSize,
+    pub(crate) va: u64,
+    pub(crate) size: PageSize,
 }
 
 /// A change to a watched structure's contents (what page-size policies that track the
 /// TLB, like Romer's `tlbcount` §3.5.2, need to know).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TlbChange {
+pub(crate) enum TlbChange {
     Filled {
         slot: u8,
         page: TlbPage,
@@ -143,7 +145,7 @@ pub enum TlbChange {
 
 impl TlbHierarchy {
     /// The TLBs of `[tlb.NAME]`; the i-th (by name) replaces at random from `seed + i`.
-    pub fn new(settings: &BTreeMap<String, TlbConfig>, seed: u64) -> Result<TlbHierarchy> {
+    pub(crate) fn new(settings: &BTreeMap<String, TlbConfig>, seed: u64) -> Result<TlbHierarchy> {
         let mut tlbs = Vec::new();
         for (i, (name, c)) in settings.iter().enumerate() {
             tlbs.push(Tlb::new(name, c, seed.wrapping_add(i as u64))?);
@@ -212,7 +214,7 @@ impl TlbHierarchy {
     /// Turn the lookups counted per level and the hits per structure into each
     /// structure's lookups, hits and misses. Every structure of a level a lookup
     /// reaches is probed, so its lookups are its levels' on the sides it serves.
-    pub fn fold_counts(&mut self) {
+    pub(crate) fn fold_counts(&mut self) {
         let reached = |side: usize, l: usize| self.side_lookups[side] - self.level_hits[side][..l].iter().sum::<u64>();
         let level_lookups: [Vec<u64>; 2] = [0, 1].map(|side| (0..self.level_hits[side].len()).map(|l| reached(side, l)).collect());
         for (id, t) in self.tlbs.iter_mut().enumerate() {
@@ -229,13 +231,13 @@ impl TlbHierarchy {
 
     /// The watched structure's slot for a side: 0, or 1 for a separate instruction one.
     #[inline(always)]
-    pub fn watched_slot(&self, instr: bool) -> u8 {
+    pub(crate) fn watched_slot(&self, instr: bool) -> u8 {
         (instr && self.watched[1] != self.watched[0]) as u8
     }
 
     /// Log (or stop logging) every change to the watched structures' contents, for
     /// `drain_changes`.
-    pub fn watch(&mut self, on: bool) {
+    pub(crate) fn watch(&mut self, on: bool) {
         for slot in 0..2 {
             let id = self.watched[slot];
             self.tlbs[id].log = on.then(|| (self.watched_slot(slot == 1), Vec::new()));
@@ -243,13 +245,13 @@ impl TlbHierarchy {
     }
 
     /// Entries of the watched structures (data, instruction).
-    pub fn watched_entries(&self) -> [usize; 2] {
+    pub(crate) fn watched_entries(&self) -> [usize; 2] {
         self.watched.map(|id| self.tlbs[id].entries())
     }
 
     /// Move the logged changes (fills, evictions, invalidations, flushes) into `out`,
     /// in order per watched structure.
-    pub fn drain_changes(&mut self, out: &mut Vec<TlbChange>) {
+    pub(crate) fn drain_changes(&mut self, out: &mut Vec<TlbChange>) {
         for slot in 0..=(self.watched[1] != self.watched[0]) as usize {
             if let Some((_, log)) = &mut self.tlbs[self.watched[slot]].log {
                 out.append(log);
@@ -257,13 +259,13 @@ impl TlbHierarchy {
         }
     }
 
-    pub fn levels(&self) -> usize {
+    pub(crate) fn levels(&self) -> usize {
         self.data.len()
     }
 
     /// The structures an access of this side probes at each level.
     #[inline(always)]
-    pub fn side(&self, instr: bool) -> &[Vec<TlbId>] {
+    pub(crate) fn side(&self, instr: bool) -> &[Vec<TlbId>] {
         if instr {
             &self.instr
         } else {
@@ -274,7 +276,7 @@ impl TlbHierarchy {
     /// Probe level by level; every structure of a level is probed (in parallel), and
     /// the next level is probed only if all missed. Returns where it hit.
     #[inline]
-    pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid) -> Option<TlbHit> {
+    pub(crate) fn lookup(&mut self, instr: bool, va: u64, asid: Asid) -> Option<TlbHit> {
         let side = instr as usize;
         self.side_lookups[side] += 1;
         let plan = &self.plans[side];
@@ -318,19 +320,19 @@ impl TlbHierarchy {
     /// Fill the translation into every structure of levels `< upto` on this side that
     /// holds its page size (upto = levels() after a walk, = hit level after a hit).
     #[inline]
-    pub fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
+    pub(crate) fn fill(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, upto: usize) {
         self.fill_with_buddy(instr, va, asid, t, None, upto);
     }
 
     /// Whether some structure's entries map page pairs (`pairs`).
-    pub fn pairs(&self) -> bool {
+    pub(crate) fn pairs(&self) -> bool {
         self.tlbs.iter().any(|t| t.pairs())
     }
 
     /// `fill`, giving page-pair structures the other page of the pair too (`buddy`:
     /// the translation of the page next to `va`'s in its pair, read by the same walk).
     #[inline]
-    pub fn fill_with_buddy(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>, upto: usize) {
+    pub(crate) fn fill_with_buddy(&mut self, instr: bool, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>, upto: usize) {
         let shift = t.size.shift();
         let mut pieces = 0u64;
         for f in &self.fills[instr as usize][shift as usize] {
@@ -353,28 +355,20 @@ impl TlbHierarchy {
         }
     }
 
-    /// Whether any structure caches pieces of larger pages (`splinter`).
-    pub fn splinters_pages(&self) -> bool {
-        self.tlbs.iter().any(|t| t.splinters_pages())
-    }
-
-    pub fn invalidate(&mut self, va: u64, asid: Asid) {
+    pub(crate) fn invalidate(&mut self, va: u64, asid: Asid) {
         self.tlbs.iter_mut().for_each(|t| t.invalidate(va, asid));
     }
     /// The page of `size` at `va` changed: drop its entries, splinters included. Once
     /// any structure has cached a splinter, its pieces may also have reached others
     /// through refills, so every structure clears the smaller entries inside the page.
-    pub fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid) {
+    pub(crate) fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid) {
         let pieces = self.tlbs.iter().any(|t| t.counters.splinters > 0);
         self.tlbs.iter_mut().for_each(|t| t.invalidate_page(va, size, asid, pieces));
     }
-    pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
-        self.tlbs.iter_mut().for_each(|t| t.invalidate_range(start, end, asid));
-    }
-    pub fn flush_all(&mut self) {
+    pub(crate) fn flush_all(&mut self) {
         self.tlbs.iter_mut().for_each(|t| t.flush_all());
     }
-    pub fn flush_asid(&mut self, asid: Asid) {
+    pub(crate) fn flush_asid(&mut self, asid: Asid) {
         self.tlbs.iter_mut().for_each(|t| t.flush_asid(asid));
     }
 }

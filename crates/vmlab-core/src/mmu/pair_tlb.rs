@@ -22,14 +22,14 @@ use crate::pt::Translation;
 /// The two halves of an entry: [even page, odd page]; `TlbPayload::INVALID` if invalid.
 type Halves = [TlbPayload; 2];
 
-pub struct PairEntries {
+pub(crate) struct PairEntries {
     store: AssocCache<Halves>,
     /// The one page size the structure holds.
     shift: u8,
 }
 
 impl PairEntries {
-    pub fn new(entries: usize, ways: usize, repl: Replacement, seed: u64, key_path: &str, size: PageSize) -> Result<PairEntries> {
+    pub(crate) fn new(entries: usize, ways: usize, repl: Replacement, seed: u64, key_path: &str, size: PageSize) -> Result<PairEntries> {
         Ok(PairEntries { store: AssocCache::new(entries, ways, repl, seed, key_path)?, shift: size.shift() })
     }
 
@@ -45,14 +45,14 @@ impl PairEntries {
     /// but the half is invalid (a miss), `None` if no tag matched. A matching entry
     /// becomes most recently used either way (a refill then rewrites it).
     #[inline]
-    pub fn probe(&mut self, va: u64, asid: Asid) -> Option<TlbPayload> {
+    pub(crate) fn probe(&mut self, va: u64, asid: Asid) -> Option<TlbPayload> {
         let (set, k, half) = self.locate(va);
         self.store.lookup(set, k, asid).map(|e| e[half])
     }
 
     /// Refill the half translating `va` with `t`, and the other half with `buddy` if
     /// given (else it keeps what it holds). Returns whether a valid entry was pushed out.
-    pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) -> bool {
+    pub(crate) fn fill(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) -> bool {
         debug_assert_eq!(t.size.shift(), self.shift, "a pair structure holds one page size");
         let (set, k, half) = self.locate(va);
         let mut e = self.store.peek(set, k, asid).unwrap_or([TlbPayload::INVALID; 2]);
@@ -66,7 +66,7 @@ impl PairEntries {
 
     /// Invalidate the half translating `va` (the entry goes once both halves are
     /// invalid). Returns the halves invalidated (0 or 1).
-    pub fn invalidate(&mut self, va: u64, asid: Asid) -> u64 {
+    pub(crate) fn invalidate(&mut self, va: u64, asid: Asid) -> u64 {
         let (set, k, half) = self.locate(va);
         match self.store.peek(set, k, asid) {
             Some(e) if e[half].is_valid() => {
@@ -99,21 +99,21 @@ impl PairEntries {
     }
 
     /// Invalidate the halves of `asid` whose pages overlap [start, end).
-    pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) -> u64 {
+    pub(crate) fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) -> u64 {
         let bytes = 1u64 << self.shift;
         self.invalidate_halves(|a, base| a == asid && base < end && base.wrapping_add(bytes) > start)
     }
 
-    pub fn flush_asid(&mut self, asid: Asid) -> u64 {
+    pub(crate) fn flush_asid(&mut self, asid: Asid) -> u64 {
         self.invalidate_halves(|a, _| a == asid)
     }
 
-    pub fn flush_all(&mut self) -> u64 {
+    pub(crate) fn flush_all(&mut self) -> u64 {
         self.invalidate_halves(|_, _| true)
     }
 
     /// Every valid half: its ASID, page base and translation.
-    pub fn for_each_half(&self, mut f: impl FnMut(Asid, u64, Translation)) {
+    pub(crate) fn for_each_half(&self, mut f: impl FnMut(Asid, u64, Translation)) {
         let shift = self.shift;
         self.store.for_each_valid(|k, a, e| {
             let base = (k >> 6) << (shift + 1);
@@ -125,10 +125,10 @@ impl PairEntries {
         });
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.store.entries()
     }
-    pub fn ways(&self) -> usize {
+    pub(crate) fn ways(&self) -> usize {
         self.store.ways()
     }
 }

@@ -5,7 +5,7 @@ use crate::addr::Asid;
 use crate::error::Result;
 use crate::mmu::assoc::{AssocCache, Replacement};
 use crate::pt::radix::level_shift;
-use crate::pt::{CacheCounters, WalkCaches};
+use crate::pt::{CacheCounters, SplitCaches, WalkCaches};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -93,14 +93,20 @@ impl PageWalkCache {
     }
 }
 
-impl WalkCaches for PageWalkCache {
-    fn vacant(&self) -> Option<Self> {
-        Some(PageWalkCache::none())
+/// A radix walk's functional path needs no PWC: the PWCs stay with the walker, and the
+/// front holds none.
+impl SplitCaches for PageWalkCache {
+    fn vacant(&self) -> Self {
+        PageWalkCache::none()
     }
-    /// A radix walk's functional path needs no PWC: the PWCs stay with the walker.
-    fn split_front(&mut self) -> Option<Self> {
+    fn split_front(&mut self) -> Self {
         self.vacant()
     }
+    /// The front held nothing: nothing to take back.
+    fn rejoin_front(&mut self, _front: Self) {}
+}
+
+impl WalkCaches for PageWalkCache {
     fn flush_all(&mut self) {
         self.levels.iter_mut().flatten().for_each(|c| c.flush_all());
     }

@@ -61,13 +61,13 @@ pub struct RefillConfig {
 }
 
 impl RefillConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == RefillConfig::default()
     }
 
     /// Checks against the page table's STLB entries (`page_table.stlb.entries`) and
     /// whether `mmu.fixed_miss_cycles` replaces every walk's cost.
-    pub fn validate(&self, stlb_entries: usize, fixed_miss_cycles: bool) -> Result<()> {
+    pub(crate) fn validate(&self, stlb_entries: usize, fixed_miss_cycles: bool) -> Result<()> {
         if let Some(c) = self.cycles_per_instruction.filter(|c| !c.is_finite() || *c <= 0.0) {
             return Err(Error::config("mmu.refill.cycles_per_instruction", format!("must be a positive number, not {c}")));
         }
@@ -105,7 +105,7 @@ impl RefillConfig {
 }
 
 /// The longest handler (its fixed part, or its per-step loop) vmlab runs.
-pub const MAX_HANDLER_INSTRUCTIONS: u64 = 1 << 16;
+pub(crate) const MAX_HANDLER_INSTRUCTIONS: u64 = 1 << 16;
 
 /// The default handler length for a page-table kind: (instructions outside the loop,
 /// instructions per step). Elphinstone's best cases (Table 6.4, all cache hits, no
@@ -119,7 +119,7 @@ pub const MAX_HANDLER_INSTRUCTIONS: u64 = 1 << 16;
 /// - linear array: 10 cycles at best on earlier MIPS ([DMM86], §6.4.2): 6 + 4;
 /// - radix: the MPT's 4 per level; inverted: the HPT's probe per chain link; other
 ///   kinds (never software-refilled in their papers): 4 per step.
-pub fn handler_length(kind: PageTableKind, subblock: u32) -> (u64, u64) {
+pub(crate) fn handler_length(kind: PageTableKind, subblock: u32) -> (u64, u64) {
     match kind {
         PageTableKind::Mpt | PageTableKind::Radix => (10, 4),
         PageTableKind::Hashed if subblock > 2 => (18, 9),
@@ -132,8 +132,8 @@ pub fn handler_length(kind: PageTableKind, subblock: u32) -> (u64, u64) {
 
 /// A software refill handler, resolved for one machine.
 #[derive(Clone, Debug, PartialEq)]
-pub struct RefillHandler {
-    pub kind: RefillKind,
+pub(crate) struct RefillHandler {
+    pub(crate) kind: RefillKind,
     entry: u64,
     exit: u64,
     fixed: u64,
@@ -145,14 +145,24 @@ pub struct RefillHandler {
 /// Bytes per handler instruction (MIPS and Itanium's slots alike, for the I-cache).
 const INSTRUCTION_BYTES: u64 = 4;
 
+/// What a refill handler needs to know of the table it walks and the machine it runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RefillTable {
+    /// `page_table.kind`.
+    pub(crate) kind: PageTableKind,
+    /// `page_table.hashed.subblock`: a hashed table's PTEs per bucket.
+    pub(crate) subblock: u32,
+    /// `machine.phys_mem`: the handler's code sits at its end by default.
+    pub(crate) phys_mem: u64,
+}
+
 impl RefillHandler {
-    /// The handler `c` describes for a `pt_kind` table (`subblock`: a hashed table's
-    /// PTEs per bucket) on a machine of `phys_mem` bytes; `None` for hardware refill.
-    pub fn new(c: &RefillConfig, pt_kind: PageTableKind, subblock: u32, phys_mem: u64) -> Option<RefillHandler> {
+    /// The handler `c` describes for the table `t`; `None` for hardware refill.
+    pub(crate) fn new(c: &RefillConfig, t: RefillTable) -> Option<RefillHandler> {
         if c.kind == RefillKind::Hardware {
             return None;
         }
-        let (fixed, per_step) = handler_length(pt_kind, subblock);
+        let (fixed, per_step) = handler_length(t.kind, t.subblock);
         Some(RefillHandler {
             kind: c.kind,
             entry: c.entry_cycles.unwrap_or(5),
@@ -160,14 +170,14 @@ impl RefillHandler {
             fixed: c.instructions.unwrap_or(fixed),
             per_step: c.instructions_per_step.unwrap_or(per_step),
             cpi: c.cycles_per_instruction.unwrap_or(1.0),
-            code: c.code.unwrap_or(phys_mem),
+            code: c.code.unwrap_or(t.phys_mem),
         })
     }
 
     /// The steps of a walk of `steps` steps the handler runs, if it runs: all of them,
     /// or (`stlb-miss`) those after the hardware's STLB probe, when it missed.
     #[inline]
-    pub fn handled_steps(&self, steps: u64) -> Option<std::ops::Range<u64>> {
+    pub(crate) fn handled_steps(&self, steps: u64) -> Option<std::ops::Range<u64>> {
         match self.kind {
             RefillKind::StlbMiss if steps <= 1 => None,
             RefillKind::StlbMiss => Some(1..steps),
@@ -176,13 +186,13 @@ impl RefillHandler {
     }
 
     /// Instructions the handler runs for `steps` steps.
-    pub fn instructions(&self, steps: u64) -> u64 {
+    pub(crate) fn instructions(&self, steps: u64) -> u64 {
         self.fixed + self.per_step * steps
     }
 
     /// Cycles of a refill of `steps` handled steps besides its fetch and load stalls:
     /// exception entry and exit and the instructions at their base rate.
-    pub fn cycles(&self, steps: u64) -> u64 {
+    pub(crate) fn cycles(&self, steps: u64) -> u64 {
         self.entry + self.exit + (self.instructions(steps) as f64 * self.cpi).round() as u64
     }
 
@@ -191,18 +201,18 @@ impl RefillHandler {
     }
 
     /// The code addresses fetched before the first step.
-    pub fn prologue_fetches(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn prologue_fetches(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.prologue()).map(|i| self.code + i * INSTRUCTION_BYTES)
     }
 
     /// The code addresses fetched for each step (the loop body).
-    pub fn step_fetches(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn step_fetches(&self) -> impl Iterator<Item = u64> + '_ {
         let base = self.code + self.prologue() * INSTRUCTION_BYTES;
         (0..self.per_step).map(move |i| base + i * INSTRUCTION_BYTES)
     }
 
     /// The code addresses fetched after the last step.
-    pub fn epilogue_fetches(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn epilogue_fetches(&self) -> impl Iterator<Item = u64> + '_ {
         let base = self.code + (self.prologue() + self.per_step) * INSTRUCTION_BYTES;
         (0..self.fixed - self.prologue()).map(move |i| base + i * INSTRUCTION_BYTES)
     }
@@ -213,7 +223,7 @@ mod tests {
     use super::*;
 
     fn software(kind: PageTableKind, subblock: u32) -> RefillHandler {
-        RefillHandler::new(&RefillConfig { kind: RefillKind::Software, ..Default::default() }, kind, subblock, 1 << 30).unwrap()
+        RefillHandler::new(&RefillConfig { kind: RefillKind::Software, ..Default::default() }, RefillTable { kind, subblock, phys_mem: 1 << 30 }).unwrap()
     }
 
     #[test]
@@ -239,8 +249,12 @@ mod tests {
 
     #[test]
     fn hardware_refill_has_no_handler_and_an_stlb_hit_runs_none() {
-        assert!(RefillHandler::new(&RefillConfig::default(), PageTableKind::Radix, 0, 1 << 30).is_none());
-        let h = RefillHandler::new(&RefillConfig { kind: RefillKind::StlbMiss, ..Default::default() }, PageTableKind::Radix, 0, 1 << 30).unwrap();
+        assert!(RefillHandler::new(&RefillConfig::default(), RefillTable { kind: PageTableKind::Radix, subblock: 0, phys_mem: 1 << 30 }).is_none());
+        let h = RefillHandler::new(
+            &RefillConfig { kind: RefillKind::StlbMiss, ..Default::default() },
+            RefillTable { kind: PageTableKind::Radix, subblock: 0, phys_mem: 1 << 30 },
+        )
+        .unwrap();
         assert_eq!(h.handled_steps(1), None);
         assert_eq!(h.handled_steps(5), Some(1..5));
     }

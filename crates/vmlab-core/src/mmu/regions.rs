@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 /// Global RIDs are `GLOBAL_RID_BASE + object`; process ASIDs stay below it.
-pub const GLOBAL_RID_BASE: Asid = 0x8000;
+pub(crate) const GLOBAL_RID_BASE: Asid = 0x8000;
 
 /// `[mmu.regions]`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -64,11 +64,11 @@ impl Default for RegionConfig {
 }
 
 impl RegionConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == RegionConfig::default()
     }
 
-    pub fn validate(&self, asid_tags: bool, page_table: crate::config::PageTableKind) -> Result<()> {
+    pub(crate) fn validate(&self, asid_tags: bool, page_table: crate::config::PageTableKind) -> Result<()> {
         if self.share && !asid_tags {
             return Err(Error::config("mmu.regions.share", "needs tagged TLB entries (mmu.asid_tags = true)"));
         }
@@ -91,18 +91,18 @@ impl RegionConfig {
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct RegionCounters {
+pub(crate) struct RegionCounters {
     /// TLB slow-path translations of addresses in a shared object (global RID, key
     /// checked).
-    pub shared_translations: u64,
+    pub(crate) shared_translations: u64,
     /// TLB slow-path translations of addresses in a program's shared text (its RID, no
     /// key).
-    pub text_translations: u64,
+    pub(crate) text_translations: u64,
     /// Protection-key checks (one per shared translation).
-    pub key_checks: u64,
+    pub(crate) key_checks: u64,
     /// Checks whose key was not in the PKRs: key-miss faults.
-    pub key_misses: u64,
-    pub key_miss_cycles: u64,
+    pub(crate) key_misses: u64,
+    pub(crate) key_miss_cycles: u64,
 }
 
 /// The current process's region map and the CPU's protection key registers.
@@ -119,11 +119,11 @@ pub struct RegionIds {
     capacity: usize,
     key_miss_cycles: u64,
     reload: bool,
-    pub counters: RegionCounters,
+    pub(crate) counters: RegionCounters,
 }
 
 impl RegionIds {
-    pub fn new(cfg: &RegionConfig) -> RegionIds {
+    pub(crate) fn new(cfg: &RegionConfig) -> RegionIds {
         RegionIds {
             shared: Vec::new(),
             share: cfg.share,
@@ -137,7 +137,7 @@ impl RegionIds {
     }
 
     /// The global RID of a shared object.
-    pub fn global_rid(object: u32) -> Result<Asid> {
+    pub(crate) fn global_rid(object: u32) -> Result<Asid> {
         // Asid::MAX is reserved (ANY_ASID, global entries).
         Asid::try_from(object)
             .ok()
@@ -149,7 +149,7 @@ impl RegionIds {
     /// Switch to a process with these shared mappings (start, end, object, whether the
     /// object is program text). The PKRs are reloaded with its keys (as many as fit) or
     /// flushed, per `pkr_switch`.
-    pub fn set_process(&mut self, shared: impl Iterator<Item = (u64, u64, u32, bool)>) -> Result<()> {
+    pub(crate) fn set_process(&mut self, shared: impl Iterator<Item = (u64, u64, u32, bool)>) -> Result<()> {
         self.set_mappings(shared)?;
         self.pkrs.clear();
         if self.reload {
@@ -164,7 +164,7 @@ impl RegionIds {
 
     /// The mappings changed (mmap, munmap, fork): keep the keys, refresh the map. Only
     /// the objects this configuration shares get a region.
-    pub fn set_mappings(&mut self, shared: impl Iterator<Item = (u64, u64, u32, bool)>) -> Result<()> {
+    pub(crate) fn set_mappings(&mut self, shared: impl Iterator<Item = (u64, u64, u32, bool)>) -> Result<()> {
         self.shared.clear();
         for (s, e, o, text) in shared {
             if (text && self.share_text) || (!text && self.share) {
@@ -178,19 +178,19 @@ impl RegionIds {
     /// protection key must be checked: a shared object's global RID (keyed), a
     /// program's text RID (not keyed), else the process's own (not keyed).
     #[inline]
-    pub fn tag(&self, va: u64, asid: Asid) -> (Asid, bool) {
+    pub(crate) fn tag(&self, va: u64, asid: Asid) -> (Asid, bool) {
         self.shared.iter().find(|&&(s, e, _, _)| va >= s && va < e).map_or((asid, false), |&(_, _, rid, keyed)| (rid, keyed))
     }
 
     /// A translation of program text tagged with its program's RID (no key to check).
     #[inline]
-    pub fn note_text(&mut self) {
+    pub(crate) fn note_text(&mut self) {
         self.counters.text_translations += 1;
     }
 
     /// Check the protection key of a shared translation; returns the stall cycles (a
     /// key-miss fault loads the key, evicting the least recently used one).
-    pub fn check_key(&mut self, key: Asid) -> u64 {
+    pub(crate) fn check_key(&mut self, key: Asid) -> u64 {
         self.counters.shared_translations += 1;
         self.counters.key_checks += 1;
         if let Some(i) = self.pkrs.iter().position(|&k| k == key) {

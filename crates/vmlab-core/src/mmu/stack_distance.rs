@@ -14,7 +14,7 @@ use super::assoc::SetIndex;
 use rustc_hash::FxHashMap;
 
 /// A page as a TLB tags it: (address-space id, virtual page number).
-pub type PageKey = (u32, u64);
+pub(crate) type PageKey = (u32, u64);
 
 /// Stack distances of a fully associative LRU TLB, for every size.
 ///
@@ -22,15 +22,15 @@ pub type PageKey = (u32, u64);
 /// 1 at each time that is some page's last reference, so the distance of a reference is
 /// the number of 1s after the page's previous time. Times are renumbered when the tree
 /// fills, which bounds memory by twice the number of distinct pages.
-pub struct FullyAssociativeStack {
+pub(crate) struct FullyAssociativeStack {
     last: FxHashMap<PageKey, u32>,
     tree: Vec<u32>,
     now: u32,
     /// `by_distance[d]`: references at stack distance d (d = 0: the most recent page).
     by_distance: Vec<u64>,
     /// First references (infinite distance).
-    pub cold: u64,
-    pub references: u64,
+    pub(crate) cold: u64,
+    pub(crate) references: u64,
 }
 
 impl Default for FullyAssociativeStack {
@@ -40,7 +40,7 @@ impl Default for FullyAssociativeStack {
 }
 
 impl FullyAssociativeStack {
-    pub fn new() -> FullyAssociativeStack {
+    pub(crate) fn new() -> FullyAssociativeStack {
         FullyAssociativeStack { last: FxHashMap::default(), tree: vec![0; 4097], now: 0, by_distance: Vec::new(), cold: 0, references: 0 }
     }
 
@@ -83,7 +83,7 @@ impl FullyAssociativeStack {
     }
 
     /// One reference; returns its stack distance (`None`: first reference).
-    pub fn reference(&mut self, key: PageKey) -> Option<usize> {
+    pub(crate) fn reference(&mut self, key: PageKey) -> Option<usize> {
         self.references += 1;
         if self.now as usize + 1 >= self.tree.len() {
             self.compact();
@@ -109,23 +109,23 @@ impl FullyAssociativeStack {
         distance
     }
 
-    pub fn distinct_pages(&self) -> u64 {
+    pub(crate) fn distinct_pages(&self) -> u64 {
         self.last.len() as u64
     }
 
     /// Misses of a `entries`-entry fully associative LRU TLB: first references plus
     /// references at distance ≥ entries.
-    pub fn misses(&self, entries: usize) -> u64 {
+    pub(crate) fn misses(&self, entries: usize) -> u64 {
         self.cold + self.by_distance.iter().skip(entries).sum::<u64>()
     }
 }
 
 /// Per-set LRU stacks for one set count: misses for every associativity up to
 /// `max_ways` (index `vpn mod sets`, as the simulated TLBs use).
-pub struct SetAssociativeStacks {
-    pub sets: usize,
+pub(crate) struct SetAssociativeStacks {
+    pub(crate) sets: usize,
     index: SetIndex,
-    pub max_ways: usize,
+    pub(crate) max_ways: usize,
     /// `sets * max_ways` keys, most recent first within each set.
     stacks: Vec<PageKey>,
     lens: Vec<u16>,
@@ -133,12 +133,12 @@ pub struct SetAssociativeStacks {
     by_depth: Vec<u64>,
     /// References not within the top `max_ways` of their set (misses at every tracked
     /// associativity).
-    pub beyond: u64,
-    pub references: u64,
+    pub(crate) beyond: u64,
+    pub(crate) references: u64,
 }
 
 impl SetAssociativeStacks {
-    pub fn new(sets: usize, max_ways: usize) -> SetAssociativeStacks {
+    pub(crate) fn new(sets: usize, max_ways: usize) -> SetAssociativeStacks {
         assert!(sets > 0 && (1..=u16::MAX as usize).contains(&max_ways));
         SetAssociativeStacks {
             sets,
@@ -152,7 +152,7 @@ impl SetAssociativeStacks {
         }
     }
 
-    pub fn reference(&mut self, key: PageKey) {
+    pub(crate) fn reference(&mut self, key: PageKey) {
         self.references += 1;
         let set = self.index.of(key.1);
         let len = self.lens[set] as usize;
@@ -178,7 +178,7 @@ impl SetAssociativeStacks {
     }
 
     /// Misses of a `sets` × `ways` LRU TLB (`ways ≤ max_ways`).
-    pub fn misses(&self, ways: usize) -> u64 {
+    pub(crate) fn misses(&self, ways: usize) -> u64 {
         assert!(ways <= self.max_ways);
         self.beyond + self.by_depth[ways..].iter().sum::<u64>()
     }

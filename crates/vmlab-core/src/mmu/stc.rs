@@ -12,10 +12,10 @@ use crate::pt::{CacheCounters, Translation};
 /// The host address space the entries belong to (one virtual machine).
 const VM: Asid = 0;
 
-pub struct ShortcutTranslationCache {
+pub(crate) struct ShortcutTranslationCache {
     /// Key: host page number << 1 | (1 for a 2M host page); value: host-physical base.
     store: Option<FullyAssocLru<u64>>,
-    pub counters: CacheCounters,
+    pub(crate) counters: CacheCounters,
 }
 
 #[inline(always)]
@@ -25,19 +25,19 @@ fn key(gpa: u64, size: PageSize) -> u64 {
 
 impl ShortcutTranslationCache {
     /// `entries` = 0: no STC.
-    pub fn new(entries: usize) -> Result<ShortcutTranslationCache> {
+    pub(crate) fn new(entries: usize) -> Result<ShortcutTranslationCache> {
         let store = if entries == 0 { None } else { Some(FullyAssocLru::new(entries, "page_table.nested.stc_entries")?) };
         Ok(ShortcutTranslationCache { store, counters: CacheCounters::default() })
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.store.is_some()
     }
 
     /// The host-physical address of `gpa`, if a cached host PTE covers it. A host page
     /// is 4K or 2M at any one time (a split flushes the STC), so at most one of the two
     /// keys is present.
-    pub fn lookup(&mut self, gpa: u64) -> Option<u64> {
+    pub(crate) fn lookup(&mut self, gpa: u64) -> Option<u64> {
         let s = self.store.as_mut()?;
         let hit = s.lookup(key(gpa, PageSize::K4), VM).map(|base| base | (gpa & PageSize::K4.offset_mask()));
         let hit = hit.or_else(|| s.lookup(key(gpa, PageSize::M2), VM).map(|base| base | (gpa & PageSize::M2.offset_mask())));
@@ -46,7 +46,7 @@ impl ShortcutTranslationCache {
     }
 
     /// Cache the host translation `h` of `gpa`.
-    pub fn fill(&mut self, gpa: u64, h: Translation) {
+    pub(crate) fn fill(&mut self, gpa: u64, h: Translation) {
         if let Some(s) = &mut self.store {
             s.insert(key(gpa, h.size), VM, h.pa);
         }
@@ -54,14 +54,14 @@ impl ShortcutTranslationCache {
 
     /// `fill`, right after `lookup(gpa)` missed with nothing filled since: the lookup
     /// tried both the 4K and the 2M key, so a 4K or 2M entry needs no second search.
-    pub fn fill_missed(&mut self, gpa: u64, h: Translation) {
+    pub(crate) fn fill_missed(&mut self, gpa: u64, h: Translation) {
         match &mut self.store {
             Some(s) if h.size != PageSize::G1 => _ = s.fill_absent(key(gpa, h.size), VM, h.pa),
             _ => self.fill(gpa, h),
         }
     }
 
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if let Some(s) = &mut self.store {
             s.flush_all();
         }

@@ -59,55 +59,55 @@ impl TlbPayload {
     const PERMS_MASK: u64 = 0xf;
     /// No translation (an invalid half of a page-pair entry): every valid payload has a
     /// shift of at least 12, so it is never 0.
-    pub const INVALID: TlbPayload = TlbPayload(0);
+    pub(crate) const INVALID: TlbPayload = TlbPayload(0);
 
     #[inline(always)]
-    pub fn is_valid(self) -> bool {
+    pub(crate) fn is_valid(self) -> bool {
         self != Self::INVALID
     }
 
     #[inline(always)]
-    pub fn new(t: &Translation) -> TlbPayload {
+    pub(crate) fn new(t: &Translation) -> TlbPayload {
         debug_assert_eq!(t.pa & 0xfff, 0, "a page's physical base is 4 KiB-aligned");
         TlbPayload(t.pa | (t.size.shift() as u64) << Self::SHIFT_AT | t.perms.bits() as u64)
     }
     #[inline(always)]
-    pub fn pa(self) -> u64 {
+    pub(crate) fn pa(self) -> u64 {
         self.0 & !0xfff
     }
     #[inline(always)]
-    pub fn shift(self) -> u8 {
+    pub(crate) fn shift(self) -> u8 {
         (self.0 >> Self::SHIFT_AT) as u8 & 0x3f
     }
     #[inline(always)]
-    pub fn translation(self) -> Translation {
+    pub(crate) fn translation(self) -> Translation {
         Translation { pa: self.pa(), size: PageSize::from_valid_shift(self.shift()), perms: Perms::from_bits((self.0 & Self::PERMS_MASK) as u8) }
     }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct TlbCounters {
-    pub lookups: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub fills: u64,
-    pub evictions: u64,
+    pub(crate) lookups: u64,
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
+    pub(crate) fills: u64,
+    pub(crate) evictions: u64,
     /// Entries removed by unmap/protect shootdowns and flushes.
-    pub invalidations: u64,
+    pub(crate) invalidations: u64,
     /// Fills of a piece of a page larger than any size the structure holds (`splinter`).
-    pub splinters: u64,
+    pub(crate) splinters: u64,
     /// Page-pair entries (`pairs`): misses whose tag matched an entry with the half
     /// invalid (the R4x00's TLB-invalid exception), counted in `misses` too.
-    pub half_misses: u64,
+    pub(crate) half_misses: u64,
 }
 
 crate::counters_since!(TlbCounters { lookups, hits, misses, fills, evictions, invalidations, splinters, half_misses });
 
 pub struct Tlb {
     pub name: String,
-    pub level: u8,
-    pub serves: Serves,
-    pub latency: u32,
+    pub(crate) level: u8,
+    pub(crate) serves: Serves,
+    pub(crate) latency: u32,
     sizes: Vec<PageSize>,
     /// Bit s set if the structure holds pages of 2^s bytes.
     held: u64,
@@ -120,9 +120,9 @@ pub struct Tlb {
     /// Entries that each map an even/odd pair of pages (`pairs`); then `store` is an
     /// unused one-entry placeholder and every operation goes here.
     pairs: Option<Box<PairEntries>>,
-    pub counters: TlbCounters,
+    pub(crate) counters: TlbCounters,
     /// A watched structure logs every change to its contents (mmu/mod.rs), with its slot.
-    pub log: Option<(u8, Vec<TlbChange>)>,
+    pub(crate) log: Option<(u8, Vec<TlbChange>)>,
 }
 
 /// How a structure's probes and fills go, chosen once from its geometry.
@@ -147,11 +147,11 @@ fn page_of(k: u64, asid: Asid, p: &TlbPayload) -> TlbPage {
 }
 
 /// `Tlb::probe`'s shift for an any-size structure (no page size is 2^255 bytes).
-pub const ANY_SIZE: u8 = u8::MAX;
+pub(crate) const ANY_SIZE: u8 = u8::MAX;
 
 /// The piece of 2^piece bytes of `t` (the translation of `va`) that holds `va`.
 #[inline(always)]
-pub fn piece_of(va: u64, t: &Translation, piece: u8) -> Translation {
+pub(crate) fn piece_of(va: u64, t: &Translation, piece: u8) -> Translation {
     if piece == t.size.shift() {
         return *t;
     }
@@ -167,7 +167,7 @@ pub(super) fn key(vpn: u64, shift: u8) -> u64 {
 }
 
 impl Tlb {
-    pub fn new(name: &str, c: &TlbConfig, seed: u64) -> Result<Tlb> {
+    pub(crate) fn new(name: &str, c: &TlbConfig, seed: u64) -> Result<Tlb> {
         let key_path = format!("tlb.{name}");
         let mut sizes = Vec::new();
         for b in &c.page_sizes {
@@ -212,15 +212,16 @@ impl Tlb {
     }
 
     #[inline(always)]
-    pub fn holds(&self, size: PageSize) -> bool {
+    pub(crate) fn holds(&self, size: PageSize) -> bool {
         self.held & (1u64 << size.shift()) != 0
     }
 
+    #[cfg(test)]
     /// The entry this structure caches for `t`, the translation of `va`: `t` itself if
     /// it holds the size; if it splinters, the piece of `t` around `va` of the largest
     /// held size below `t`'s; else none.
     #[inline(always)]
-    pub fn entry_for(&self, va: u64, t: &Translation) -> Option<Translation> {
+    pub(crate) fn entry_for(&self, va: u64, t: &Translation) -> Option<Translation> {
         let piece = self.piece_shift(t.size.shift())?;
         Some(piece_of(va, t, piece))
     }
@@ -228,7 +229,7 @@ impl Tlb {
     /// The size (shift) of the entry this structure caches for a page of 2^shift bytes:
     /// the page's own if held; the largest held size below it if the structure
     /// splinters; else none.
-    pub fn piece_shift(&self, shift: u8) -> Option<u8> {
+    pub(crate) fn piece_shift(&self, shift: u8) -> Option<u8> {
         if self.held & (1u64 << shift) != 0 {
             return Some(shift);
         }
@@ -237,12 +238,12 @@ impl Tlb {
     }
 
     /// The sizes held, as a bit mask (bit s: pages of 2^s bytes).
-    pub fn held_shifts(&self) -> u64 {
+    pub(crate) fn held_shifts(&self) -> u64 {
         self.held
     }
 
     /// Fully associative with a per-entry page mask (`any_size`).
-    pub fn any_size(&self) -> bool {
+    pub(crate) fn any_size(&self) -> bool {
         self.layout == Layout::AnySize
     }
 
@@ -255,18 +256,13 @@ impl Tlb {
         self.store.for_each_valid(|k, a, p| f(a, (k >> 6) << p.shift(), p.translation()));
     }
 
-    /// Whether the structure caches pieces of pages larger than it holds (`splinter`).
-    pub fn splinters_pages(&self) -> bool {
-        self.splinter
-    }
-
     /// Count a fill of a splinter (`entry_for` returned a piece of a larger page).
     #[cold]
-    pub fn note_splinter(&mut self) {
+    pub(crate) fn note_splinter(&mut self) {
         self.counters.splinters += 1;
     }
 
-    pub fn page_sizes(&self) -> &[PageSize] {
+    pub(crate) fn page_sizes(&self) -> &[PageSize] {
         &self.sizes
     }
 
@@ -274,7 +270,7 @@ impl Tlb {
     /// view of one structure; the hierarchy probes through its plans and counts per
     /// level).
     #[cfg(test)]
-    pub fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
+    pub(crate) fn lookup(&mut self, va: u64, asid: Asid, filled: u64) -> Option<TlbPayload> {
         self.counters.lookups += 1;
         let mut sizes = if self.layout == Layout::AnySize { 1 } else { self.held & filled };
         let mut hit = None;
@@ -292,7 +288,7 @@ impl Tlb {
     }
 
     /// Whether entries map page pairs (`pairs`).
-    pub fn pairs(&self) -> bool {
+    pub(crate) fn pairs(&self) -> bool {
         self.layout == Layout::Pairs
     }
 
@@ -301,7 +297,7 @@ impl Tlb {
     /// most recently used. Counts nothing (the hierarchy counts its lookups per level,
     /// mmu/mod.rs) but a page-pair entry's invalid half.
     #[inline(always)]
-    pub fn probe(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
+    pub(crate) fn probe(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
         let vpn = va >> shift;
         match self.layout {
             Layout::PackedLru(w) => {
@@ -334,7 +330,7 @@ impl Tlb {
     /// gives the other half `buddy` if the page table read it too, or keeps what it
     /// holds.
     #[inline(always)]
-    pub fn fill(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) {
+    pub(crate) fn fill(&mut self, va: u64, asid: Asid, t: &Translation, buddy: Option<&Translation>) {
         let evicted = match self.layout {
             Layout::Pairs => self.pairs.as_mut().expect("a page-pair structure").fill(va, asid, t, buddy),
             // A watched structure logs what it pushes out (never a page-pair one:
@@ -390,7 +386,7 @@ impl Tlb {
     }
 
     /// Drop any entry translating `va` for `asid` (all held sizes).
-    pub fn invalidate(&mut self, va: u64, asid: Asid) {
+    pub(crate) fn invalidate(&mut self, va: u64, asid: Asid) {
         if let Some(p) = &mut self.pairs {
             self.counters.invalidations += p.invalidate(va, asid);
             return;
@@ -418,7 +414,7 @@ impl Tlb {
     /// The page of `size` at `va` changed: drop the entries translating it; with
     /// `pieces` (some structure splinters: its pieces also reach other structures on
     /// refills), also the entries of smaller sizes anywhere inside it.
-    pub fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid, pieces: bool) {
+    pub(crate) fn invalidate_page(&mut self, va: u64, size: PageSize, asid: Asid, pieces: bool) {
         self.invalidate(va, asid);
         if !pieces {
             return;
@@ -453,7 +449,7 @@ impl Tlb {
     }
 
     /// Drop every entry of `asid` overlapping [start, end).
-    pub fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
+    pub(crate) fn invalidate_range(&mut self, start: u64, end: u64, asid: Asid) {
         if let Some(p) = &mut self.pairs {
             self.counters.invalidations += p.invalidate_range(start, end, asid);
             return;
@@ -465,7 +461,7 @@ impl Tlb {
         });
     }
 
-    pub fn flush_all(&mut self) {
+    pub(crate) fn flush_all(&mut self) {
         if let Some(p) = &mut self.pairs {
             self.counters.invalidations += p.flush_all();
             return;
@@ -477,7 +473,7 @@ impl Tlb {
         self.store.flush_all();
     }
 
-    pub fn flush_asid(&mut self, asid: Asid) {
+    pub(crate) fn flush_asid(&mut self, asid: Asid) {
         if let Some(p) = &mut self.pairs {
             self.counters.invalidations += p.flush_asid(asid);
             return;
@@ -485,10 +481,10 @@ impl Tlb {
         self.remove_where(|_, a| a == asid);
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.pairs.as_ref().map_or(self.store.entries(), |p| p.entries())
     }
-    pub fn ways(&self) -> usize {
+    pub(crate) fn ways(&self) -> usize {
         self.pairs.as_ref().map_or(self.store.ways(), |p| p.ways())
     }
 }

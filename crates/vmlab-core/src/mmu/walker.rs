@@ -9,15 +9,30 @@
 //! thread"). Both ways run the same code below, so the results are identical.
 
 use crate::addr::Asid;
-use crate::config::Config;
 use crate::error::Result;
+use crate::mem::cache::CacheConfig;
 use crate::mem::thread::{OpSink, OpThread};
-use crate::mem::{MemOp, MemoryHierarchy, MemoryThread, WalkTimer};
-use crate::mmu::refill::RefillHandler;
-use crate::mmu::TlbHierarchy;
+use crate::mem::{MemOp, MemoryConfig, MemoryHierarchy, MemoryThread, WalkTimer};
+use crate::mmu::refill::{RefillHandler, RefillTable};
+use crate::mmu::tlb::TlbConfig;
+use crate::mmu::{MmuConfig, TlbHierarchy};
 use crate::os::Shootdown;
 use crate::pt::{split_walk, FastPaths, PathOf, SplitWalk, Translation, WalkCaches, WalkPath, WalkRef};
 use crate::stats::{CycleCounters, WalkCounters};
+use std::collections::BTreeMap;
+
+/// What the MMU is built from: its own settings (`[mmu]`), the TLB structures
+/// (`[tlb]`), the cache hierarchy its walker owns (`[cache]`, `[memory]`), and the
+/// table a software refill handler walks. `config.rs` builds it from a whole
+/// configuration (a `&Config` converts into it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MmuSettings<'a> {
+    pub(crate) mmu: &'a MmuConfig,
+    pub(crate) tlb: &'a BTreeMap<String, TlbConfig>,
+    pub(crate) cache: &'a BTreeMap<String, CacheConfig>,
+    pub(crate) memory: &'a MemoryConfig,
+    pub(crate) refill_table: RefillTable,
+}
 
 /// The TLB hierarchy, and the walker behind it (here, or on a thread of its own).
 pub struct Mmu<P: FastPaths> {
@@ -26,15 +41,15 @@ pub struct Mmu<P: FastPaths> {
     tlb_latency: [Vec<u64>; 2],
     /// Per side (0 data, 1 instruction) and TLB level (0-based): (lookups, hits), up to
     /// the last `fold_lookups`.
-    pub tlb_levels: [Vec<(u64, u64)>; 2],
+    pub(crate) tlb_levels: [Vec<(u64, u64)>; 2],
     /// Per side: lookups since then that hit at level l (index), or missed every level
     /// (last index). One count per lookup; `fold_lookups` turns them into `tlb_levels`.
     lookup_ends: [Vec<u64>; 2],
     /// TLB cycles (the walker counts walk, data-reference and copy cycles).
-    pub tlb_cycles: u64,
+    pub(crate) tlb_cycles: u64,
     /// A walk's virtual reference probed the data TLB since the engine last looked
     /// (its same-page entries may then be stale).
-    pub probed_data_tlb: bool,
+    pub(crate) probed_data_tlb: bool,
     /// The walker, while it runs here (every reader outside the per-access path calls
     /// [`Mmu::attach`] first).
     walker: Option<Walker<P>>,
@@ -51,7 +66,7 @@ pub struct Mmu<P: FastPaths> {
 struct Detached<P: FastPaths> {
     thread: OpThread<Walker<P>>,
     /// The walk caches the table's functional path consults
-    /// ([`WalkCaches::split_front`]; rejoined on `attach`).
+    /// ([`SplitWalk::split_caches`]; rejoined on `attach`).
     front: P::Caches,
     /// The table's walk splits.
     split: P::Split,
@@ -59,9 +74,9 @@ struct Detached<P: FastPaths> {
 
 /// The walk caches, the walker's accounting and the cache hierarchy.
 pub struct Walker<P: FastPaths> {
-    pub walk_caches: P::Caches,
+    pub(crate) walk_caches: P::Caches,
     /// The cache hierarchy (a placeholder while it runs on `mem_thread`).
-    pub mem: MemoryHierarchy,
+    pub(crate) mem: MemoryHierarchy,
     /// Times the walk in progress when the hierarchy runs inline.
     timer: WalkTimer,
     /// The hierarchy on a thread of its own (when the walker stays with the engine).
@@ -71,9 +86,9 @@ pub struct Walker<P: FastPaths> {
     walk_open: bool,
     /// The nested walk of a virtual walk reference.
     nested_path: WalkPath,
-    pub walks: WalkCounters,
+    pub(crate) walks: WalkCounters,
     /// Walk, data-reference and copy cycles.
-    pub cycles: CycleCounters,
+    pub(crate) cycles: CycleCounters,
     /// `mmu.fixed_miss_cycles`: a fixed cost per walk instead of the modelled one.
     fixed_miss_cycles: Option<u64>,
     /// A software refill handler (`mmu.refill`), and the latency of a walk reference
@@ -124,9 +139,11 @@ pub enum WalkerOp<S: Copy, T: Copy> {
 }
 
 impl<P: FastPaths> Mmu<P> {
-    pub fn new(cfg: &Config, walk_caches: P::Caches) -> Result<Mmu<P>> {
-        let tlbs = TlbHierarchy::new(&cfg.tlb, cfg.mmu.seed)?;
-        let mem = MemoryHierarchy::new(&cfg.cache, &cfg.memory, cfg.mmu.seed)?;
+    /// The MMU of `settings` (or a whole `&Config`), with the kind's walk caches.
+    pub(crate) fn new<'a>(settings: impl Into<MmuSettings<'a>>, walk_caches: P::Caches) -> Result<Mmu<P>> {
+        let s: MmuSettings = settings.into();
+        let tlbs = TlbHierarchy::new(s.tlb, s.mmu.seed)?;
+        let mem = MemoryHierarchy::new(s.cache, s.memory, s.mmu.seed)?;
         let levels = tlbs.levels();
         let mut tlb_latency = [Vec::new(), Vec::new()];
         for (side, lat) in tlb_latency.iter_mut().enumerate() {
@@ -151,8 +168,8 @@ impl<P: FastPaths> Mmu<P> {
                 ..WalkCounters::default()
             },
             cycles: CycleCounters::default(),
-            fixed_miss_cycles: cfg.mmu.fixed_miss_cycles,
-            refill: RefillHandler::new(&cfg.mmu.refill, cfg.page_table.kind, cfg.page_table.hashed.subblock as u32, cfg.machine.phys_mem.0),
+            fixed_miss_cycles: s.mmu.fixed_miss_cycles,
+            refill: RefillHandler::new(&s.mmu.refill, s.refill_table),
             first_hit,
         };
         Ok(Mmu {
@@ -171,7 +188,7 @@ impl<P: FastPaths> Mmu<P> {
 
     /// Bring `tlb_levels` up to date: a lookup that ended at level h (hit there, or
     /// missed them all) reached every level up to h.
-    pub fn fold_lookups(&mut self) {
+    pub(crate) fn fold_lookups(&mut self) {
         for (levels, ends) in self.tlb_levels.iter_mut().zip(&mut self.lookup_ends) {
             let mut reached = 0;
             for h in (0..ends.len()).rev() {
@@ -186,11 +203,11 @@ impl<P: FastPaths> Mmu<P> {
     }
 
     /// The walker (attached: outside the per-access path, after [`Mmu::attach`]).
-    pub fn walker(&self) -> &Walker<P> {
+    pub(crate) fn walker(&self) -> &Walker<P> {
         self.walker.as_ref().expect("the walker is attached")
     }
 
-    pub fn walker_mut(&mut self) -> &mut Walker<P> {
+    pub(crate) fn walker_mut(&mut self) -> &mut Walker<P> {
         self.walker.as_mut().expect("the walker is attached")
     }
 
@@ -198,7 +215,7 @@ impl<P: FastPaths> Mmu<P> {
     /// address space `space`) if they miss. Counts the lookup and the walk; fills
     /// nothing.
     #[inline]
-    pub fn lookup(&mut self, instr: bool, va: u64, asid: Asid, space: Asid, pt: &mut P) -> Lookup {
+    pub(crate) fn lookup(&mut self, instr: bool, va: u64, asid: Asid, space: Asid, pt: &mut P) -> Lookup {
         let side = instr as usize;
         match self.tlbs.lookup(instr, va, asid) {
             Some(hit) => {
@@ -246,7 +263,7 @@ impl<P: FastPaths> Mmu<P> {
 
     /// A walk that faulted (the walker counts it with the walk's other counters).
     #[inline]
-    pub fn note_faulting_walk(&mut self) {
+    pub(crate) fn note_faulting_walk(&mut self) {
         match &mut self.walker {
             Some(w) => w.walks.faulting += 1,
             None => self.faulting += 1,
@@ -254,7 +271,7 @@ impl<P: FastPaths> Mmu<P> {
     }
 
     /// Apply a TLB and walk-cache invalidation.
-    pub fn shootdown(&mut self, s: Shootdown) {
+    pub(crate) fn shootdown(&mut self, s: Shootdown) {
         match s {
             Shootdown::Page { asid, va, size } => {
                 self.tlbs.invalidate_page(va, size, asid);
@@ -270,7 +287,7 @@ impl<P: FastPaths> Mmu<P> {
     }
 
     /// A context switch without ASID tags.
-    pub fn flush_all(&mut self) {
+    pub(crate) fn flush_all(&mut self) {
         self.tlbs.flush_all();
         self.walk_cache_op(WalkCacheOp::FlushAll);
     }
@@ -287,7 +304,7 @@ impl<P: FastPaths> Mmu<P> {
 
     /// Send one op to the memory model, wherever it runs.
     #[inline(always)]
-    pub fn mem_op(&mut self, op: MemOp) {
+    pub(crate) fn mem_op(&mut self, op: MemOp) {
         match &mut self.walker_thread {
             Some(d) => d.thread.push(WalkerOp::Mem(op)),
             None => self.walker.as_mut().expect("the walker is attached").mem_op(op),
@@ -296,41 +313,31 @@ impl<P: FastPaths> Mmu<P> {
 
     /// Whether the cache hierarchy's timing is elsewhere (on a thread) until `attach`.
     #[inline(always)]
-    pub fn mem_detached(&self) -> bool {
+    pub(crate) fn mem_detached(&self) -> bool {
         self.walker.as_ref().is_none_or(|w| w.mem_thread.is_some())
     }
 
     /// Walks so far: done, and sent to the walker's thread.
     #[inline]
-    pub fn walks_so_far(&self) -> u64 {
+    pub(crate) fn walks_so_far(&self) -> u64 {
         self.walks_sent + self.walker.as_ref().map_or(0, |w| w.walks.count)
     }
 
-    /// Whether the walker runs on its own thread.
-    pub fn walker_detached(&self) -> bool {
-        self.walker_thread.is_some()
-    }
-
-    /// Move the walker (`whole`, if the table splits its walk and its walk caches
-    /// split: [`WalkCaches::split_front`]) or only its cache hierarchy to a thread of
+    /// Move the walker (`whole`, if the table splits its walk: its walk caches divide
+    /// too, [`SplitWalk::split_caches`]) or only its cache hierarchy to a thread of
     /// its own. If the host cannot start one, the run goes
     /// on inline (the results are the same) after a warning. Returns whether it moved.
     #[cold]
-    pub fn detach(&mut self, whole: bool) -> bool {
+    pub(crate) fn detach(&mut self, whole: bool) -> bool {
         let Some(split) = split_walk::<P>().filter(|_| whole) else {
             return self.walker_mut().detach_mem();
         };
         let mut w = self.walker.take().expect("the walker is attached");
-        let Some(front) = w.walk_caches.split_front() else {
-            // Caches that cannot split keep the walker here; the cache hierarchy can
-            // still go.
-            self.walker = Some(w);
-            return self.walker_mut().detach_mem();
-        };
+        let front = split.split_caches(&mut w.walk_caches);
         match OpThread::start_or_inline("vmlab-walker", w, "the walker") {
             Ok(thread) => self.walker_thread = Some(Detached { thread, front, split }),
             Err(mut w) => {
-                w.walk_caches.rejoin_front(front);
+                split.rejoin_caches(&mut w.walk_caches, front);
                 self.walker = Some(w);
             }
         }
@@ -339,10 +346,10 @@ impl<P: FastPaths> Mmu<P> {
 
     /// Bring the walker and its cache hierarchy back (waiting for their threads to
     /// apply every op sent).
-    pub fn attach(&mut self) {
+    pub(crate) fn attach(&mut self) {
         if let Some(d) = self.walker_thread.take() {
             let mut w = d.thread.stop();
-            w.walk_caches.rejoin_front(d.front);
+            d.split.rejoin_caches(&mut w.walk_caches, d.front);
             w.walks.faulting += std::mem::take(&mut self.faulting);
             self.walks_sent = 0;
             self.walker = Some(w);
@@ -352,7 +359,7 @@ impl<P: FastPaths> Mmu<P> {
 
     /// Take the TLB, walk, data-reference and copy cycles counted so far (after
     /// `attach`).
-    pub fn take_cycles(&mut self) -> CycleCounters {
+    pub(crate) fn take_cycles(&mut self) -> CycleCounters {
         let mut c = std::mem::take(&mut self.walker_mut().cycles);
         c.tlb += std::mem::take(&mut self.tlb_cycles);
         c
@@ -360,7 +367,7 @@ impl<P: FastPaths> Mmu<P> {
 
     /// Cycles so far, for the core's clock (the walker's only while it is here).
     #[inline(always)]
-    pub fn cycles_so_far(&self) -> u64 {
+    pub(crate) fn cycles_so_far(&self) -> u64 {
         self.tlb_cycles + self.walker.as_ref().map_or(0, |w| w.cycles.walk + w.cycles.data + w.cycles.recolor_copy)
     }
 }
@@ -533,16 +540,16 @@ impl<P: FastPaths> Walker<P> {
     }
 
     /// Run the time model on the op stream from now on.
-    pub fn set_time_model(&mut self, tm: crate::time::TimeModel) {
+    pub(crate) fn set_time_model(&mut self, tm: crate::time::TimeModel) {
         self.timer.time = Some(Box::new(tm));
     }
 
     /// The time model (attached: after [`Mmu::attach`]).
-    pub fn time_model(&self) -> Option<&crate::time::TimeModel> {
+    pub(crate) fn time_model(&self) -> Option<&crate::time::TimeModel> {
         self.timer.time.as_deref()
     }
 
-    pub fn time_model_mut(&mut self) -> Option<&mut crate::time::TimeModel> {
+    pub(crate) fn time_model_mut(&mut self) -> Option<&mut crate::time::TimeModel> {
         self.timer.time.as_deref_mut()
     }
 

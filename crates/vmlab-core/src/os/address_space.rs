@@ -12,36 +12,36 @@ pub struct Mapping {
     pub size: PageSize,
     pub perms: Perms,
     /// The frame belongs to this shared object rather than to the address space.
-    pub object: Option<u32>,
+    pub(crate) object: Option<u32>,
 }
 
 #[derive(Clone, Debug)]
 pub struct AddressSpace {
-    pub pid: Pid,
-    pub asid: Asid,
+    pub(crate) pid: Pid,
+    pub(crate) asid: Asid,
     pub vmas: VmaSet,
     /// Mapped pages by virtual address.
     pub pages: PageIndex,
     /// The heap: [heap_start, heap_end), once a brk event has been seen.
-    pub heap: Option<(u64, u64)>,
+    pub(crate) heap: Option<(u64, u64)>,
     /// Shared objects this space holds a reference to.
-    pub objects: Vec<u32>,
+    pub(crate) objects: Vec<u32>,
 }
 
 impl AddressSpace {
-    pub fn new(pid: Pid, asid: Asid) -> AddressSpace {
+    pub(crate) fn new(pid: Pid, asid: Asid) -> AddressSpace {
         AddressSpace { pid, asid, vmas: VmaSet::default(), pages: PageIndex::default(), heap: None, objects: Vec::new() }
     }
 
     /// The mapped page covering `va`, if any.
     #[inline]
-    pub fn mapping_at(&self, va: u64) -> Option<(u64, Mapping)> {
+    pub(crate) fn mapping_at(&self, va: u64) -> Option<(u64, Mapping)> {
         self.pages.get(va)
     }
 
     /// Host hint for a fault at `va` that is coming (`PageIndex::prefetch`).
     #[inline]
-    pub fn prefetch_mapping(&self, va: u64) {
+    pub(crate) fn prefetch_mapping(&self, va: u64) {
         self.pages.prefetch(va)
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 
 /// Largest block: 2^MAX_ORDER frames (4 KiB << 20 = 4 GiB), enough for 1 GiB pages.
-pub const MAX_ORDER: u8 = 20;
+pub(crate) const MAX_ORDER: u8 = 20;
 
 /// What a frame is used for, for memory accounting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,8 +29,8 @@ pub enum FrameUse {
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct MemCounters {
-    pub phys_bytes: u64,
-    pub frames_total: u64,
+    pub(crate) phys_bytes: u64,
+    pub(crate) frames_total: u64,
     /// Frames currently allocated, all uses.
     pub frames_used: u64,
     pub frames_data: u64,
@@ -39,9 +39,9 @@ pub struct MemCounters {
     /// Frames held by the fragmentation filler (`FrameUse::Other`).
     pub frames_other: u64,
     /// High-water mark of `frames_used`.
-    pub frames_peak: u64,
+    pub(crate) frames_peak: u64,
     /// Allocation requests that found no free block of the wanted order.
-    pub failed_allocs: u64,
+    pub(crate) failed_allocs: u64,
 }
 
 /// The free blocks of one order (base frame numbers), as an ordered set. Most orders
@@ -132,13 +132,13 @@ impl BuddyAllocator {
         Ok(BuddyAllocator { free, frames_total, counters: MemCounters { phys_bytes: bytes, frames_total, ..Default::default() } })
     }
 
-    pub fn frames_total(&self) -> u64 {
+    pub(crate) fn frames_total(&self) -> u64 {
         self.frames_total
     }
 
     /// Order (log2 frames) of a page size.
     #[inline]
-    pub fn order_of(size: PageSize) -> u8 {
+    pub(crate) fn order_of(size: PageSize) -> u8 {
         size.shift() - MIN_PAGE_SHIFT
     }
 
@@ -163,7 +163,7 @@ impl BuddyAllocator {
     }
 
     /// Allocate, or `None` without counting a failure (for policies that fall back).
-    pub fn try_alloc(&mut self, size: PageSize, usage: FrameUse) -> Option<u64> {
+    pub(crate) fn try_alloc(&mut self, size: PageSize, usage: FrameUse) -> Option<u64> {
         let order = Self::order_of(size);
         let frame = self.alloc_order(order)?;
         self.account(1i64 << order, usage);
@@ -174,7 +174,7 @@ impl BuddyAllocator {
     /// it is free: the free block containing it is split down around it. Returns false,
     /// changing nothing, if some frame is in use. (Start-up fragmentation and history
     /// replay place their allocations exactly.)
-    pub fn claim(&mut self, pa: u64, size: PageSize, usage: FrameUse) -> bool {
+    pub(crate) fn claim(&mut self, pa: u64, size: PageSize, usage: FrameUse) -> bool {
         let order = Self::order_of(size);
         let frame = pa >> MIN_PAGE_SHIFT;
         if !size.is_aligned(pa) || frame + (1 << order) > self.frames_total {
@@ -196,7 +196,7 @@ impl BuddyAllocator {
     }
 
     /// Whether a free block of at least `size` exists (an allocation would succeed).
-    pub fn has_free(&self, size: PageSize) -> bool {
+    pub(crate) fn has_free(&self, size: PageSize) -> bool {
         let order = Self::order_of(size);
         order <= MAX_ORDER && (order..=MAX_ORDER).any(|o| !self.free[o as usize].is_empty())
     }
@@ -233,7 +233,7 @@ impl BuddyAllocator {
 
     /// Move accounting of an allocated block from one use to another (a reservation
     /// becoming mapped data, say), without touching the free sets.
-    pub fn reclassify(&mut self, size: PageSize, from: FrameUse, to: FrameUse) {
+    pub(crate) fn reclassify(&mut self, size: PageSize, from: FrameUse, to: FrameUse) {
         let n = 1i64 << Self::order_of(size);
         self.account(-n, from);
         self.account(n, to);
@@ -257,7 +257,7 @@ impl BuddyAllocator {
     }
 
     /// Free blocks per order (index = order), for fragmentation reports.
-    pub fn free_blocks_per_order(&self) -> Vec<u64> {
+    pub(crate) fn free_blocks_per_order(&self) -> Vec<u64> {
         self.free.iter().map(|s| s.len() as u64).collect()
     }
 }

@@ -36,11 +36,11 @@ impl Default for FragmentationConfig {
 impl FragmentationConfig {
     /// Left out of the resolved config when default (documents of unfragmented runs
     /// are unchanged).
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == FragmentationConfig::default()
     }
 
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if !(0.0..=1.0).contains(&self.free) {
             return Err(Error::config("machine.fragmentation.free", format!("{} is not in [0, 1]", self.free)));
         }
@@ -55,7 +55,7 @@ impl FragmentationConfig {
 }
 
 /// Fragment `mem` (freshly created, all free) as configured.
-pub fn apply(mem: &mut BuddyAllocator, c: &FragmentationConfig) -> Result<()> {
+pub(crate) fn apply(mem: &mut BuddyAllocator, c: &FragmentationConfig) -> Result<()> {
     c.validate()?;
     if !c.history.is_empty() {
         let text = crate::files::read_text(std::path::Path::new(&c.history))?;
@@ -80,7 +80,7 @@ pub fn apply(mem: &mut BuddyAllocator, c: &FragmentationConfig) -> Result<()> {
 
 /// Most blocks the synthetic target shuffles: 2^24 (128 MiB of host memory; 32 TiB of
 /// simulated memory in 2 MiB blocks).
-pub const MAX_SYNTHETIC_BLOCKS: u64 = 1 << 24;
+pub(crate) const MAX_SYNTHETIC_BLOCKS: u64 = 1 << 24;
 
 /// The synthetic target. Memory is cut into aligned blocks of 2^order frames, visited in
 /// a seeded random order. The first ones stay wholly free while they hold at most
@@ -128,7 +128,7 @@ fn synthetic(mem: &mut BuddyAllocator, c: &FragmentationConfig) {
 /// exactly that block (it must be free); a `free` returns a block an earlier line of the
 /// file allocated with the same size. Blocks still allocated at the end belong to
 /// "other". Errors name the line, never quote it (the path may name any file).
-pub fn replay(mem: &mut BuddyAllocator, text: &str, origin: &str) -> Result<()> {
+pub(crate) fn replay(mem: &mut BuddyAllocator, text: &str, origin: &str) -> Result<()> {
     let mut live: BTreeSet<(u64, u8)> = BTreeSet::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
@@ -168,9 +168,10 @@ pub fn replay(mem: &mut BuddyAllocator, text: &str, origin: &str) -> Result<()> 
     Ok(())
 }
 
+#[cfg(test)]
 /// Free memory, and the part of it in blocks smaller than 2^order frames (the achieved
 /// fragmentation level is the ratio).
-pub fn free_below(mem: &BuddyAllocator, order: u8) -> (u64, u64) {
+pub(crate) fn free_below(mem: &BuddyAllocator, order: u8) -> (u64, u64) {
     let per = mem.free_blocks_per_order();
     let free: u64 = per.iter().enumerate().map(|(o, &n)| n << o).sum();
     let below: u64 = per.iter().enumerate().take(order as usize).map(|(o, &n)| n << o).sum();

@@ -20,26 +20,100 @@ pub mod touched;
 pub mod vma;
 
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
-use crate::config::Config;
+use crate::config::Bytes;
 use crate::error::{Error, Result};
 use crate::pt::{FastPaths, PageTable, Translation};
 use crate::trace::{MapFlags, Record};
 use address_space::{AddressSpace, Mapping};
 use buddy::{BuddyAllocator, FrameUse};
-use placement::Placement;
+use fragmentation::FragmentationConfig;
+use placement::{ColorCache, Placement};
 use policy::{PagePolicy, PolicyCounters, TlbMiss};
 use recolor::{RecolorCounters, Recolorer};
 use reservation::{ReleaseReason, Reservation, Reservations};
 use rmap::ReverseMap;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use touched::TouchedFrames;
 use vma::Vma;
 
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+/// `os.on_oom`: what running out of simulated memory does.
+pub enum OomPolicy {
+    /// Stop the run with an error naming the faulting address.
+    #[default]
+    Error,
+}
+
+/// Most live processes `os.max_processes` allows: each costs about 100 KiB of host
+/// memory (its page index and page-table nodes), so 8192 stay under 1 GiB. (The ASIDs
+/// would allow 65535: ANY_ASID, u16::MAX, tags global entries.)
+pub const MAX_LIVE_PROCESSES: u32 = 8192;
+const DEFAULT_MAX_PROCESSES: u32 = 4096;
+fn default_max_processes() -> u32 {
+    DEFAULT_MAX_PROCESSES
+}
+fn is_default_max_processes(n: &u32) -> bool {
+    *n == DEFAULT_MAX_PROCESSES
+}
+
+/// `[os]`: the OS model's settings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OsConfig {
+    /// FIXED page-size policy: the page size demand faults map (falls back to smaller
+    /// supported sizes where the aligned page does not fit the VMA or memory).
+    pub page_size: Bytes,
+    /// Treat accesses outside every announced VMA as anonymous read/write memory.
+    #[serde(default = "crate::config::yes")]
+    pub implicit_anon: bool,
+    #[serde(default)]
+    pub on_oom: OomPolicy,
+    /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
+    #[serde(default)]
+    pub fault_cycles: u64,
+    /// Live processes at once. Each costs host memory (its address space, page-index
+    /// and page-table nodes: about 100 KiB for a process of a few scattered pages), so
+    /// a trace naming many pids is an error naming this key, not gigabytes.
+    #[serde(default = "default_max_processes", skip_serializing_if = "is_default_max_processes")]
+    pub max_processes: u32,
+    /// The page-size policy (os/policy/); FIXED(page_size) by default.
+    #[serde(default, skip_serializing_if = "policy::PolicyConfig::is_default")]
+    pub policy: policy::PolicyConfig,
+    /// Physical placement of base pages (os/placement.rs): buddy, page-coloring,
+    /// bin-hopping or random.
+    #[serde(default, skip_serializing_if = "placement::PlacementConfig::is_default")]
+    pub placement: placement::PlacementConfig,
+    /// Dynamic recolouring (os/recolor/): none, Romer's ch. 4 software policies, or CML.
+    #[serde(default, skip_serializing_if = "recolor::RecolorConfig::is_default")]
+    pub recolor: recolor::RecolorConfig,
+}
+
+/// What the OS model is built from: its own settings (`[os]`), and the few values it
+/// needs from other sections. `config.rs` builds it from a whole configuration (a
+/// `&Config` converts into it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OsSettings<'a> {
+    pub(crate) os: &'a OsConfig,
+    /// `machine.phys_mem`: the bytes of simulated physical memory the frame allocator
+    /// manages.
+    pub(crate) phys_mem: u64,
+    /// `machine.fragmentation`: how that memory starts.
+    pub(crate) fragmentation: &'a FragmentationConfig,
+    /// The cache that page colours come from (placement, recolouring), if any serves
+    /// data.
+    pub(crate) color_cache: Option<ColorCache>,
+    /// `mmu.regions.share`: MAP_SHARED objects get a region with a global RID.
+    pub(crate) share_keys: bool,
+    /// `mmu.regions.share_text`: program text is a shared object.
+    pub(crate) share_text: bool,
+}
+
 /// A TLB/walk-cache invalidation the engine must apply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shootdown {
+pub(crate) enum Shootdown {
     /// The page of `size` at `va` changed (unmapped or re-protected).
     Page { asid: Asid, va: u64, size: PageSize },
     /// The address space is gone.
@@ -55,27 +129,27 @@ pub enum Shootdown {
 pub struct PageCopy {
     pub from: u64,
     pub to: u64,
-    pub bytes: u64,
+    pub(crate) bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct OsCounters {
     /// All faults: demand (page not present) + protection.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Faults that mapped a page (the page was not present).
     pub demand: u64,
     /// Accesses whose page was present without the needed permission. The trace is the
     /// ground truth, so the OS grants the access (as COW or a missed mprotect would).
     pub protection: u64,
     /// Demand faults outside every announced VMA (implicit anonymous memory).
-    pub implicit: u64,
+    pub(crate) implicit: u64,
     /// Demand faults that mapped a smaller page than the policy asked for (VMA bounds,
     /// existing neighbours or fragmentation).
-    pub fallbacks: u64,
+    pub(crate) fallbacks: u64,
     pub pages_unmapped: u64,
-    pub processes_created: u64,
-    pub processes_exited: u64,
-    pub context_switches: u64,
+    pub(crate) processes_created: u64,
+    pub(crate) processes_exited: u64,
+    pub(crate) context_switches: u64,
 }
 
 struct SharedObject {
@@ -89,23 +163,23 @@ struct SharedObject {
 
 /// A demand fault the page-size policy must resolve: the page of `va` is not mapped.
 #[derive(Clone, Copy, Debug)]
-pub struct DemandFault {
-    pub pid: Pid,
-    pub asid: Asid,
-    pub va: u64,
+pub(crate) struct DemandFault {
+    pub(crate) pid: Pid,
+    pub(crate) asid: Asid,
+    pub(crate) va: u64,
     /// The VMA `va` lies in (possibly an implicit one the OS just created).
-    pub vma: Vma,
+    pub(crate) vma: Vma,
     /// Permissions to map with (the VMA's, plus what the access needed).
-    pub perms: Perms,
+    pub(crate) perms: Perms,
 }
 
 /// The OS model: the memory-management state ([`Mm`]) and the page-size policy that
 /// decides what it maps. They are separate so that a policy can be handed `&mut Mm`.
 pub struct Os<P: PageTable> {
     pub mm: Mm<P>,
-    pub policy: PagePolicy,
+    pub(crate) policy: PagePolicy,
     /// The dynamic recolouring policy (os/recolor/), if any.
-    pub recolor: Option<Recolorer>,
+    pub(crate) recolor: Option<Recolorer>,
 }
 
 /// Memory-management state and the primitives policies build on: map and unmap pages,
@@ -120,25 +194,25 @@ pub struct Mm<P: PageTable> {
     next_asid: Asid,
     objects: Vec<Option<SharedObject>>,
     implicit_anon: bool,
-    pub current: Option<Pid>,
-    pub shootdowns: Vec<Shootdown>,
+    pub(crate) current: Option<Pid>,
+    pub(crate) shootdowns: Vec<Shootdown>,
     pub counters: OsCounters,
     /// Pages currently mapped, by size.
-    pub mapped_by_size: BTreeMap<PageSize, u64>,
+    pub(crate) mapped_by_size: BTreeMap<PageSize, u64>,
     mapped_now: u64,
     /// The most pages mapped at once, and the page-table bytes at that moment.
-    pub peak_mapped_pages: u64,
-    pub pt_bytes_at_peak: u64,
+    pub(crate) peak_mapped_pages: u64,
+    pub(crate) pt_bytes_at_peak: u64,
     /// Live frame reservations.
-    pub reservations: Reservations,
+    pub(crate) reservations: Reservations,
     /// Data frames the program touched (for bloat).
-    pub touched: TouchedFrames,
+    pub(crate) touched: TouchedFrames,
     /// Physical memory's contents, when a test checks that data moves with its pages.
     pub shadow: Option<shadow::DataShadow>,
     /// Promotion, demotion, reservation and bloat counters (the `policy` section).
-    pub pc: PolicyCounters,
+    pub(crate) pc: PolicyCounters,
     /// Cycles charged per KiB copied by a promotion that copies.
-    pub copy_cycles_per_kb: u64,
+    pub(crate) copy_cycles_per_kb: u64,
     /// Where new base pages go in physical memory (page colours).
     pub placement: Placement,
     /// Frame -> virtual page, kept only for recolouring policies that start from
@@ -157,10 +231,12 @@ pub struct Mm<P: PageTable> {
 }
 
 impl<P: PageTable> Os<P> {
-    pub fn new(cfg: &Config, pt: P) -> Result<Os<P>> {
-        let mut mem = BuddyAllocator::new(cfg.machine.phys_mem.0)?;
-        fragmentation::apply(&mut mem, &cfg.machine.fragmentation)?;
-        let policy = PagePolicy::new(cfg, &pt)?;
+    /// The OS model over `pt`, from `settings` (or a whole `&Config`).
+    pub(crate) fn new<'a>(settings: impl Into<OsSettings<'a>>, pt: P) -> Result<Os<P>> {
+        let s: OsSettings = settings.into();
+        let mut mem = BuddyAllocator::new(s.phys_mem)?;
+        fragmentation::apply(&mut mem, s.fragmentation)?;
+        let policy = PagePolicy::new(&s.os.policy, s.os.page_size, &pt)?;
         let mm = Mm {
             pt,
             mem,
@@ -168,7 +244,7 @@ impl<P: PageTable> Os<P> {
             free_asids: BTreeSet::new(),
             next_asid: 0,
             objects: Vec::new(),
-            implicit_anon: cfg.os.implicit_anon,
+            implicit_anon: s.os.implicit_anon,
             current: None,
             shootdowns: Vec::new(),
             counters: OsCounters::default(),
@@ -180,19 +256,19 @@ impl<P: PageTable> Os<P> {
             touched: TouchedFrames::default(),
             shadow: None,
             pc: PolicyCounters::default(),
-            copy_cycles_per_kb: cfg.os.policy.copy_cycles_per_kb,
-            placement: Placement::new(&cfg.os.placement, &cfg.cache),
+            copy_cycles_per_kb: s.os.policy.copy_cycles_per_kb,
+            placement: Placement::new(&s.os.placement, s.color_cache),
             rmap: None,
             copies: Vec::new(),
             rc: RecolorCounters::default(),
-            share_keys: cfg.mmu.regions.share,
-            share_text: cfg.mmu.regions.share_text,
-            max_processes: cfg.os.max_processes,
+            share_keys: s.share_keys,
+            share_text: s.share_text,
+            max_processes: s.os.max_processes,
         };
         let mut os = Os { mm, policy, recolor: None };
-        if cfg.os.recolor.kind != recolor::RecolorKind::None {
-            let line = crate::os::placement::color_cache(&cfg.cache).map(|c| c.line.0);
-            let r = Recolorer::new(&cfg.os.recolor, &os.mm.placement, line)?;
+        if s.os.recolor.kind != recolor::RecolorKind::None {
+            let line = s.color_cache.map(|c| c.line);
+            let r = Recolorer::new(&s.os.recolor, &os.mm.placement, line)?;
             if r.needs_rmap() {
                 os.mm.rmap = Some(ReverseMap::default());
             }
@@ -203,23 +279,23 @@ impl<P: PageTable> Os<P> {
     }
 
     /// The ASID of `pid`, creating the process if it is new.
-    pub fn asid_of(&mut self, pid: Pid) -> Result<Asid> {
+    pub(crate) fn asid_of(&mut self, pid: Pid) -> Result<Asid> {
         self.mm.asid_of(pid)
     }
 
     /// A last-level TLB miss of the current process (called by the engine after the fill).
     #[inline]
-    pub fn tlb_miss(&mut self, m: &TlbMiss, fill: &[crate::mmu::TlbChange]) -> Result<()> {
+    pub(crate) fn tlb_miss(&mut self, m: &TlbMiss, fill: &[crate::mmu::TlbChange]) -> Result<()> {
         self.policy.tlb_miss(&mut self.mm, m, fill)
     }
 
     /// The policy's periodic background work (khugepaged).
-    pub fn background(&mut self) -> Result<()> {
+    pub(crate) fn background(&mut self) -> Result<()> {
         self.policy.background(&mut self.mm)
     }
 
     /// Apply an OS event record. Accesses and ticks are not OS events.
-    pub fn event(&mut self, r: &Record) -> Result<()> {
+    pub(crate) fn event(&mut self, r: &Record) -> Result<()> {
         self.mm.event(r)
     }
 
@@ -231,7 +307,7 @@ impl<P: PageTable> Os<P> {
 impl<P: FastPaths> Os<P> {
     /// Handle a translation fault of `pid` at `va`: the walk found no mapping, or one
     /// without the permission `kind` needs. Returns the translation now in place.
-    pub fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<Translation> {
+    pub(crate) fn fault(&mut self, pid: Pid, va: u64, kind: AccessKind) -> Result<Translation> {
         // Where the page table fixes the page size (a short-VHPT region), an implicit
         // VMA covers at least one such page.
         let granule = self.mm.pt.page_size_at(va).map_or(self.policy.granule(), |s| s.max(self.policy.granule()));
@@ -292,13 +368,13 @@ impl<P: PageTable> Mm<P> {
         Ok(self.spaces.entry(pid).or_insert_with(|| AddressSpace::new(pid, asid)))
     }
 
-    pub fn space(&self, pid: Pid) -> Option<&AddressSpace> {
+    pub(crate) fn space(&self, pid: Pid) -> Option<&AddressSpace> {
         self.spaces.get(&pid)
     }
 
     /// The shared-object mappings of a process: (start, end, object, whether the object
     /// is program text).
-    pub fn shared_mappings(&self, pid: Pid) -> impl Iterator<Item = (u64, u64, u32, bool)> + '_ {
+    pub(crate) fn shared_mappings(&self, pid: Pid) -> impl Iterator<Item = (u64, u64, u32, bool)> + '_ {
         self.spaces
             .get(&pid)
             .into_iter()
@@ -306,12 +382,8 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// The process that owns `asid`, if live.
-    pub fn pid_of(&self, asid: Asid) -> Option<Pid> {
+    pub(crate) fn pid_of(&self, asid: Asid) -> Option<Pid> {
         self.spaces.values().find(|s| s.asid == asid).map(|s| s.pid)
-    }
-
-    pub fn spaces(&self) -> impl Iterator<Item = &AddressSpace> {
-        self.spaces.values()
     }
 
     /// Start handling a fault: a protection fault is granted here (`Ok`); a demand fault
@@ -378,7 +450,7 @@ impl<P: PageTable> Mm<P> {
 
     /// Whether the aligned page of `size` around `va` lies inside `vma` and overlaps no
     /// mapped page and no reservation: a region a policy may map (or reserve) whole.
-    pub fn region_free(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> Option<u64> {
+    pub(crate) fn region_free(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> Option<u64> {
         let base = size.align_down(va);
         let end = base.wrapping_add(size.bytes());
         if end <= base || !vma.contains_range(base, end) || !self.unclaimed(pid, base, end) {
@@ -390,7 +462,7 @@ impl<P: PageTable> Mm<P> {
     /// `region_free` of the base page of a demand fault, before anything is mapped for
     /// it: no page covers `f.va` (that is what made it a demand fault), so only its
     /// VMA and the reservations can refuse it. Two page-index walks fewer per fault.
-    pub fn demand_base_page(&self, f: &DemandFault) -> Option<u64> {
+    pub(crate) fn demand_base_page(&self, f: &DemandFault) -> Option<u64> {
         let base = PageSize::K4.align_down(f.va);
         // The top page of the address space has no representable end (region_free's rule).
         let end = base.checked_add(PageSize::K4.bytes())?;
@@ -408,7 +480,7 @@ impl<P: PageTable> Mm<P> {
     /// `va` may be had by rounding the request up, i.e. it reaches past `vma`, the VMA
     /// fills more than half of it (the smallest power of two still larger than the
     /// request), and the rest is free address space.
-    pub fn can_round_up(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> bool {
+    pub(crate) fn can_round_up(&self, pid: Pid, va: u64, size: PageSize, vma: &Vma) -> bool {
         let base = size.align_down(va);
         let end = base.wrapping_add(size.bytes());
         let inside = end.min(vma.end).saturating_sub(base.max(vma.start));
@@ -421,7 +493,7 @@ impl<P: PageTable> Mm<P> {
 
     /// Round the request up: grow `vma` to cover the page of `size` at `base` (checked
     /// by `can_round_up`). Returns the bytes it grew by.
-    pub fn round_up_vma(&mut self, pid: Pid, base: u64, size: PageSize, vma: &Vma) -> u64 {
+    pub(crate) fn round_up_vma(&mut self, pid: Pid, base: u64, size: PageSize, vma: &Vma) -> u64 {
         let grown = Vma { start: base.min(vma.start), end: (base + size.bytes()).max(vma.end), ..*vma };
         self.spaces.get_mut(&pid).expect("faulting space").vmas.insert(grown);
         grown.len() - vma.len()
@@ -431,7 +503,7 @@ impl<P: PageTable> Mm<P> {
     /// reservations, least recently populated first, until it succeeds (the documented
     /// memory-pressure rule); larger requests never break reservations (the policy falls
     /// back to smaller pages instead).
-    pub fn alloc_frames(&mut self, size: PageSize, usage: FrameUse) -> Option<u64> {
+    pub(crate) fn alloc_frames(&mut self, size: PageSize, usage: FrameUse) -> Option<u64> {
         loop {
             if let Some(pa) = self.mem.try_alloc(size, usage) {
                 return Some(pa);
@@ -444,7 +516,7 @@ impl<P: PageTable> Mm<P> {
 
     /// A data frame for a new base page at `va`, placed by `os.placement` (a colour
     /// with no free frame falls back to any frame; memory pressure breaks reservations).
-    pub fn alloc_base_frame(&mut self, va: u64) -> Option<u64> {
+    pub(crate) fn alloc_base_frame(&mut self, va: u64) -> Option<u64> {
         if let Some(c) = self.placement.initial_color(va) {
             if let Some(pa) = self.placement.alloc(&mut self.mem, PageSize::K4, c, FrameUse::Data) {
                 self.placement.counters.placed += 1;
@@ -456,7 +528,7 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// The error of a fault that found no free frame.
-    pub fn oom(&self, pid: Pid, va: u64) -> Error {
+    pub(crate) fn oom(&self, pid: Pid, va: u64) -> Error {
         Error::OutOfMemory(format!(
             "pid {pid} faulted at {va:#x} with {} of {} physical memory in use and no free 4K frame (os.on_oom = \"error\"; raise machine.phys_mem)",
             crate::addr::format_bytes(self.mem.counters().frames_used * 4096),
@@ -469,7 +541,7 @@ impl<P: PageTable> Mm<P> {
     /// A page-table allocation that finds memory exhausted breaks reservations and
     /// retries. On error nothing is recorded (the caller still owns the frames).
     #[allow(clippy::too_many_arguments)] // what a mapping is: no subset makes a type of its own
-    pub fn map_page(&mut self, pid: Pid, asid: Asid, base: u64, pa: u64, size: PageSize, perms: Perms, object: Option<u32>) -> Result<Translation> {
+    pub(crate) fn map_page(&mut self, pid: Pid, asid: Asid, base: u64, pa: u64, size: PageSize, perms: Perms, object: Option<u32>) -> Result<Translation> {
         loop {
             match self.pt.map(&mut self.mem, asid, base, pa, size, perms) {
                 Ok(()) => break,
@@ -501,7 +573,7 @@ impl<P: PageTable> Mm<P> {
 
     /// Remove the page at `base` from the page table and the page index, with a
     /// shootdown; the frames stay allocated (the caller frees or reuses them).
-    pub fn unmap_page(&mut self, pid: Pid, base: u64) -> Option<Mapping> {
+    pub(crate) fn unmap_page(&mut self, pid: Pid, base: u64) -> Option<Mapping> {
         let space = self.spaces.get_mut(&pid)?;
         let asid = space.asid;
         let m = space.pages.remove(base)?;
@@ -516,7 +588,7 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// Free data frames (they are no longer touched by anyone).
-    pub fn free_data(&mut self, pa: u64, size: PageSize) {
+    pub(crate) fn free_data(&mut self, pa: u64, size: PageSize) {
         self.touched.clear_range(pa, size);
         if let Some(s) = &mut self.shadow {
             s.free(pa, size);
@@ -526,7 +598,7 @@ impl<P: PageTable> Mm<P> {
 
     /// Frames used for data that the program never touched (memory overhead against a
     /// 4K-only system).
-    pub fn bloat_frames(&self) -> u64 {
+    pub(crate) fn bloat_frames(&self) -> u64 {
         let (data, touched) = (self.mem.counters().frames_data, self.touched.count());
         // Touched frames are data frames; saturate rather than wrap should that ever break.
         debug_assert!(touched <= data, "{touched} touched frames but {data} data frames");
@@ -544,7 +616,7 @@ impl<P: PageTable> Mm<P> {
         Some(Translation { pa: m.pa, size: m.size, perms: m.perms })
     }
 
-    pub fn pages_in(&self, pid: Pid, start: u64, end: u64) -> Vec<(u64, Mapping)> {
+    pub(crate) fn pages_in(&self, pid: Pid, start: u64, end: u64) -> Vec<(u64, Mapping)> {
         let Some(space) = self.spaces.get(&pid) else { return Vec::new() };
         let mut v = Vec::new();
         space.pages.for_each_in(start, end, |b, m| {
@@ -555,7 +627,7 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// Processes by pid (ascending: deterministic scans).
-    pub fn pids(&self) -> Vec<Pid> {
+    pub(crate) fn pids(&self) -> Vec<Pid> {
         let mut v: Vec<Pid> = self.spaces.keys().copied().collect();
         v.sort_unstable();
         v
@@ -564,7 +636,7 @@ impl<P: PageTable> Mm<P> {
     // ---- reservations (os/reservation.rs) ----
 
     /// Reserve an aligned block of `size` for the region of `pid` at `va`.
-    pub fn reserve(&mut self, pid: Pid, va: u64, size: PageSize) -> Option<u64> {
+    pub(crate) fn reserve(&mut self, pid: Pid, va: u64, size: PageSize) -> Option<u64> {
         let pa = self.mem.try_alloc(size, FrameUse::Reserved)?;
         self.reservations.insert(Reservation::new(pid, size.align_down(va), pa, size));
         self.pc.reservations_made += 1;
@@ -574,7 +646,7 @@ impl<P: PageTable> Mm<P> {
     /// Take the frame of `va`'s page from the reservation covering it (now data).
     /// Returns (frame, reservation key, populated pages), or None if no reservation
     /// covers `va`.
-    pub fn populate_reserved(&mut self, pid: Pid, va: u64) -> Option<(u64, (Pid, u64), u64)> {
+    pub(crate) fn populate_reserved(&mut self, pid: Pid, va: u64) -> Option<(u64, (Pid, u64), u64)> {
         let r = self.reservations.populate(pid, va)?;
         self.mem.reclassify(PageSize::K4, FrameUse::Reserved, FrameUse::Data);
         Some(r)
@@ -582,7 +654,7 @@ impl<P: PageTable> Mm<P> {
 
     /// End a reservation: its unpopulated frames go back to the buddy allocator; the
     /// populated pages stay mapped as they are.
-    pub fn release_reservation(&mut self, key: (Pid, u64), why: ReleaseReason) {
+    pub(crate) fn release_reservation(&mut self, key: (Pid, u64), why: ReleaseReason) {
         let Some(r) = self.reservations.remove(key) else { return };
         for (pa, size) in r.unpopulated_blocks() {
             self.mem.free(pa, size, FrameUse::Reserved);
@@ -594,7 +666,7 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// Memory pressure: break the least recently populated reservation. False if none.
-    pub fn break_one_reservation(&mut self) -> bool {
+    pub(crate) fn break_one_reservation(&mut self) -> bool {
         match self.reservations.least_recently_used() {
             Some(k) => {
                 self.release_reservation(k, ReleaseReason::Broken);
@@ -607,7 +679,7 @@ impl<P: PageTable> Mm<P> {
     /// Promote a reservation to one page of its size, in place: its unpopulated frames
     /// become (untouched) data and the populated base pages are replaced by the large
     /// page. Returns false (changing nothing) if the pages cannot be merged.
-    pub fn promote_reservation(&mut self, key: (Pid, u64)) -> Result<bool> {
+    pub(crate) fn promote_reservation(&mut self, key: (Pid, u64)) -> Result<bool> {
         let Some(r) = self.reservations.get(key) else { return Ok(false) };
         let (pid, va, pa, size) = (r.pid, r.va, r.pa, r.size);
         if !self.can_promote_in_place(pid, va, size, pa) {
@@ -634,7 +706,7 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// Apply an OS event record. Accesses and ticks are not OS events.
-    pub fn event(&mut self, r: &Record) -> Result<()> {
+    pub(crate) fn event(&mut self, r: &Record) -> Result<()> {
         match *r {
             Record::Mmap { pid, start, len, prot, flags } => self.mmap(pid, start, len, prot, flags),
             Record::Munmap { pid, start, len } => {

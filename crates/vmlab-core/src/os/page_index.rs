@@ -122,11 +122,13 @@ impl Default for PageIndex {
 }
 
 impl PageIndex {
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
@@ -151,7 +153,7 @@ impl PageIndex {
     /// coming: its lookup and insert then find the slot in the host cache). Stops at a
     /// missing node or a larger page; changes nothing.
     #[inline]
-    pub fn prefetch(&self, va: u64) {
+    pub(crate) fn prefetch(&self, va: u64) {
         let mut node = 0u32;
         for level in (1..=TOP).rev() {
             match self.slot(node, index(va, level)) {
@@ -178,7 +180,7 @@ impl PageIndex {
 
     /// Record a page at `base` (aligned to `m.size`). The caller guarantees that no
     /// recorded page overlaps it (`any_in` is false).
-    pub fn insert(&mut self, base: u64, m: Mapping) {
+    pub(crate) fn insert(&mut self, base: u64, m: Mapping) {
         debug_assert!(m.size.is_aligned(base));
         let (level, n) = placement(m.size);
         let mut node = 0u32;
@@ -222,7 +224,7 @@ impl PageIndex {
     }
 
     /// Remove the page whose base is `base`; frees nodes left empty.
-    pub fn remove(&mut self, base: u64) -> Option<Mapping> {
+    pub(crate) fn remove(&mut self, base: u64) -> Option<Mapping> {
         let mut path = [(0u32, 0usize); TOP as usize + 1];
         let (depth, m) = self.path_to(base, &mut path)?;
         if m.size.align_down(base) != base {
@@ -249,7 +251,7 @@ impl PageIndex {
 
     /// Replace the mapping of the page whose base is `base` (same size), in every slot it
     /// fills. Returns false if no page has that base.
-    pub fn update(&mut self, base: u64, f: impl FnOnce(&mut Mapping)) -> bool {
+    pub(crate) fn update(&mut self, base: u64, f: impl FnOnce(&mut Mapping)) -> bool {
         let mut path = [(0u32, 0usize); TOP as usize + 1];
         let Some((depth, mut m)) = self.path_to(base, &mut path) else { return false };
         if m.size.align_down(base) != base {
@@ -265,7 +267,7 @@ impl PageIndex {
     }
 
     /// Whether any page overlaps [start, end).
-    pub fn any_in(&self, start: u64, end: u64) -> bool {
+    pub(crate) fn any_in(&self, start: u64, end: u64) -> bool {
         if start >= end {
             return false;
         }
@@ -312,7 +314,7 @@ impl PageIndex {
 
     /// Visit the pages overlapping [start, end) in address order, each once, as (base,
     /// mapping); `visit` returns false to stop. Allocates nothing.
-    pub fn for_each_in(&self, start: u64, end: u64, mut visit: impl FnMut(u64, Mapping) -> bool) {
+    pub(crate) fn for_each_in(&self, start: u64, end: u64, mut visit: impl FnMut(u64, Mapping) -> bool) {
         self.scan(0, TOP, 0, start, end, &mut visit);
     }
 

@@ -53,11 +53,11 @@ pub struct PlacementConfig {
 }
 
 impl PlacementConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == PlacementConfig::default()
     }
 
-    pub fn validate(&self, cfg: &Config) -> Result<()> {
+    pub(crate) fn validate(&self, cfg: &Config) -> Result<()> {
         let frames = cfg.machine.phys_mem.0 >> MIN_PAGE_SHIFT;
         if self.colors > frames {
             return Err(Error::config("os.placement.colours", format!("{} colours but only {frames} frames", self.colors)));
@@ -67,38 +67,49 @@ impl PlacementConfig {
 }
 
 /// The cache page colours come from: the largest (highest-level) cache serving data.
-pub fn color_cache(caches: &BTreeMap<String, CacheConfig>) -> Option<&CacheConfig> {
+pub(crate) fn color_cache(caches: &BTreeMap<String, CacheConfig>) -> Option<&CacheConfig> {
     caches.values().filter(|c| c.serves.serves_data()).max_by_key(|c| c.level)
 }
 
-/// Colours of the colour cache: size / (ways x 4 KiB), at least 1.
-pub fn derived_colors(caches: &BTreeMap<String, CacheConfig>) -> u64 {
-    color_cache(caches).map_or(1, |c| (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1))
+/// What placement and recolouring need of the cache page colours come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ColorCache {
+    /// Its colours: size / (ways x 4 KiB), at least 1.
+    pub(crate) colors: u64,
+    /// Its line size in bytes.
+    pub(crate) line: u64,
+}
+
+impl ColorCache {
+    /// The colour cache of `caches` ([`color_cache`]), if any serves data.
+    pub(crate) fn of(caches: &BTreeMap<String, CacheConfig>) -> Option<ColorCache> {
+        color_cache(caches).map(|c| ColorCache { colors: (c.size.0 / (c.ways.max(1) as u64 * (1 << MIN_PAGE_SHIFT))).max(1), line: c.line.0 })
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-pub struct PlacementCounters {
+pub(crate) struct PlacementCounters {
     /// Base pages placed at the colour the policy chose.
-    pub placed: u64,
+    pub(crate) placed: u64,
     /// Pages whose colour had no free frame (given any frame instead).
-    pub fallbacks: u64,
+    pub(crate) fallbacks: u64,
 }
 
 pub struct Placement {
-    pub kind: PlacementKind,
+    pub(crate) kind: PlacementKind,
     pub colors: u64,
     next_bin: u64,
     rng: Xoshiro256PlusPlus,
     /// Next candidate frame index k (frame = base + k * stride) per (order, base colour).
     cursors: HashMap<(u8, u64), u64>,
-    pub counters: PlacementCounters,
+    pub(crate) counters: PlacementCounters,
 }
 
 impl Placement {
-    /// Placement by `p` (validated with the rest of the configuration), over the
-    /// caches `caches` (whose largest data cache gives the colours unless `p` does).
-    pub fn new(p: &PlacementConfig, caches: &BTreeMap<String, CacheConfig>) -> Placement {
-        let colors = if p.colors == 0 { derived_colors(caches) } else { p.colors };
+    /// Placement by `p` (validated with the rest of the configuration), for the colour
+    /// cache `cache` (which gives the colours unless `p` does; none: 1 colour).
+    pub(crate) fn new(p: &PlacementConfig, cache: Option<ColorCache>) -> Placement {
+        let colors = if p.colors == 0 { cache.map_or(1, |c| c.colors) } else { p.colors };
         Placement {
             kind: p.kind,
             colors,
@@ -116,7 +127,7 @@ impl Placement {
     }
 
     /// The colour the policy gives a new base page at `va` (None: colour-blind).
-    pub fn initial_color(&mut self, va: u64) -> Option<u64> {
+    pub(crate) fn initial_color(&mut self, va: u64) -> Option<u64> {
         match self.kind {
             PlacementKind::Buddy => None,
             PlacementKind::PageColoring => Some((va >> MIN_PAGE_SHIFT) % self.colors),
@@ -132,7 +143,7 @@ impl Placement {
     /// A free aligned block of `size` whose first frame has color `color` (a multiple
     /// of the block's frames when the block is smaller than a colour span; blocks that
     /// span every colour take any free block). None if there is none.
-    pub fn alloc(&mut self, mem: &mut BuddyAllocator, size: PageSize, color: u64, usage: FrameUse) -> Option<u64> {
+    pub(crate) fn alloc(&mut self, mem: &mut BuddyAllocator, size: PageSize, color: u64, usage: FrameUse) -> Option<u64> {
         let frames = size.base_pages();
         if frames >= self.colors {
             return mem.try_alloc(size, usage);
@@ -165,7 +176,7 @@ mod tests {
 
     fn placement(kind: &str) -> Placement {
         let cfg = Config::load("romer-cache", &[format!("os.placement.kind=\"{kind}\"")]).unwrap();
-        Placement::new(&cfg.os.placement, &cfg.cache)
+        Placement::new(&cfg.os.placement, ColorCache::of(&cfg.cache))
     }
 
     #[test]
@@ -173,7 +184,7 @@ mod tests {
         let p = placement("page-coloring");
         assert_eq!(p.colors, 128, "512 KiB direct-mapped / 4 KiB");
         let cfg = Config::load("romer-cache", &["cache.l2.ways=2".into()]).unwrap();
-        assert_eq!(derived_colors(&cfg.cache), 64);
+        assert_eq!(ColorCache::of(&cfg.cache).map(|c| c.colors), Some(64));
     }
 
     #[test]

@@ -35,14 +35,14 @@ impl<P: PageTable> Mm<P> {
 
     /// Whether [base, base + size) can be promoted in place onto the block at `pa`:
     /// mergeable, and every mapped page already sits at its natural offset in the block.
-    pub fn can_promote_in_place(&self, pid: Pid, base: u64, size: PageSize, pa: u64) -> bool {
+    pub(crate) fn can_promote_in_place(&self, pid: Pid, base: u64, size: PageSize, pa: u64) -> bool {
         size.is_aligned(pa) && self.mergeable(pid, base, size).is_some_and(|(_, pages)| pages.iter().all(|(b, m)| m.pa == pa + (b - base)))
     }
 
     /// Promote [base, base + size) in place onto the aligned block at `pa`. The caller
     /// has checked `can_promote_in_place` and owns every frame of the block as data
     /// (the unmapped ones become untouched data: bloat).
-    pub fn promote_in_place(&mut self, pid: Pid, base: u64, size: PageSize, pa: u64) -> Result<()> {
+    pub(crate) fn promote_in_place(&mut self, pid: Pid, base: u64, size: PageSize, pa: u64) -> Result<()> {
         let (perms, pages) = self.mergeable(pid, base, size).expect("promote_in_place: checked by the caller");
         let asid = self.space(pid).unwrap().asid;
         for (b, _) in pages {
@@ -89,7 +89,7 @@ impl<P: PageTable> Mm<P> {
     }
 
     /// Count a promotion that wrote a whole page of `size`, at `copy_cycles_per_kb`.
-    pub fn count_copied_promotion(&mut self, size: PageSize) {
+    pub(crate) fn count_copied_promotion(&mut self, size: PageSize) {
         self.pc.promotions += 1;
         self.pc.promotions_copied += 1;
         self.pc.bytes_copied += size.bytes();
@@ -101,7 +101,7 @@ impl<P: PageTable> Mm<P> {
     /// freed instead of mapped (as Linux's shrinker of underused huge pages does), which
     /// keeps every mapped base page touched (os/touched.rs). Returns false if no page
     /// larger than `to` starts at `base`.
-    pub fn demote(&mut self, pid: Pid, base: u64, to: PageSize) -> Result<bool> {
+    pub(crate) fn demote(&mut self, pid: Pid, base: u64, to: PageSize) -> Result<bool> {
         let Some((b, m)) = self.space(pid).and_then(|s| s.mapping_at(base)) else { return Ok(false) };
         if b != base || m.size <= to || m.object.is_some() {
             return Ok(false);

@@ -12,28 +12,28 @@ use crate::addr::{PageSize, Pid};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
-pub struct Reservation {
-    pub pid: Pid,
+pub(crate) struct Reservation {
+    pub(crate) pid: Pid,
     /// Virtual base of the region (aligned to `size`).
-    pub va: u64,
+    pub(crate) va: u64,
     /// Physical base of the reserved block (aligned to `size`).
-    pub pa: u64,
-    pub size: PageSize,
+    pub(crate) pa: u64,
+    pub(crate) size: PageSize,
     /// One bit per 4 KiB page: populated (mapped from the reservation).
     populated: Vec<u64>,
     /// Populated 4 KiB pages.
-    pub count: u64,
+    pub(crate) count: u64,
     /// Logical time of the last population (for breaking the least recently used).
-    pub last_used: u64,
+    pub(crate) last_used: u64,
 }
 
 impl Reservation {
-    pub fn new(pid: Pid, va: u64, pa: u64, size: PageSize) -> Reservation {
+    pub(crate) fn new(pid: Pid, va: u64, pa: u64, size: PageSize) -> Reservation {
         let words = (size.base_pages() as usize).div_ceil(64);
         Reservation { pid, va, pa, size, populated: vec![0; words], count: 0, last_used: 0 }
     }
 
-    pub fn covers(&self, va: u64) -> bool {
+    pub(crate) fn covers(&self, va: u64) -> bool {
         va >= self.va && va - self.va < self.size.bytes()
     }
 
@@ -42,17 +42,17 @@ impl Reservation {
     }
 
     /// The frame backing the 4 KiB page of `va` (its natural offset in the block).
-    pub fn frame_of(&self, va: u64) -> u64 {
+    pub(crate) fn frame_of(&self, va: u64) -> u64 {
         self.pa + ((va - self.va) & !0xfff)
     }
 
-    pub fn is_populated(&self, va: u64) -> bool {
+    pub(crate) fn is_populated(&self, va: u64) -> bool {
         let i = self.index(va);
         self.populated[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// Mark the page of `va` populated; returns its frame.
-    pub fn populate(&mut self, va: u64) -> u64 {
+    pub(crate) fn populate(&mut self, va: u64) -> u64 {
         let i = self.index(va);
         debug_assert!(!self.is_populated(va), "page populated twice");
         self.populated[i / 64] |= 1 << (i % 64);
@@ -62,7 +62,7 @@ impl Reservation {
 
     /// Populated 4 KiB pages in the aligned sub-block [va, va + size) (for policies that
     /// grow pages in place through intermediate sizes, e.g. TPS).
-    pub fn populated_in(&self, va: u64, size: PageSize) -> u64 {
+    pub(crate) fn populated_in(&self, va: u64, size: PageSize) -> u64 {
         let (first, n) = (self.index(va), size.base_pages() as usize);
         if n >= 64 {
             // Aligned blocks of 64 pages or more are whole words.
@@ -73,7 +73,7 @@ impl Reservation {
     }
 
     /// The maximal naturally aligned blocks of unpopulated frames, as (pa, size).
-    pub fn unpopulated_blocks(&self) -> Vec<(u64, PageSize)> {
+    pub(crate) fn unpopulated_blocks(&self) -> Vec<(u64, PageSize)> {
         let mut out = Vec::new();
         self.collect_unpopulated(self.va, self.size, &mut out);
         out
@@ -94,7 +94,7 @@ impl Reservation {
 
 /// Why a reservation ended without being promoted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReleaseReason {
+pub(crate) enum ReleaseReason {
     /// Memory ran short: its free frames were given back (FreeBSD "breaks" it).
     Broken,
     /// Its region was unmapped (munmap, brk shrink, mmap over it, exit).
@@ -103,28 +103,29 @@ pub enum ReleaseReason {
 
 /// Every live reservation, keyed by (process, virtual base).
 #[derive(Clone, Debug, Default)]
-pub struct Reservations {
+pub(crate) struct Reservations {
     map: BTreeMap<(Pid, u64), Reservation>,
     clock: u64,
 }
 
 impl Reservations {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
+    #[cfg(test)]
     /// The reservation of `pid` covering `va`.
-    pub fn find(&self, pid: Pid, va: u64) -> Option<&Reservation> {
+    pub(crate) fn find(&self, pid: Pid, va: u64) -> Option<&Reservation> {
         self.map.range(..=(pid, va)).next_back().map(|(_, r)| r).filter(|r| r.pid == pid && r.covers(va))
     }
 
     /// Populate the page of `va` in the reservation covering it; returns the frame and
     /// the reservation's key and populated count after this page.
-    pub fn populate(&mut self, pid: Pid, va: u64) -> Option<(u64, (Pid, u64), u64)> {
+    pub(crate) fn populate(&mut self, pid: Pid, va: u64) -> Option<(u64, (Pid, u64), u64)> {
         self.clock += 1;
         let clock = self.clock;
         let r = self.map.range_mut(..=(pid, va)).next_back().map(|(_, r)| r).filter(|r| r.pid == pid && r.covers(va))?;
@@ -136,23 +137,23 @@ impl Reservations {
         Some((pa, (pid, r.va), r.count))
     }
 
-    pub fn insert(&mut self, r: Reservation) {
+    pub(crate) fn insert(&mut self, r: Reservation) {
         self.clock += 1;
         let mut r = r;
         r.last_used = self.clock;
         self.map.insert((r.pid, r.va), r);
     }
 
-    pub fn get(&self, key: (Pid, u64)) -> Option<&Reservation> {
+    pub(crate) fn get(&self, key: (Pid, u64)) -> Option<&Reservation> {
         self.map.get(&key)
     }
 
-    pub fn remove(&mut self, key: (Pid, u64)) -> Option<Reservation> {
+    pub(crate) fn remove(&mut self, key: (Pid, u64)) -> Option<Reservation> {
         self.map.remove(&key)
     }
 
     /// Keys of `pid`'s reservations overlapping [start, end).
-    pub fn overlapping(&self, pid: Pid, start: u64, end: u64) -> Vec<(Pid, u64)> {
+    pub(crate) fn overlapping(&self, pid: Pid, start: u64, end: u64) -> Vec<(Pid, u64)> {
         let mut keys: Vec<(Pid, u64)> = Vec::new();
         if start >= end {
             // An empty range (an munmap of length 0) overlaps nothing.
@@ -172,11 +173,11 @@ impl Reservations {
     }
 
     /// The least recently populated reservation (the one memory pressure breaks first).
-    pub fn least_recently_used(&self) -> Option<(Pid, u64)> {
+    pub(crate) fn least_recently_used(&self) -> Option<(Pid, u64)> {
         self.map.iter().min_by_key(|(_, r)| r.last_used).map(|(&k, _)| k)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Reservation> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Reservation> {
         self.map.values()
     }
 }

@@ -13,11 +13,11 @@ pub struct ReverseMap {
 }
 
 impl ReverseMap {
-    pub fn insert(&mut self, pa: u64, pid: Pid, base: u64, size: PageSize) {
+    pub(crate) fn insert(&mut self, pa: u64, pid: Pid, base: u64, size: PageSize) {
         self.pages.insert(pa >> MIN_PAGE_SHIFT, (pid, base, size));
     }
 
-    pub fn remove(&mut self, pa: u64) {
+    pub(crate) fn remove(&mut self, pa: u64) {
         self.pages.remove(&(pa >> MIN_PAGE_SHIFT));
     }
 

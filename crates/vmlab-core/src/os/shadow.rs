@@ -38,7 +38,7 @@ impl DataShadow {
 
     /// Copy [from, from + size) to [to, to + size): the destination holds exactly what
     /// the source held (unwritten source frames leave unwritten destination frames).
-    pub fn copy(&mut self, from: u64, to: u64, size: PageSize) {
+    pub(crate) fn copy(&mut self, from: u64, to: u64, size: PageSize) {
         for i in 0..size.base_pages() {
             let (f, t) = ((from >> 12) + i, (to >> 12) + i);
             match self.frames.get(&f).copied() {
@@ -49,7 +49,7 @@ impl DataShadow {
     }
 
     /// The frames of [pa, pa + size) were freed: their contents are gone.
-    pub fn free(&mut self, pa: u64, size: PageSize) {
+    pub(crate) fn free(&mut self, pa: u64, size: PageSize) {
         for i in 0..size.base_pages() {
             self.frames.remove(&((pa >> 12) + i));
         }

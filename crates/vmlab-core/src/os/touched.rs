@@ -15,7 +15,7 @@ const CHUNK_SHIFT: u32 = 15;
 const WORDS: usize = 1 << (CHUNK_SHIFT - 6);
 
 #[derive(Clone, Debug, Default)]
-pub struct TouchedFrames {
+pub(crate) struct TouchedFrames {
     chunks: Vec<Option<Box<[u64; WORDS]>>>,
     /// Set bits.
     touched: u64,
@@ -23,12 +23,12 @@ pub struct TouchedFrames {
 
 impl TouchedFrames {
     /// Frames touched (set bits).
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.touched
     }
 
     /// Make sure the bits of [pa, pa + size) exist (call before mapping a large page).
-    pub fn ensure(&mut self, pa: u64, size: PageSize) {
+    pub(crate) fn ensure(&mut self, pa: u64, size: PageSize) {
         let first = (pa >> 12) >> CHUNK_SHIFT;
         let last = ((pa + size.bytes() - 1) >> 12) >> CHUNK_SHIFT;
         if self.chunks.len() <= last as usize {
@@ -41,7 +41,7 @@ impl TouchedFrames {
 
     /// Mark the frame of `pa` touched; its chunk must exist (`ensure`) or it is created.
     #[inline]
-    pub fn touch(&mut self, pa: u64) {
+    pub(crate) fn touch(&mut self, pa: u64) {
         let f = pa >> 12;
         match self.chunks.get_mut((f >> CHUNK_SHIFT) as usize) {
             Some(Some(c)) => {
@@ -59,7 +59,7 @@ impl TouchedFrames {
         }
     }
 
-    pub fn is_touched(&self, pa: u64) -> bool {
+    pub(crate) fn is_touched(&self, pa: u64) -> bool {
         let f = pa >> 12;
         match self.chunks.get((f >> CHUNK_SHIFT) as usize) {
             Some(Some(c)) => c[((f as usize) >> 6) & (WORDS - 1)] & (1u64 << (f & 63)) != 0,
@@ -68,14 +68,14 @@ impl TouchedFrames {
     }
 
     /// Touched frames in [pa, pa + size).
-    pub fn count_range(&self, pa: u64, size: PageSize) -> u64 {
+    pub(crate) fn count_range(&self, pa: u64, size: PageSize) -> u64 {
         let mut n = 0;
         self.for_words(pa, size, |w, mask| n += (w & mask).count_ones() as u64);
         n
     }
 
     /// Clear the bits of [pa, pa + size) (the frames were freed); returns how many were set.
-    pub fn clear_range(&mut self, pa: u64, size: PageSize) -> u64 {
+    pub(crate) fn clear_range(&mut self, pa: u64, size: PageSize) -> u64 {
         let n = self.count_range(pa, size);
         let (first, frames) = (pa >> 12, size.base_pages());
         let mut f = first;

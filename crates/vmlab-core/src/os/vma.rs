@@ -7,26 +7,23 @@ use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vma {
-    pub start: u64,
-    pub end: u64,
-    pub perms: Perms,
-    pub flags: MapFlags,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) perms: Perms,
+    pub(crate) flags: MapFlags,
     /// Shared memory object backing a MAP_SHARED region.
-    pub object: Option<u32>,
+    pub(crate) object: Option<u32>,
     /// Where the object's offset 0 is mapped: a page's offset in the object is its
     /// address minus this. Kept when the VMA is split or trimmed (Linux's `vm_pgoff`),
     /// so the pieces left by a partial munmap still share the right frames.
-    pub object_start: u64,
+    pub(crate) object_start: u64,
     /// Created by the OS model for an access outside every announced region.
-    pub implicit: bool,
+    pub(crate) implicit: bool,
 }
 
 impl Vma {
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.end - self.start
-    }
-    pub fn is_empty(&self) -> bool {
-        self.end == self.start
     }
     pub fn contains_range(&self, start: u64, end: u64) -> bool {
         self.start <= start && end <= self.end
@@ -44,7 +41,7 @@ impl VmaSet {
     }
 
     /// The gap around `va` (which lies in no VMA): (end of previous, start of next).
-    pub fn gap_around(&self, va: u64) -> (u64, u64) {
+    pub(crate) fn gap_around(&self, va: u64) -> (u64, u64) {
         let lo = self.map.range(..=va).next_back().map(|(_, v)| v.end).unwrap_or(0);
         let hi = self.map.range(va..).next().map(|(&s, _)| s).unwrap_or(u64::MAX);
         (lo, hi)
@@ -52,7 +49,7 @@ impl VmaSet {
 
     /// Insert `vma`, replacing whatever overlapped it (mmap MAP_FIXED semantics).
     /// Adjacent implicit regions merge so traces without VMA events stay compact.
-    pub fn insert(&mut self, mut vma: Vma) {
+    pub(crate) fn insert(&mut self, mut vma: Vma) {
         self.remove_range(vma.start, vma.end);
         if vma.implicit {
             if let Some((&s, prev)) = self.map.range(..vma.start).next_back() {
@@ -72,7 +69,7 @@ impl VmaSet {
     }
 
     /// Remove [start, end), splitting regions that straddle the boundaries.
-    pub fn remove_range(&mut self, start: u64, end: u64) {
+    pub(crate) fn remove_range(&mut self, start: u64, end: u64) {
         if start >= end {
             return;
         }
@@ -88,7 +85,7 @@ impl VmaSet {
     }
 
     /// Set the permissions of [start, end) where it is mapped, splitting as needed.
-    pub fn protect_range(&mut self, start: u64, end: u64, perms: Perms) {
+    pub(crate) fn protect_range(&mut self, start: u64, end: u64, perms: Perms) {
         for v in self.overlapping(start, end) {
             let (s, e) = (v.start.max(start), v.end.min(end));
             self.remove_range(s, e);
@@ -106,15 +103,13 @@ impl VmaSet {
         self.map.range(..end).rev().take_while(move |(_, v)| v.end > start).map(|(_, v)| v)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Vma> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Vma> {
         self.map.values()
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 }
 

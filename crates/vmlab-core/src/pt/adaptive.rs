@@ -9,38 +9,38 @@ use serde::Serialize;
 
 /// What one step-3 lookup did to the state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transition {
+pub(crate) enum Transition {
     None,
     Disabled,
     Enabled,
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
-pub struct AdaptiveCounters {
-    pub disables: u64,
-    pub enables: u64,
+pub(crate) struct AdaptiveCounters {
+    pub(crate) disables: u64,
+    pub(crate) enables: u64,
     /// Decision windows that ended with caching on / off.
-    pub windows_on: u64,
-    pub windows_off: u64,
+    pub(crate) windows_on: u64,
+    pub(crate) windows_off: u64,
 }
 
 #[derive(Clone, Debug)]
-pub struct AdaptivePteCaching {
+pub(crate) struct AdaptivePteCaching {
     enabled: bool,
     window: u64,
     disable_below: f64,
     enable_above: f64,
     lookups: u64,
     hits: u64,
-    pub counters: AdaptiveCounters,
+    pub(crate) counters: AdaptiveCounters,
 }
 
 impl AdaptivePteCaching {
-    pub fn new(window: u64, disable_below: f64, enable_above: f64) -> AdaptivePteCaching {
+    pub(crate) fn new(window: u64, disable_below: f64, enable_above: f64) -> AdaptivePteCaching {
         AdaptivePteCaching { enabled: true, window, disable_below, enable_above, lookups: 0, hits: 0, counters: AdaptiveCounters::default() }
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.enabled
     }
 
@@ -48,7 +48,7 @@ impl AdaptivePteCaching {
     /// not consulted, or the region has no PTE-hCWT entry, e.g. a 2M host page: such a
     /// lookup says nothing about PTE locality), `pmd_hit` the PMD-hCWC's. While enabled
     /// only PTE lookups count, while disabled only PMD lookups (§9.2).
-    pub fn observe(&mut self, pte_hit: Option<bool>, pmd_hit: bool) -> Transition {
+    pub(crate) fn observe(&mut self, pte_hit: Option<bool>, pmd_hit: bool) -> Transition {
         let counted = if self.enabled { pte_hit } else { Some(pmd_hit) };
         let Some(hit) = counted else {
             return Transition::None;

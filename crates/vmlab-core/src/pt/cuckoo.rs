@@ -25,22 +25,22 @@ use crate::os::buddy::{BuddyAllocator, FrameUse};
 use std::cell::Cell;
 
 /// Most ways a table may have (`page_table.ecpt.ways`).
-pub const MAX_WAYS: usize = 8;
+pub(crate) const MAX_WAYS: usize = 8;
 
 /// PTEs per entry (one 64-byte line).
-pub const CLUSTER: usize = 8;
-pub const ENTRY_BYTES: u64 = 64;
+pub(crate) const CLUSTER: usize = 8;
+pub(crate) const ENTRY_BYTES: u64 = 64;
 
 /// An entry's 8 PTEs: one 64-byte line, aligned as the model's line is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C, align(64))]
-pub struct PteLine(pub [u64; CLUSTER]);
+pub(crate) struct PteLine(pub [u64; CLUSTER]);
 
 // SAFETY: plain u64s; the zero line is an empty entry's.
 unsafe impl Zeroable for PteLine {}
 
 impl PteLine {
-    pub fn is_empty_line(&self) -> bool {
+    pub(crate) fn is_empty_line(&self) -> bool {
         self.0.iter().all(|&p| p == 0)
     }
 }
@@ -117,22 +117,24 @@ impl WayArray {
 
 /// Tunables shared by every table of an ECPT.
 #[derive(Clone, Copy, Debug)]
-pub struct CuckooParams {
-    pub ways: usize,
-    pub max_kicks: usize,
-    pub threshold: f64,
-    pub growth: usize,
-    pub migrate_per_insert: usize,
+pub(crate) struct CuckooParams {
+    pub(crate) ways: usize,
+    pub(crate) max_kicks: usize,
+    pub(crate) threshold: f64,
+    pub(crate) growth: usize,
+    pub(crate) migrate_per_insert: usize,
 }
 
 /// Where a key was found: way, physical address of its entry.
 #[derive(Clone, Copy, Debug)]
-pub struct Probe {
-    pub way: usize,
-    pub pa: u64,
+pub(crate) struct Probe {
+    /// Read by the unit tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) way: usize,
+    pub(crate) pa: u64,
 }
 
-pub struct ElasticCuckooTable {
+pub(crate) struct ElasticCuckooTable {
     p: CuckooParams,
     /// Current arrays (the new ones while migrating).
     cur: Vec<WayArray>,
@@ -143,9 +145,9 @@ pub struct ElasticCuckooTable {
     cur_mask: usize,
     old_mask: usize,
     entries: usize,
-    pub resizes: u64,
-    pub migrated: u64,
-    pub max_displacement: usize,
+    pub(crate) resizes: u64,
+    pub(crate) migrated: u64,
+    pub(crate) max_displacement: usize,
     /// Where recently found keys were: a direct-mapped memo of the simulator's own (no
     /// model state, nothing counted). A hint is checked against the slot's tag before
     /// use, so a key that moved (a kick, a migration, a resize) or left just misses it.
@@ -162,7 +164,7 @@ struct Hint {
 
 /// Per-way hash: a multiply-xorshift mix with a distinct odd constant per way.
 #[inline(always)]
-pub fn way_hash(key: u64, way: usize) -> u64 {
+pub(crate) fn way_hash(key: u64, way: usize) -> u64 {
     const SEEDS: [u64; 8] = [
         0x9e37_79b9_7f4a_7c15,
         0xc2b2_ae3d_27d4_eb4f,
@@ -178,7 +180,7 @@ pub fn way_hash(key: u64, way: usize) -> u64 {
 }
 
 impl ElasticCuckooTable {
-    pub fn new(mem: &mut BuddyAllocator, p: CuckooParams, slots: usize) -> Result<ElasticCuckooTable> {
+    pub(crate) fn new(mem: &mut BuddyAllocator, p: CuckooParams, slots: usize) -> Result<ElasticCuckooTable> {
         assert!((1..=MAX_WAYS).contains(&p.ways), "ways checked by the config");
         let cur = (0..p.ways).map(|_| WayArray::new(mem, slots)).collect::<Result<Vec<_>>>()?;
         // Hints: one per slot of a way, 64 to 1024 (a few host cache lines' worth).
@@ -186,7 +188,7 @@ impl ElasticCuckooTable {
         Ok(ElasticCuckooTable { p, cur, old: None, cur_mask: slots - 1, old_mask: 0, entries: 0, resizes: 0, migrated: 0, max_displacement: 0, hints })
     }
 
-    pub fn free(self, mem: &mut BuddyAllocator) {
+    pub(crate) fn free(self, mem: &mut BuddyAllocator) {
         for w in self.cur {
             w.free(mem);
         }
@@ -197,11 +199,11 @@ impl ElasticCuckooTable {
         }
     }
 
-    pub fn entries(&self) -> usize {
+    pub(crate) fn entries(&self) -> usize {
         self.entries
     }
     /// Present PTEs in all entries.
-    pub fn mapped_ptes(&self) -> u64 {
+    pub(crate) fn mapped_ptes(&self) -> u64 {
         let count = |v: &Vec<WayArray>| -> u64 {
             let present = |w: &WayArray, i: usize| w.lines[i].0.iter().filter(|&&p| p != 0).count() as u64;
             v.iter().map(|w| (0..w.slots()).filter(|&i| w.tags[i] != 0).map(|i| present(w, i)).sum::<u64>()).sum()
@@ -209,21 +211,21 @@ impl ElasticCuckooTable {
         count(&self.cur) + self.old.as_ref().map_or(0, |(o, _)| count(o))
     }
     /// Slots per way of the current arrays.
-    pub fn slots(&self) -> usize {
+    pub(crate) fn slots(&self) -> usize {
         self.cur_mask + 1
     }
-    pub fn ways(&self) -> usize {
+    pub(crate) fn ways(&self) -> usize {
         self.p.ways
     }
-    pub fn migrating(&self) -> bool {
+    pub(crate) fn migrating(&self) -> bool {
         self.old.is_some()
     }
     /// Bytes of the old arrays while a resize is under way (`bytes` includes them; they
     /// are freed once every entry has moved, which takes inserts).
-    pub fn resizing_bytes(&self) -> u64 {
+    pub(crate) fn resizing_bytes(&self) -> u64 {
         self.old.as_ref().map_or(0, |_| self.p.ways as u64 * WayArray::bytes(self.old_mask + 1))
     }
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         // From the slot counts (every way's array has as many): called on every new
         // peak of mapped pages (`Mm::map_page`), so no walk over the arrays.
         let old = self.old.as_ref().map_or(0, |_| WayArray::bytes(self.old_mask + 1));
@@ -271,7 +273,7 @@ impl ElasticCuckooTable {
     /// The physical address way `w` would read for `key` (a walk probes it whether or
     /// not the key is there).
     #[inline]
-    pub fn probe_pa(&self, key: u64, w: usize) -> u64 {
+    pub(crate) fn probe_pa(&self, key: u64, w: usize) -> u64 {
         let (a, _, i) = self.way_slot(key, w);
         a.pa + i as u64 * ENTRY_BYTES
     }
@@ -281,7 +283,7 @@ impl ElasticCuckooTable {
     /// read either way and picked by a select: which of the ways holds a key is a coin
     /// toss, and a branch on it mispredicts.
     #[inline(always)]
-    pub fn probe_way(&self, key: u64, w: usize, pte: usize) -> (u64, u64) {
+    pub(crate) fn probe_way(&self, key: u64, w: usize, pte: usize) -> (u64, u64) {
         let (a, _, i) = self.way_slot(key, w);
         let e = a.lines[i][pte];
         (a.pa + i as u64 * ENTRY_BYTES, if a.holds(i, key) { e } else { 0 })
@@ -290,7 +292,7 @@ impl ElasticCuckooTable {
     /// The entry of `key`: where it is, and its PTEs. Inline: most finds take the hint
     /// (the search, with its register pressure, is out of line).
     #[inline(always)]
-    pub fn find(&self, key: u64) -> Option<(Probe, &PteLine)> {
+    pub(crate) fn find(&self, key: u64) -> Option<(Probe, &PteLine)> {
         let (w, old, i) = self.find_slot(key)?;
         let arr = self.array(old, w);
         Some((Probe { way: w, pa: arr.pa + i as u64 * ENTRY_BYTES }, &arr.lines[i]))
@@ -386,7 +388,7 @@ impl ElasticCuckooTable {
 
     /// `prefetch_ways`, for a caller that does not need the slots.
     #[inline]
-    pub fn prefetch(&self, key: u64) {
+    pub(crate) fn prefetch(&self, key: u64) {
         self.prefetch_ways(key, |_, _, _| {});
     }
 
@@ -394,7 +396,7 @@ impl ElasticCuckooTable {
     /// [`Self::line_at`]: way w's old-array flag and slot in bits 21w..21w+21; None if
     /// they do not fit (more than three ways, or a slot beyond 2^20).
     #[inline]
-    pub fn prefetch_located(&self, key: u64) -> Option<u64> {
+    pub(crate) fn prefetch_located(&self, key: u64) -> Option<u64> {
         let mut loc = 0u64;
         let mut fits = self.p.ways <= 3;
         self.prefetch_ways(key, |w, old, i| {
@@ -407,7 +409,7 @@ impl ElasticCuckooTable {
     /// The PTEs of `key` if it still sits where `loc` (from `prefetch_located`) says:
     /// a hint, read without a search. None if it moved, left or was never there.
     #[inline]
-    pub fn line_at(&self, key: u64, loc: u64) -> Option<&PteLine> {
+    pub(crate) fn line_at(&self, key: u64, loc: u64) -> Option<&PteLine> {
         (0..self.p.ways.min(3)).find_map(|w| {
             let f = loc >> (21 * w);
             let i = (f & ((1 << 20) - 1)) as usize;
@@ -416,13 +418,13 @@ impl ElasticCuckooTable {
         })
     }
 
-    pub fn find_mut(&mut self, key: u64) -> Option<&mut PteLine> {
+    pub(crate) fn find_mut(&mut self, key: u64) -> Option<&mut PteLine> {
         let (w, old, i) = self.find_slot(key)?;
         Some(&mut self.array_mut(old, w).lines[i])
     }
 
     /// Remove the entry of `key` (its PTEs are all clear).
-    pub fn remove(&mut self, key: u64) {
+    pub(crate) fn remove(&mut self, key: u64) {
         if let Some((w, old, i)) = self.find_slot(key) {
             self.array_mut(old, w).take(i);
             self.entries -= 1;
@@ -430,7 +432,7 @@ impl ElasticCuckooTable {
     }
 
     /// The PTEs of `key`, inserted empty if absent (may displace, migrate, resize).
-    pub fn entry(&mut self, mem: &mut BuddyAllocator, key: u64) -> Result<&mut PteLine> {
+    pub(crate) fn entry(&mut self, mem: &mut BuddyAllocator, key: u64) -> Result<&mut PteLine> {
         let (w, old, i) = match self.find_slot(key) {
             Some(at) => at,
             None => {

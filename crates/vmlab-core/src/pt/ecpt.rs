@@ -94,10 +94,11 @@ impl Default for EcptConfig {
 const SIZES: [PageSize; 3] = [PageSize::K4, PageSize::M2, PageSize::G1];
 
 /// Page-size masks for [`ElasticCuckooPageTable::probe`] (bit i: the i-th size).
-pub const ALL_SIZES: u8 = 0b111;
-pub const ONLY_4K: u8 = 0b001;
+pub(crate) const ALL_SIZES: u8 = 0b111;
+pub(crate) const ONLY_4K: u8 = 0b001;
+#[cfg(test)]
 /// The `what` of a CWT-entry reference (ECPT entries are size index + 1).
-pub const CWT_REF: u8 = 0;
+pub(crate) const CWT_REF: u8 = 0;
 
 /// CWTs by index: PMD, PUD, PTE.
 const PMD: usize = 0;
@@ -122,25 +123,25 @@ struct SpaceTables {
 
 /// What one ECPT lookup reads, as the CWCs decide it. Reused: a lookup does not allocate.
 #[derive(Clone, Debug, Default)]
-pub struct EcptProbe {
+pub(crate) struct EcptProbe {
     /// ECPT entries read in parallel: (physical address, size index + 1).
-    pub refs: Vec<(u64, u8)>,
+    pub(crate) refs: Vec<(u64, u8)>,
     /// CWT entries fetched to fill the CWCs that missed.
-    pub cwt_fetches: Vec<u64>,
+    pub(crate) cwt_fetches: Vec<u64>,
     /// The PTE-CWC's answer, when it was consulted for a region with a PTE-CWT entry.
-    pub pte_hit: Option<bool>,
+    pub(crate) pte_hit: Option<bool>,
     /// The PMD-CWC's answer.
-    pub pmd_hit: bool,
+    pub(crate) pmd_hit: bool,
     /// The table maps the address with a size outside the assumed `sizes`.
-    pub outside_sizes: bool,
+    pub(crate) outside_sizes: bool,
     /// The mapping of the address, if an entry the lookup reads holds it (`None`: not
     /// mapped, or not in those entries; then ask the table).
-    pub found: Option<Translation>,
+    pub(crate) found: Option<Translation>,
     /// Set by the caller: CWC fills wait in `pending_fills` until [`EcptProbe::apply_fills`]
     /// (lookups issued in parallel all see the CWCs as they were before the step).
-    pub defer_fills: bool,
+    pub(crate) defer_fills: bool,
     /// (ASID, address, CWC: 0 PTE, 1 PMD, 2 PUD) fills not yet applied.
-    pub pending_fills: Vec<(Asid, u64, u8)>,
+    pub(crate) pending_fills: Vec<(Asid, u64, u8)>,
 }
 
 impl EcptProbe {
@@ -154,7 +155,7 @@ impl EcptProbe {
     }
 
     /// Apply the deferred CWC fills to `c`.
-    pub fn apply_fills(&mut self, c: &mut EcptWalkCaches) {
+    pub(crate) fn apply_fills(&mut self, c: &mut EcptWalkCaches) {
         for &(asid, va, which) in &self.pending_fills {
             [&mut c.pte, &mut c.pmd, &mut c.pud][which as usize].fill(asid, va);
         }
@@ -164,7 +165,7 @@ impl EcptProbe {
 
 /// What [`ElasticCuckooPageTable::probe_or_direct`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Probed {
+pub(crate) enum Probed {
     /// The address space has none of these tables.
     NoSpace,
     /// A PTE-CWC hit named the one entry to read: its address, and the page's PTE there
@@ -246,9 +247,9 @@ const REGION_MEMO: usize = 1024;
 /// A CWT entry as a walk uses it: which page sizes map the region (bit i: `SIZES[i]`),
 /// and the entry's physical address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CwtEntry {
-    pub sizes: u8,
-    pub pa: u64,
+pub(crate) struct CwtEntry {
+    pub(crate) sizes: u8,
+    pub(crate) pa: u64,
 }
 
 #[inline(always)]
@@ -425,7 +426,7 @@ impl ElasticCuckooPageTable {
     /// of another size is still found, flagged `outside_sizes`. `use_pte_cwc`: consult
     /// and fill the PTE-CWC (§4.2's adaptive caching turns it off). False: no such space.
     #[inline(always)]
-    pub fn probe(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> bool {
+    pub(crate) fn probe(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> bool {
         match self.probe_or_direct(asid, va, c, sizes, use_pte_cwc, out) {
             Probed::NoSpace => false,
             Probed::Direct { entry_pa, pte } => {
@@ -443,7 +444,7 @@ impl ElasticCuckooPageTable {
     /// `pmd_hit`): for a caller that needs only the entries read, such as a nested
     /// walk's host lookups of guest page-table pages, nearly all direct.
     #[inline(always)]
-    pub fn probe_or_direct(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> Probed {
+    pub(crate) fn probe_or_direct(&mut self, asid: Asid, va: u64, c: &mut EcptWalkCaches, sizes: u8, use_pte_cwc: bool, out: &mut EcptProbe) -> Probed {
         let Some(s) = self.space(asid) else {
             out.clear_plan();
             return Probed::NoSpace;

@@ -1,10 +1,12 @@
-//! Host-speed hooks of a page table, apart from the model ([`PageTable`]): none of them
-//! changes a result, only how fast the host gets it (docs/performance.md, "The walker
-//! thread" and "Prefetching"). Every kind implements [`FastPaths`]; its defaults do
-//! nothing, so a new kind needs one line (`type Split = NoSplit;`) and gains speed-ups
-//! only where it opts in.
+//! Host-speed hooks of a page table and its walk caches, apart from the models
+//! ([`PageTable`], [`WalkCaches`]): none of them changes a result, only how fast the
+//! host gets it (docs/performance.md, "The walker thread" and "Prefetching"). Every
+//! kind implements [`FastPaths`]; its defaults do nothing, so a new kind needs one line
+//! (`type Split = NoSplit;`) and gains speed-ups only where it opts in. A kind whose walk
+//! splits ([`SplitWalk`]) also says how its walk caches divide between the two threads
+//! ([`SplitCaches`]).
 
-use super::{PageTable, Translation, WalkPath};
+use super::{PageTable, Translation, WalkCaches, WalkPath};
 use crate::addr::Asid;
 
 /// The host-side fast paths of a page table.
@@ -56,8 +58,8 @@ pub fn split_walk<P: FastPaths>() -> Option<P::Split> {
 /// half ([`SplitWalk::full_path`]: the table, and the walk caches that decide what it
 /// must read) on the table's thread, the timing half ([`SplitWalk::replay`]: the other
 /// walk caches) on the walker's. `walk` must be exactly `full_path` followed by the
-/// replay of every piece it sends, and the walk caches must split
-/// ([`WalkCaches::split_front`](super::WalkCaches::split_front)).
+/// replay of every piece it sends, and the walk caches divide between the two
+/// ([`SplitWalk::split_caches`], by the caches' [`SplitCaches`]).
 ///
 /// Implemented by a witness type: a value of it exists only where the walk splits
 /// ([`SplitWalk::WITNESS`]), and every method takes one, so a table that does not
@@ -95,6 +97,31 @@ pub trait SplitWalk<P: PageTable + ?Sized>: Copy + Send + 'static {
 
     /// Whether more pieces of the same walk follow this one.
     fn path_continues(self, full: &Self::Path) -> bool;
+
+    /// When the walker leaves for a thread of its own: move out of `caches` the walk
+    /// caches `full_path` consults (its `front`), leaving the rest for `replay`. The
+    /// caches of a table whose walk splits divide ([`SplitCaches::split_front`]).
+    fn split_caches(self, caches: &mut P::Caches) -> P::Caches;
+
+    /// When the walker returns: take back into `caches` the `front` that
+    /// `split_caches` moved out ([`SplitCaches::rejoin_front`]).
+    fn rejoin_caches(self, caches: &mut P::Caches, front: P::Caches);
+}
+
+/// How a kind's walk caches divide when its walk splits ([`SplitWalk`]) and the walker
+/// leaves for a thread of its own: a host-speed hook, apart from the model
+/// ([`WalkCaches`]). Only the walk caches of the kinds whose walk splits implement it
+/// (their split reaches it through [`SplitWalk::split_caches`]), so nothing here has a
+/// default.
+pub trait SplitCaches: WalkCaches + Sized {
+    /// An instance of the same kind that caches nothing: what a split leaves where a
+    /// part moved out (a nested table's front holds its guest's vacant caches).
+    fn vacant(&self) -> Self;
+    /// Move out the caches the functional path consults ([`SplitWalk::full_path`]'s
+    /// `front`), leaving the rest here for the walker.
+    fn split_front(&mut self) -> Self;
+    /// Take back what `split_front` moved out (when the walker returns).
+    fn rejoin_front(&mut self, front: Self);
 }
 
 /// The path of a table that can be a nested table's guest: the nested table
@@ -120,6 +147,12 @@ impl<P: PageTable + ?Sized> SplitWalk<P> for NoSplit {
         match self {}
     }
     fn path_continues(self, _: &()) -> bool {
+        match self {}
+    }
+    fn split_caches(self, _: &mut P::Caches) -> P::Caches {
+        match self {}
+    }
+    fn rejoin_caches(self, _: &mut P::Caches, _: P::Caches) {
         match self {}
     }
 }

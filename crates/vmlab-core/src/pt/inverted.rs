@@ -20,7 +20,7 @@ const ANCHOR_BYTES: u64 = 8;
 const FRAME_ENTRY_BYTES: u64 = 16;
 /// The most frames (and anchors) the model holds: 256 GiB of simulated physical memory,
 /// about 1.3 GiB of host memory for the two tables.
-pub const MAX_FRAMES: u64 = 1 << 26;
+pub(crate) const MAX_FRAMES: u64 = 1 << 26;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 
 const PTE_BYTES: u64 = 8;
 /// Region registers (Chapman et al. §2.1: "an array of eight region registers").
-pub const REGIONS: usize = 8;
+pub(crate) const REGIONS: usize = 8;
 /// Largest region page size: 4 GiB, the largest Itanium page (§2.1: "eleven different
 /// page sizes ranging from 4KB to 4GB").
 const MAX_REGION_PAGE_SHIFT: u8 = 32;
@@ -125,7 +125,7 @@ impl LinearConfig {
     /// The page shift of each region, checked: `region_page_sizes` lists 8 powers of two
     /// from 4K to 4G, each no larger than its region; a region no user address reaches
     /// (above `va_bits`) must stay at 4K (a size there would never be used).
-    pub fn region_shifts(&self) -> Result<[u8; REGIONS]> {
+    pub(crate) fn region_shifts(&self) -> Result<[u8; REGIONS]> {
         if !(20..=47).contains(&self.va_bits) {
             return Err(Error::config("page_table.linear.va_bits", "must be between 20 and 47 (the user half)"));
         }
@@ -175,7 +175,7 @@ impl LinearConfig {
     /// A region page size above 4K is an OS page-size policy too: the OS must map pages
     /// of that size there (FIXED, os/policy/fixed.rs), cannot split or merge them, and
     /// the TLBs must be able to hold them.
-    pub fn validate(&self, cfg: &Config) -> Result<()> {
+    pub(crate) fn validate(&self, cfg: &Config) -> Result<()> {
         let shifts = self.region_shifts()?;
         if shifts.iter().all(|&s| s == 12) {
             return Ok(());
@@ -530,7 +530,7 @@ mod tests {
 
     proptest! {
         #![proptest_config(crate::testing::proptest_config(256))]
-        /// With every region at 4K the regions' arrays are the old single array indexed
+        /// With every region at 4K the regions' arrays make one linear array indexed
         /// by VA >> 12, whatever the region selector.
         #[test]
         fn all_4k_regions_are_the_single_array(va in 0u64..(1 << 47), region_shift in 44u8..=61) {

@@ -8,7 +8,8 @@
 //!
 //! [`PageTable`] is the model alone. What only makes the host faster (prefetch hints,
 //! splitting a walk across two threads) is in [`FastPaths`], which every kind also
-//! implements, mostly with its do-nothing defaults.
+//! implements, mostly with its do-nothing defaults; likewise [`WalkCaches`] is the walk
+//! caches' model, and [`SplitCaches`] how they divide when the walk splits.
 
 pub mod adaptive;
 pub mod arena;
@@ -28,7 +29,7 @@ pub mod stlb;
 pub mod walk;
 
 pub use ecpt::ElasticCuckooPageTable;
-pub use fast_paths::{split_walk, FastPaths, GuestPath, NoSplit, PathOf, SplitWalk};
+pub use fast_paths::{split_walk, FastPaths, GuestPath, NoSplit, PathOf, SplitCaches, SplitWalk};
 pub use guarded::GuardedPageTable;
 pub use hashed::HashedPageTable;
 pub use inverted::InvertedPageTable;
@@ -49,7 +50,7 @@ use serde::Serialize;
 /// bytes swapped when `swizzle` (Linux's fix for collisions between neighbouring
 /// address spaces, Chapman et al. §3.1).
 #[inline(always)]
-pub fn rid_xor_vpn(vpn: u64, asid: Asid, swizzle: bool) -> u64 {
+pub(crate) fn rid_xor_vpn(vpn: u64, asid: Asid, swizzle: bool) -> u64 {
     let rid = if swizzle { asid.swap_bytes() } else { asid } as u64;
     vpn ^ rid
 }
@@ -77,7 +78,7 @@ pub struct PtFootprint {
     /// Bytes of simulated physical memory holding page-table structures.
     pub bytes: u64,
     /// Number of page-table nodes (radix: 4 KiB table pages).
-    pub nodes: u64,
+    pub(crate) nodes: u64,
     /// Mappings (leaf entries that translate) currently installed, of any size.
     pub mapped_pages: u64,
 }
@@ -85,14 +86,14 @@ pub struct PtFootprint {
 /// Counters of the walk caches a page-table kind uses (PWC, CWC, ...).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct CacheCounters {
-    pub lookups: u64,
-    pub hits: u64,
-    pub misses: u64,
+    pub(crate) lookups: u64,
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
 }
 
 impl CacheCounters {
     #[inline(always)]
-    pub fn record(&mut self, hit: bool) {
+    pub(crate) fn record(&mut self, hit: bool) {
         self.lookups += 1;
         if hit {
             self.hits += 1
@@ -102,7 +103,9 @@ impl CacheCounters {
     }
 }
 
-/// The walk caches of one page-table kind, owned by the MMU and passed to `walk`.
+/// The walk caches of one page-table kind, owned by the MMU and passed to `walk`: the
+/// model alone. How they divide when the walker moves to a thread of its own is a
+/// host-speed hook, [`SplitCaches`] (`pt/fast_paths.rs`).
 pub trait WalkCaches: Send + 'static {
     /// Drop every cached entry (context switch without ASID tags, full TLB shootdown).
     fn flush_all(&mut self);
@@ -115,30 +118,6 @@ pub trait WalkCaches: Send + 'static {
     /// Cycles charged at the start of every walk for probing these caches.
     fn probe_latency(&self) -> u64 {
         0
-    }
-    /// An instance of the same kind that caches nothing (what a split leaves where a
-    /// part moved out), if the kind has one.
-    fn vacant(&self) -> Option<Self>
-    where
-        Self: Sized,
-    {
-        None
-    }
-    /// When the walk splits ([`SplitWalk`]) and the walker leaves for a thread of its
-    /// own: move out the caches the functional path consults
-    /// ([`SplitWalk::full_path`]'s `front`), leaving the rest here for the walker.
-    /// `None`: these caches cannot split, so the walker stays.
-    fn split_front(&mut self) -> Option<Self>
-    where
-        Self: Sized,
-    {
-        None
-    }
-    /// Take back what `split_front` moved out (when the walker returns).
-    fn rejoin_front(&mut self, _front: Self)
-    where
-        Self: Sized,
-    {
     }
 }
 

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 
 /// Levels, leaf = 1, root = 6.
-pub const LEVELS: u8 = 6;
+pub(crate) const LEVELS: u8 = 6;
 /// Bytes of an internal entry (a shortened pointer) and of a PTE pair.
 const POINTER_BYTES: u64 = 4;
 const PAIR_BYTES: u64 = 16;

@@ -36,7 +36,9 @@
 //! every walk cache (guest PWC, NTLB, nested PWC), exactly as the fused walk does
 //! (docs/performance.md, "The nested walker thread").
 
-use super::{CacheCounters, FastPaths, GuestPath, PageTable, PathOf, PtFootprint, RadixPageTable, SplitWalk, Translation, WalkCaches, WalkPath, WalkRef};
+use super::{
+    CacheCounters, FastPaths, GuestPath, PageTable, PathOf, PtFootprint, RadixPageTable, SplitCaches, SplitWalk, Translation, WalkCaches, WalkPath, WalkRef,
+};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::config::Bytes;
 use crate::error::{Error, Result};
@@ -138,8 +140,8 @@ impl Default for NestedConfig {
 /// host kind's (the nested PWC, or host CWCs), and the nested TLB; and, for a split
 /// walk, the walker's memo of host paths (`GP`, `HP`: the guest and host kinds' paths).
 pub struct NestedWalkCaches<GC: WalkCaches, HC: WalkCaches, GP = (), HP = ()> {
-    pub guest: GC,
-    pub host: HC,
+    pub(crate) guest: GC,
+    pub(crate) host: HC,
     /// Guest-physical page -> host-physical page of guest page-table pages.
     ntlb: Option<AssocCache<u64>>,
     ntlb_counters: CacheCounters,
@@ -186,7 +188,7 @@ impl<HP: Default> Default for TablePage<HP> {
 }
 
 /// The nested PWC of a radix host, from `[page_table.nested]`.
-pub fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
+pub(crate) fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
     if cfg.npwc_entries.iter().all(|&e| e == 0) {
         return Ok(PageWalkCache::none());
     }
@@ -199,7 +201,7 @@ pub fn nested_pwc(cfg: &NestedConfig, seed: u64) -> Result<PageWalkCache> {
 }
 
 impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default, HP: Copy + Default> NestedWalkCaches<GC, HC, GP, HP> {
-    pub fn new(guest: GC, host: HC, cfg: &NestedConfig, seed: u64) -> Result<Self> {
+    pub(crate) fn new(guest: GC, host: HC, cfg: &NestedConfig, seed: u64) -> Result<Self> {
         let ntlb = if cfg.ntlb_entries == 0 {
             None
         } else {
@@ -314,15 +316,18 @@ impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default + Send + 'static, HP: Co
     fn probe_latency(&self) -> u64 {
         self.probe_cycles
     }
+}
+
+impl<GC: SplitCaches, HC: WalkCaches, GP: Copy + Default + Send + 'static, HP: Copy + Default + Send + 'static> NestedWalkCaches<GC, HC, GP, HP> {
     /// Every walk cache stays with the walker, which makes the whole walk; the front
-    /// holds no cache, only what the walker's memo holds (a fresh memo per split).
-    fn split_front(&mut self) -> Option<Self> {
-        let (guest, host) = (self.guest.vacant()?, self.host.split_front()?);
+    /// holds no cache (the guest's vacant caches, and `host`, what the host table's
+    /// split moved out), only what the walker's memo holds (a fresh memo per split).
+    fn split_front(&mut self, host: HC) -> Self {
         if self.memo.is_empty() {
             self.memo = vec![TablePage::default(); self.memo_mask + 1];
         }
-        Some(NestedWalkCaches {
-            guest,
+        NestedWalkCaches {
+            guest: self.guest.vacant(),
             host,
             ntlb: None,
             ntlb_counters: CacheCounters::default(),
@@ -337,10 +342,7 @@ impl<GC: WalkCaches, HC: WalkCaches, GP: Copy + Default + Send + 'static, HP: Co
             sent: vec![0; self.memo_mask + 1],
             sent_gen: u64::MAX,
             memo_mask: self.memo_mask,
-        })
-    }
-    fn rejoin_front(&mut self, front: Self) {
-        self.host.rejoin_front(front.host);
+        }
     }
 }
 
@@ -467,7 +469,7 @@ pub type NestedRadixPageTable = NestedPageTable<RadixPageTable, RadixPageTable>;
 
 impl<G: FastPaths, H: FastPaths> NestedPageTable<G, H> {
     /// `host` gets the VM's address space here; `kind` names the design in stats.
-    pub fn new(kind: &'static str, guest: G, mut host: H, cfg: &NestedConfig) -> Result<Self> {
+    pub(crate) fn new(kind: &'static str, guest: G, mut host: H, cfg: &NestedConfig) -> Result<Self> {
         let host_size = PageSize::from_bytes(cfg.host_page_size.0).map_err(|m| Error::config("page_table.nested.host_page_size", m))?;
         if host_size != PageSize::K4 && host_size != PageSize::M2 {
             return Err(Error::config("page_table.nested.host_page_size", format!("must be 4K or 2M, not {host_size}")));
@@ -699,10 +701,6 @@ impl<G: FastPaths, H: FastPaths> NestedPageTable<G, H> {
             }
         }
     }
-
-    pub fn host_footprint(&self) -> PtFootprint {
-        self.host.footprint()
-    }
 }
 
 impl<G: FastPaths, H: FastPaths> PageTable for NestedPageTable<G, H> {
@@ -831,6 +829,7 @@ pub struct NestedSplit<GS, HS> {
 impl<G: FastPaths, H: FastPaths> SplitWalk<NestedPageTable<G, H>> for NestedSplit<G::Split, H::Split>
 where
     PathOf<G>: GuestPath,
+    G::Caches: SplitCaches,
 {
     type Path = NestedPiece<PathOf<G>, PathOf<H>>;
     const WITNESS: Option<Self> = match (G::Split::WITNESS, H::Split::WITNESS) {
@@ -924,11 +923,22 @@ where
     fn path_continues(self, p: &Self::Path) -> bool {
         matches!(p, NestedPiece::Guest(_) | NestedPiece::TablePage { .. })
     }
+
+    /// The host table's split divides the host's caches; the guest's stay whole.
+    fn split_caches(self, c: &mut NestedCaches<G, H>) -> NestedCaches<G, H> {
+        let host = self.host.split_caches(&mut c.host);
+        c.split_front(host)
+    }
+
+    fn rejoin_caches(self, c: &mut NestedCaches<G, H>, front: NestedCaches<G, H>) {
+        self.host.rejoin_caches(&mut c.host, front.host);
+    }
 }
 
 impl<G: FastPaths, H: FastPaths> FastPaths for NestedPageTable<G, H>
 where
     PathOf<G>: GuestPath,
+    G::Caches: SplitCaches,
 {
     type Split = NestedSplit<G::Split, H::Split>;
     const PREFETCHES: bool = G::PREFETCHES || H::PREFETCHES;
@@ -989,7 +999,8 @@ pub(crate) mod tests {
             };
             let (mut fused, mut fc, mut fmem) = new();
             let (mut split, mut sc, mut smem) = new();
-            let mut front = sc.split_front().expect("radix-over-radix caches split");
+            let w = crate::pt::split_walk::<NestedRadixPageTable>().expect("radix over radix splits its walk");
+            let mut front = SplitWalk::<NestedRadixPageTable>::split_caches(w, &mut sc);
             assert_eq!(front.probe_latency(), fc.probe_latency());
             assert_eq!(sc.probe_latency(), fc.probe_latency());
             let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(host_page);
@@ -1035,7 +1046,6 @@ pub(crate) mod tests {
                 let asid = if i % 97 == 0 { 5 } else { 0 };
                 let x = fused.walk(asid, va, &mut fc, &mut a);
                 pieces.clear();
-                let w = crate::pt::split_walk::<NestedRadixPageTable>().expect("radix over radix splits its walk");
                 let f = w.full_path(&mut split, asid, va, &mut front, |p| pieces.push(p));
                 let (last, rest) = pieces.split_last().expect("a walk sends at least one piece");
                 let continues = |p| SplitWalk::<NestedRadixPageTable>::path_continues(w, p);
@@ -1053,7 +1063,7 @@ pub(crate) mod tests {
                 assert_eq!(f, x, "{va:#x}");
                 assert_eq!((a.refs(), a.steps()), (b.refs(), b.steps()), "{va:#x}");
             }
-            sc.rejoin_front(front);
+            SplitWalk::<NestedRadixPageTable>::rejoin_caches(w, &mut sc, front);
             assert_eq!(fc.counters(), sc.counters());
             assert_eq!(fused.details(), split.details());
             // The walks exercised every kind of walk cache, and walks in several pieces.

@@ -49,18 +49,18 @@ fn push_entry(path: &mut WalkPath, in_step: bool, pa: u64, what: u8) {
 /// The walk caches of nested ECPT.
 pub struct NestedEcptCaches {
     /// Guest CWCs (PMD + PUD gCWT entries; no PTE gCWT, §4.2).
-    pub gcwc: EcptWalkCaches,
+    pub(crate) gcwc: EcptWalkCaches,
     /// The hCWC of step 3, and of step 1 too when there is no `step1`.
-    pub hcwc: EcptWalkCaches,
+    pub(crate) hcwc: EcptWalkCaches,
     /// The advanced design's step-1 hCWC (PTE entries only, Table 2).
-    pub step1: Option<EcptWalkCaches>,
-    pub stc: ShortcutTranslationCache,
+    pub(crate) step1: Option<EcptWalkCaches>,
+    pub(crate) stc: ShortcutTranslationCache,
 }
 
 impl NestedEcptCaches {
     /// From `[page_table.ecpt]` (the guest's CWCs and the CWC latency) and
     /// `[page_table.nested]` (the host's and the STC).
-    pub fn new(gcwc: EcptWalkCaches, n: &NestedConfig, cwc_latency: u32) -> Result<NestedEcptCaches> {
+    pub(crate) fn new(gcwc: EcptWalkCaches, n: &NestedConfig, cwc_latency: u32) -> Result<NestedEcptCaches> {
         let keys = ["page_table.nested.host_pte_cwc", "page_table.nested.host_pmd_cwc", "page_table.nested.host_pud_cwc"];
         let hcwc = EcptWalkCaches::with_keys([n.host_pte_cwc, n.host_pmd_cwc, n.host_pud_cwc], cwc_latency, keys)?;
         let step1 = if n.step1_host_pte_cwc == 0 {
@@ -110,22 +110,22 @@ impl WalkCaches for NestedEcptCaches {
 
 /// References and events of the walker, by purpose (docs/metrics.md).
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct NestedEcptCounters {
+pub(crate) struct NestedEcptCounters {
     /// hECPT entries read in step 1, gECPT entries in step 2, hECPT entries in step 3.
-    pub step1_hecpt_refs: u64,
-    pub step2_gecpt_refs: u64,
-    pub step3_hecpt_refs: u64,
+    pub(crate) step1_hecpt_refs: u64,
+    pub(crate) step2_gecpt_refs: u64,
+    pub(crate) step3_hecpt_refs: u64,
     /// Background references: hCWT entries fetched on hCWC misses, gCWT entries
     /// fetched on gCWC misses, and the host lookups of those gCWT entries' addresses
     /// (what STC hits save).
-    pub hcwt_fetches: u64,
-    pub gcwt_fetches: u64,
-    pub gcwt_host_refs: u64,
+    pub(crate) hcwt_fetches: u64,
+    pub(crate) gcwt_fetches: u64,
+    pub(crate) gcwt_host_refs: u64,
     /// Step-1 lookups that found a guest page-table page outside a 4K host page while
     /// the walker assumed 4K (0 when the hypervisor backs them with 4K pages).
-    pub pt4k_violations: u64,
+    pub(crate) pt4k_violations: u64,
     /// 2M host pages split to back guest page-table pages with 4K pages.
-    pub host_splits: u64,
+    pub(crate) host_splits: u64,
 }
 
 /// Guest ECPT over host ECPT, with the plain or advanced walker.
@@ -155,7 +155,7 @@ const PT_MEMO: usize = 4096;
 impl NestedEcptPageTable {
     /// `guest` and `host` tables: the host needs a PTE-CWT if PTE-hCWC entries are
     /// configured (`EcptConfig::pte_cwt`).
-    pub fn new(guest: ElasticCuckooPageTable, host: ElasticCuckooPageTable, n: &NestedConfig) -> Result<NestedEcptPageTable> {
+    pub(crate) fn new(guest: ElasticCuckooPageTable, host: ElasticCuckooPageTable, n: &NestedConfig) -> Result<NestedEcptPageTable> {
         if n.adaptive_pte_cwc && n.host_pte_cwc == 0 {
             return Err(Error::config("page_table.nested.adaptive_pte_cwc", "adapts the caching of PTE-hCWT entries: needs host_pte_cwc > 0"));
         }
@@ -279,7 +279,8 @@ impl NestedEcptPageTable {
         p.refs.len() as u64
     }
 
-    pub fn counters(&self) -> &NestedEcptCounters {
+    #[cfg(test)]
+    pub(crate) fn counters(&self) -> &NestedEcptCounters {
         &self.counters
     }
 }

@@ -15,7 +15,7 @@
 //! walk references carry real physical addresses for the cache model.
 
 use super::arena::NodeArena;
-use super::{FastPaths, GuestPath, PageTable, PtFootprint, SplitWalk, Translation, WalkPath};
+use super::{FastPaths, GuestPath, PageTable, PtFootprint, SplitCaches, SplitWalk, Translation, WalkPath};
 use crate::addr::{Asid, PageSize, Perms};
 use crate::error::{Error, Result};
 use crate::mmu::pwc::PageWalkCache;
@@ -231,12 +231,8 @@ impl RadixPageTable {
         self
     }
 
-    pub fn levels(&self) -> u8 {
-        self.levels
-    }
-
     /// Bits of virtual address this table translates (48 or 57).
-    pub fn va_bits(&self) -> u32 {
+    pub(crate) fn va_bits(&self) -> u32 {
         level_shift(self.levels) + 9
     }
 
@@ -373,17 +369,6 @@ impl RadixPageTable {
             idx = (e >> 12) as u32;
             level -= 1;
         }
-    }
-
-    /// Physical addresses of the table nodes on the path to `va`'s entry, root first
-    /// (as far as the path exists). Nested paging backs these frames in the host.
-    pub fn path_frames(&self, asid: Asid, va: u64, out: &mut [u64; 5]) -> usize {
-        let mut nodes = [(0u32, 0u8); 5];
-        let (n, _) = self.path(asid, va, &mut nodes);
-        for k in 0..n {
-            out[k] = self.meta[nodes[k].0 as usize].pa;
-        }
-        n
     }
 
     /// Nodes on the path to the entry covering `va`, root first, with the level of each,
@@ -636,6 +621,14 @@ impl SplitWalk<RadixPageTable> for RadixSplit {
     #[inline(always)]
     fn path_continues(self, _full: &RadixPath) -> bool {
         false
+    }
+
+    fn split_caches(self, pwc: &mut PageWalkCache) -> PageWalkCache {
+        pwc.split_front()
+    }
+
+    fn rejoin_caches(self, pwc: &mut PageWalkCache, front: PageWalkCache) {
+        pwc.rejoin_front(front)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::os::buddy::{BuddyAllocator, FrameUse};
 use std::collections::HashMap;
 
-pub struct Slab {
+pub(crate) struct Slab {
     obj_bytes: u64,
     per_frame: u64,
     /// Live objects per frame.
@@ -18,12 +18,12 @@ pub struct Slab {
 
 impl Slab {
     /// Objects of `obj_bytes` (at most 4096), packed into frames.
-    pub fn new(obj_bytes: u64) -> Slab {
+    pub(crate) fn new(obj_bytes: u64) -> Slab {
         assert!(obj_bytes > 0 && obj_bytes <= 4096);
         Slab { obj_bytes, per_frame: 4096 / obj_bytes, frames: HashMap::new(), free: Vec::new() }
     }
 
-    pub fn alloc(&mut self, mem: &mut BuddyAllocator) -> Result<u64> {
+    pub(crate) fn alloc(&mut self, mem: &mut BuddyAllocator) -> Result<u64> {
         if self.free.is_empty() {
             let f = mem.alloc(PageSize::K4, FrameUse::PageTable)?;
             self.frames.insert(f, 0);
@@ -34,7 +34,7 @@ impl Slab {
         Ok(pa)
     }
 
-    pub fn free(&mut self, mem: &mut BuddyAllocator, pa: u64) {
+    pub(crate) fn free(&mut self, mem: &mut BuddyAllocator, pa: u64) {
         let frame = pa & !4095;
         let live = {
             let n = self.frames.get_mut(&frame).expect("object of this slab");
@@ -52,7 +52,7 @@ impl Slab {
     }
 
     /// Bytes of simulated memory held (whole frames).
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.frames.len() as u64 * 4096
     }
 }

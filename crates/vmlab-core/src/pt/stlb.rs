@@ -89,7 +89,7 @@ impl<P: PageTable> SoftwareTlb<P> {
     }
 
     /// As `new`, for a configuration found at `key` (errors name its keys).
-    pub fn configured_at(inner: P, cfg: &StlbConfig, key: &str) -> Result<SoftwareTlb<P>> {
+    pub(crate) fn configured_at(inner: P, cfg: &StlbConfig, key: &str) -> Result<SoftwareTlb<P>> {
         if cfg.entries == 0 || !cfg.entries.is_power_of_two() || cfg.entries > crate::mmu::assoc::MAX_ENTRIES {
             return Err(Error::config(format!("{key}.entries"), "must be a power of two, at most 2^26"));
         }

@@ -7,11 +7,11 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalkRef {
     /// Physical byte address read.
-    pub pa: u64,
+    pub(crate) pa: u64,
     /// Sequential step this reference belongs to (0-based).
     pub step: u16,
     /// What was read, kind-specific (radix: the level of the entry, 1 = leaf).
-    pub what: u8,
+    pub(crate) what: u8,
 }
 
 /// A reusable buffer for the references of one walk; clearing keeps the allocation, so
@@ -38,7 +38,7 @@ pub struct WalkPath {
 
 impl WalkRef {
     /// Marks a reference whose `pa` is a virtual address (linear virtual arrays).
-    pub const VIRTUAL: u8 = u8::MAX;
+    pub(crate) const VIRTUAL: u8 = u8::MAX;
 }
 
 impl WalkPath {
@@ -56,55 +56,55 @@ impl WalkPath {
     }
     /// Charge cycles that are not memory references (e.g. entering a software handler).
     #[inline]
-    pub fn add_cycles(&mut self, c: u64) {
+    pub(crate) fn add_cycles(&mut self, c: u64) {
         self.extra_cycles += c;
     }
-    pub fn extra_cycles(&self) -> u64 {
+    pub(crate) fn extra_cycles(&self) -> u64 {
         self.extra_cycles
     }
     /// Add a reference as a new sequential step.
     #[inline(always)]
-    pub fn push_step(&mut self, pa: u64, what: u8) {
+    pub(crate) fn push_step(&mut self, pa: u64, what: u8) {
         self.refs.push(WalkRef { pa, step: self.steps as u16, what });
         self.steps += 1;
     }
     /// Add a reference to a *virtual* address as a new step (the MMU translates it,
     /// possibly through a nested walk, before reading).
     #[inline(always)]
-    pub fn push_virtual_step(&mut self, va: u64) {
+    pub(crate) fn push_virtual_step(&mut self, va: u64) {
         self.push_step(va, WalkRef::VIRTUAL);
         self.virtual_refs = true;
     }
     /// Whether every step is one reference (made by `push_step`): reference i is
     /// step i.
     #[inline(always)]
-    pub fn one_ref_per_step(&self) -> bool {
+    pub(crate) fn one_ref_per_step(&self) -> bool {
         !self.opened_steps
     }
     /// Whether some reference is to a virtual address.
     #[inline(always)]
-    pub fn has_virtual_refs(&self) -> bool {
+    pub(crate) fn has_virtual_refs(&self) -> bool {
         self.virtual_refs
     }
     /// Begin a new step whose references are pushed with [`WalkPath::push_parallel`].
     #[inline(always)]
-    pub fn begin_step(&mut self) {
+    pub(crate) fn begin_step(&mut self) {
         self.steps += 1;
         self.opened_steps = true;
     }
     /// Add a reference to the step opened by the last `begin_step`.
     #[inline(always)]
-    pub fn push_parallel(&mut self, pa: u64, what: u8) {
+    pub(crate) fn push_parallel(&mut self, pa: u64, what: u8) {
         debug_assert!(self.steps > 0, "push_parallel before begin_step");
         self.refs.push(WalkRef { pa, step: (self.steps - 1) as u16, what });
     }
     /// Add a physical reference made in the background (see `background`).
     #[inline(always)]
-    pub fn push_background(&mut self, pa: u64) {
+    pub(crate) fn push_background(&mut self, pa: u64) {
         self.background.push(pa);
     }
     #[inline(always)]
-    pub fn background(&self) -> &[u64] {
+    pub(crate) fn background(&self) -> &[u64] {
         &self.background
     }
     #[inline(always)]

@@ -10,14 +10,14 @@ use std::time::Instant;
 /// One benchmark, run `runs.len()` times: `seconds` and `millions_per_second` are the
 /// best run's (a noisy host only ever slows a run down), `median_seconds` the median's.
 #[derive(Debug, serde::Serialize)]
-pub struct BenchRow {
-    pub name: String,
-    pub items: u64,
-    pub unit: String,
-    pub seconds: f64,
-    pub millions_per_second: f64,
-    pub median_seconds: f64,
-    pub runs: Vec<f64>,
+pub(crate) struct BenchRow {
+    pub(crate) name: String,
+    pub(crate) items: u64,
+    pub(crate) unit: String,
+    pub(crate) seconds: f64,
+    pub(crate) millions_per_second: f64,
+    pub(crate) median_seconds: f64,
+    pub(crate) runs: Vec<f64>,
 }
 
 /// Run `bench` (which returns the items it processed and its seconds) `repeat` times.
@@ -48,7 +48,7 @@ fn simulate(cfg: &Config, spec: &SourceSpec) -> Result<(u64, f64)> {
 }
 
 /// Peak resident memory of this process, from /proc (Linux), in bytes.
-pub fn peak_rss_bytes() -> Option<u64> {
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -62,7 +62,7 @@ const SAMPLED: &str = "time.sampling.period=100000";
 /// Every benchmark whose name contains `only` (all if None), each run `repeat` times (on
 /// a noisy host, the best of several runs is the machine's speed; the median shows the
 /// noise).
-pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Vec<BenchRow>> {
+pub(crate) fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Vec<BenchRow>> {
     let scale: u64 = if quick { 1 } else { 10 };
     let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
     let mut rows = Vec::new();
@@ -125,7 +125,7 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
     let gups = workload("gups", &[("footprint", "64M".into()), ("accesses", (5_000_000 * scale).to_string())]);
     row("gups 64M, combined", "accesses", &mut || simulate(&combined, &gups))?;
 
-    // 5. Page-size policy bookkeeping (issue 4's "within 2x of the 4K run"): Romer's
+    // 5. Page-size policy bookkeeping (the target: within 2x of the 4K run): Romer's
     //    32-entry TLBs on a dense TLB-bound GUPS, fixed 4K pages vs the charge-driven
     //    policies.
     let gups = workload("gups", &[("footprint", "256M".into()), ("accesses", (1_000_000 * scale).to_string())]);
@@ -133,7 +133,7 @@ pub fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Result<Ve
         let cfg = Config::load("romer", &[format!("os.policy.kind=\"{kind}\"")])?;
         row(&format!("gups 256M, romer {kind}"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
-    // 6. Nested translation (issue 3's "≥ 5 M accesses/s on GUPS"): the ASPLOS'22
+    // 6. Nested translation (the target: ≥ 5 M accesses/s on GUPS): the ASPLOS'22
     //    preset, a guest GUPS over 1 GiB, under nested radix and nested ECPT.
     let gups = workload("gups", &[("footprint", "1G".into()), ("accesses", (1_000_000 * scale).to_string())]);
     for kind in ["nested-radix", "nested-ecpt"] {

@@ -24,14 +24,14 @@ use serde_json::{json, Map, Value};
 /// How the run's source is described in the stats document.
 #[derive(Clone, Debug, Default)]
 pub struct SourceInfo {
-    pub kind: String,
-    pub name: String,
-    pub params: Value,
-    pub content_hash: Option<String>,
+    pub(crate) kind: String,
+    pub(crate) name: String,
+    pub(crate) params: Value,
+    pub(crate) content_hash: Option<String>,
 }
 
 /// One pass over a source, and OFFLINE's plan going in (second pass) or out (first).
-pub struct Pass<'a> {
+pub(crate) struct Pass<'a> {
     src: &'a mut dyn TraceSource,
     plan: Option<OfflinePlan>,
     plan_out: Option<OfflinePlan>,
@@ -48,7 +48,7 @@ pub fn run(cfg: &Config, src: &mut dyn TraceSource, info: &SourceInfo, on_batch:
 
 /// Simulate the source `open` opens (once, or twice for OFFLINE, Romer §3.4.1: a first
 /// pass collects the charges, the second runs with the superpages they justify).
-pub fn run_source(
+pub(crate) fn run_source(
     cfg: &Config,
     open: &mut dyn FnMut() -> Result<Box<dyn TraceSource + Send>>,
     info: &SourceInfo,
@@ -200,7 +200,7 @@ where
 
     fn finish(mut self: Box<Self>, meta: &TraceMeta) -> Result<(Value, Option<OfflinePlan>)> {
         self.engine.finish()?;
-        let plan = self.engine.os.policy.offline_plan(&self.cfg);
+        let plan = self.engine.os.policy.offline_plan(&self.cfg.os.policy);
         Ok((document(&self.cfg, &self.engine, meta, &self.info), plan))
     }
 }
@@ -363,7 +363,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// Assemble the stats document of a finished engine.
-pub fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
+pub(crate) fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMeta, info: &SourceInfo) -> Value {
     let mut tlb = Map::new();
     for t in &e.mmu().tlbs.tlbs {
         let c = &t.counters;

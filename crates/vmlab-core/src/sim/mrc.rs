@@ -59,15 +59,15 @@ pub struct MrcPoint {
     pub ways: usize,
     pub entries: usize,
     pub misses: u64,
-    pub miss_rate: f64,
+    pub(crate) miss_rate: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MissRatioCurves {
-    pub page_size: String,
-    pub side: Side,
+    pub(crate) page_size: String,
+    pub(crate) side: Side,
     pub references: u64,
-    pub distinct_pages: u64,
+    pub(crate) distinct_pages: u64,
     /// Fully associative LRU, at every power-of-two size up to `max_entries`.
     pub fully_associative: Vec<MrcPoint>,
     /// For each requested set count, every associativity 1..=max_ways.
@@ -76,10 +76,10 @@ pub struct MissRatioCurves {
 
 /// Most stack entries the set-associative curves keep, over every set count (2^26, as
 /// for a TLB's entries).
-pub const MAX_SET_ENTRIES: usize = 1 << 26;
+pub(crate) const MAX_SET_ENTRIES: usize = 1 << 26;
 
 /// Compute the curves over `src` in one pass.
-pub fn miss_ratio_curves(src: &mut dyn TraceSource, opts: &MrcOptions) -> Result<MissRatioCurves> {
+pub(crate) fn miss_ratio_curves(src: &mut dyn TraceSource, opts: &MrcOptions) -> Result<MissRatioCurves> {
     for &s in &opts.sets {
         if s == 0 || !s.is_power_of_two() {
             return Err(Error::arg("--sets", format!("{s} is not a power of two")));

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 
 /// Bytes per instruction: ip u64, is_branch u8, branch_taken u8, destination_registers
 /// [u8; 2], source_registers [u8; 4], destination_memory [u64; 2], source_memory [u64; 4].
-pub const INSTR_BYTES: usize = 64;
+pub(crate) const INSTR_BYTES: usize = 64;
 /// Instruction size assumed for fetches (ChampSim records no length).
-pub const FETCH_SIZE: u16 = 4;
+pub(crate) const FETCH_SIZE: u16 = 4;
 /// Byte offsets of an `input_instr`'s fields.
 const DST_REGS: usize = 10;
 const SRC_REGS: usize = 12;
@@ -27,9 +27,9 @@ const SRC_MEM: usize = 32;
 /// Registers ChampSim gives a meaning (its `trace_instruction.h`; Pin's numbering): an
 /// instruction writing the instruction pointer is a branch, and the stack pointer and
 /// flags tell the branch's kind.
-pub const REG_STACK_POINTER: u8 = 6;
-pub const REG_FLAGS: u8 = 25;
-pub const REG_INSTRUCTION_POINTER: u8 = 26;
+pub(crate) const REG_STACK_POINTER: u8 = 6;
+pub(crate) const REG_FLAGS: u8 = 25;
+pub(crate) const REG_INSTRUCTION_POINTER: u8 = 26;
 
 /// Which load produced each architectural register's value, for the importer: the
 /// load's number among the reads emitted so far (1-based), 0 for none.
@@ -196,7 +196,7 @@ const LOAD_REGS: [u8; LOAD_REGISTERS] = {
 /// Instructions with no fetch record behind them (ticks, and every access of a trace
 /// without fetches) take their ips from a loop of this many 4-byte slots at this base.
 pub const SYNTHETIC_IP_BASE: u64 = 0x40_0000;
-pub const SYNTHETIC_IP_SLOTS: u64 = 1024;
+pub(crate) const SYNTHETIC_IP_SLOTS: u64 = 1024;
 
 /// Writes a record stream as ChampSim `input_instr` records (docs/importers.md,
 /// "Writing ChampSim traces"): one instruction per fetch and per ticked instruction, an

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// A file's compression, by magic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Compression {
+pub(crate) enum Compression {
     None,
     Gzip,
     Xz,
@@ -35,11 +35,11 @@ impl Compression {
     ];
 
     /// The compression whose magic `head` starts with; [`Compression::None`] otherwise.
-    pub fn sniff(head: &[u8]) -> Compression {
+    pub(crate) fn sniff(head: &[u8]) -> Compression {
         Self::MAGICS.iter().find(|(_, m)| head.starts_with(m)).map_or(Compression::None, |&(c, _)| c)
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Compression::None => "none",
             Compression::Gzip => "gzip",
@@ -54,12 +54,12 @@ impl Compression {
 }
 
 /// The streams vmlab decompresses itself, for errors.
-pub const STREAMED: &str = "plain, gzip, xz or zstd";
+pub(crate) const STREAMED: &str = "plain, gzip, xz or zstd";
 
 /// `input`, decompressed as its first bytes say, and the compression found. `path`
 /// names it in errors; `accepted` says what the importer reads, for the error that
 /// names a compression vmlab does not read ("ChampSim traces plain, gzip, xz or zstd").
-pub fn open_stream<R: Read + Send + 'static>(input: R, path: &Path, accepted: &str) -> Result<(Compression, Box<dyn Read + Send>)> {
+pub(crate) fn open_stream<R: Read + Send + 'static>(input: R, path: &Path, accepted: &str) -> Result<(Compression, Box<dyn Read + Send>)> {
     let mut f = BufReader::with_capacity(1 << 20, input);
     let c = Compression::sniff(f.fill_buf().map_err(|e| Error::io(path, e))?);
     let stream: Box<dyn Read + Send> = match c {
@@ -74,7 +74,7 @@ pub fn open_stream<R: Read + Send + 'static>(input: R, path: &Path, accepted: &s
 }
 
 /// The error for a compression vmlab does not read.
-pub fn unread(path: &Path, c: Compression, accepted: &str) -> Error {
+pub(crate) fn unread(path: &Path, c: Compression, accepted: &str) -> Error {
     let msg = format!("{}-compressed; vmlab reads {accepted} (decompress it first)", c.name());
     Error::Trace { file: path.to_path_buf(), offset: 0, msg }
 }

@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 
 /// Bytes per `trace_entry_t` (packed; the same for every version and architecture
 /// vmlab reads: 64-bit traces).
-pub const ENTRY_BYTES: usize = 12;
+pub(crate) const ENTRY_BYTES: usize = 12;
 /// Most trace files one directory may hold (each is read at once, with its own
 /// buffer): a directory with more is an error, not unbounded host memory.
-pub const MAX_FILES: usize = 4096;
+pub(crate) const MAX_FILES: usize = 4096;
 /// The trace versions vmlab reads (`TRACE_ENTRY_VERSION_*`): 1 (legacy) to 7 (retired
 /// instructions only). Their records are alike; later versions add types and markers.
 const VERSIONS: std::ops::RangeInclusive<u64> = 1..=7;
@@ -35,51 +35,51 @@ const BUF_BYTES: usize = 16 * 1024;
 
 /// `trace_type_t` values (DynamoRIO's `trace_entry.h`).
 mod ty {
-    pub const READ: u16 = 0;
-    pub const WRITE: u16 = 1;
-    pub const INSTR: u16 = 10;
-    pub const INSTR_RETURN: u16 = 16;
-    pub const INSTR_BUNDLE: u16 = 17;
-    pub const INSTR_FLUSH: u16 = 18;
-    pub const DATA_FLUSH_END: u16 = 21;
-    pub const THREAD: u16 = 22;
-    pub const THREAD_EXIT: u16 = 23;
-    pub const PID: u16 = 24;
-    pub const HEADER: u16 = 25;
-    pub const FOOTER: u16 = 26;
-    pub const HARDWARE_PREFETCH: u16 = 27;
-    pub const MARKER: u16 = 28;
-    pub const INSTR_NO_FETCH: u16 = 29;
-    pub const INSTR_MAYBE_FETCH: u16 = 30;
-    pub const INSTR_SYSENTER: u16 = 31;
-    pub const PREFETCH_READ_L1_NT: u16 = 32;
-    pub const PREFETCH_WRITE_L3_NT: u16 = 46;
-    pub const ENCODING: u16 = 47;
-    pub const INSTR_TAKEN_JUMP: u16 = 48;
-    pub const INSTR_UNTAKEN_JUMP: u16 = 49;
+    pub(crate) const READ: u16 = 0;
+    pub(crate) const WRITE: u16 = 1;
+    pub(crate) const INSTR: u16 = 10;
+    pub(crate) const INSTR_RETURN: u16 = 16;
+    pub(crate) const INSTR_BUNDLE: u16 = 17;
+    pub(crate) const INSTR_FLUSH: u16 = 18;
+    pub(crate) const DATA_FLUSH_END: u16 = 21;
+    pub(crate) const THREAD: u16 = 22;
+    pub(crate) const THREAD_EXIT: u16 = 23;
+    pub(crate) const PID: u16 = 24;
+    pub(crate) const HEADER: u16 = 25;
+    pub(crate) const FOOTER: u16 = 26;
+    pub(crate) const HARDWARE_PREFETCH: u16 = 27;
+    pub(crate) const MARKER: u16 = 28;
+    pub(crate) const INSTR_NO_FETCH: u16 = 29;
+    pub(crate) const INSTR_MAYBE_FETCH: u16 = 30;
+    pub(crate) const INSTR_SYSENTER: u16 = 31;
+    pub(crate) const PREFETCH_READ_L1_NT: u16 = 32;
+    pub(crate) const PREFETCH_WRITE_L3_NT: u16 = 46;
+    pub(crate) const ENCODING: u16 = 47;
+    pub(crate) const INSTR_TAKEN_JUMP: u16 = 48;
+    pub(crate) const INSTR_UNTAKEN_JUMP: u16 = 49;
 }
 
 /// `trace_marker_type_t` values (a MARKER record's size field).
 mod marker {
-    pub const TIMESTAMP: u16 = 2;
-    pub const FILETYPE: u16 = 9;
-    pub const PAGE_SIZE: u16 = 18;
-    pub const SYSCALL_TRACE_START: u16 = 27;
-    pub const SYSCALL_TRACE_END: u16 = 28;
-    pub const CONTEXT_SWITCH_START: u16 = 34;
-    pub const CONTEXT_SWITCH_END: u16 = 35;
+    pub(crate) const TIMESTAMP: u16 = 2;
+    pub(crate) const FILETYPE: u16 = 9;
+    pub(crate) const PAGE_SIZE: u16 = 18;
+    pub(crate) const SYSCALL_TRACE_START: u16 = 27;
+    pub(crate) const SYSCALL_TRACE_END: u16 = 28;
+    pub(crate) const CONTEXT_SWITCH_START: u16 = 34;
+    pub(crate) const CONTEXT_SWITCH_END: u16 = 35;
 }
 
 /// `offline_file_type_t` bits (the FILETYPE marker's value).
 mod filetype {
     /// Data references filtered by an online cache, or instructions, or both: the
     /// trace holds a cache's misses, not the program's references.
-    pub const FILTERED: u64 = 0x01 | 0x80 | 0x100 | 0x2000;
-    pub const ARCH_AARCH64: u64 = 0x08;
-    pub const ARCH_ARM32: u64 = 0x10;
-    pub const ARCH_X86_32: u64 = 0x20;
-    pub const ARCH_X86_64: u64 = 0x40;
-    pub const ARCH_REGDEPS: u64 = 0x20000;
+    pub(crate) const FILTERED: u64 = 0x01 | 0x80 | 0x100 | 0x2000;
+    pub(crate) const ARCH_AARCH64: u64 = 0x08;
+    pub(crate) const ARCH_ARM32: u64 = 0x10;
+    pub(crate) const ARCH_X86_32: u64 = 0x20;
+    pub(crate) const ARCH_X86_64: u64 = 0x40;
+    pub(crate) const ARCH_REGDEPS: u64 = 0x20000;
 }
 
 /// What a record type is to vmlab.

@@ -9,56 +9,56 @@ use std::collections::{BTreeMap, HashSet};
 
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RecordCounts {
-    pub records: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub fetches: u64,
+    pub(crate) records: u64,
+    pub(crate) reads: u64,
+    pub(crate) writes: u64,
+    pub(crate) fetches: u64,
     /// Accesses by what the trace says their address depends on (`Access.dep`): an
     /// earlier load, none, or nothing said.
     pub dependent: u64,
     pub independent: u64,
     pub unknown_deps: u64,
-    pub ticks: u64,
-    pub mmap: u64,
-    pub munmap: u64,
-    pub mprotect: u64,
-    pub brk: u64,
-    pub fork: u64,
-    pub exit: u64,
-    pub context_switch: u64,
+    pub(crate) ticks: u64,
+    pub(crate) mmap: u64,
+    pub(crate) munmap: u64,
+    pub(crate) mprotect: u64,
+    pub(crate) brk: u64,
+    pub(crate) fork: u64,
+    pub(crate) exit: u64,
+    pub(crate) context_switch: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct VmaInfo {
-    pub start: u64,
-    pub end: u64,
-    pub prot: String,
-    pub shared: bool,
-    pub file: bool,
+pub(crate) struct VmaInfo {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) prot: String,
+    pub(crate) shared: bool,
+    pub(crate) file: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ProcessInfo {
-    pub accesses: u64,
+pub(crate) struct ProcessInfo {
+    pub(crate) accesses: u64,
     /// Distinct 4 KiB pages touched.
-    pub pages_4k: u64,
+    pub(crate) pages_4k: u64,
     /// Regions left at the end of the trace (from mmap/munmap/mprotect/brk events).
-    pub vmas: Vec<VmaInfo>,
+    pub(crate) vmas: Vec<VmaInfo>,
     /// Accesses that fell outside every region the trace announced.
-    pub accesses_outside_vmas: u64,
+    pub(crate) accesses_outside_vmas: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TraceInfo {
-    pub source: String,
-    pub command: Vec<String>,
+    pub(crate) source: String,
+    pub(crate) command: Vec<String>,
     pub counts: RecordCounts,
     /// Σ ticks + fetches.
-    pub instructions: u64,
-    pub processes: BTreeMap<u32, ProcessInfo>,
+    pub(crate) instructions: u64,
+    pub(crate) processes: BTreeMap<u32, ProcessInfo>,
     /// Distinct pages touched, per page size, over all processes.
-    pub pages_touched: BTreeMap<String, u64>,
-    pub footprint_bytes: u64,
+    pub(crate) pages_touched: BTreeMap<String, u64>,
+    pub(crate) footprint_bytes: u64,
 }
 
 const HIST_SIZES: [u8; 3] = [12, 21, 30];

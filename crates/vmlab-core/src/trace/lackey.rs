@@ -58,12 +58,13 @@ impl<R: BufRead> LackeyReader<R> {
         }
     }
 
+    #[cfg(test)]
     /// The process this log belongs to, once its banner has been read.
-    pub fn banner_pid(&self) -> Option<Pid> {
+    pub(crate) fn banner_pid(&self) -> Option<Pid> {
         self.banner_pid
     }
     /// The parent of that process, from the banner's `Parent PID:` line.
-    pub fn parent_pid(&self) -> Option<Pid> {
+    pub(crate) fn parent_pid(&self) -> Option<Pid> {
         self.parent_pid
     }
 

@@ -70,7 +70,7 @@ impl Default for LiveOptions {
 impl LiveOptions {
     /// The engine that will trace `cmd`: `Auto` becomes QEMU if it can run here, else
     /// lackey (with a note on stderr saying why).
-    pub fn engine_for(&self, cmd: &[String]) -> Engine {
+    pub(crate) fn engine_for(&self, cmd: &[String]) -> Engine {
         if self.engine != Engine::Auto {
             return self.engine;
         }
@@ -105,15 +105,15 @@ impl LiveOptions {
 pub struct LiveSummary {
     /// Exit status of the traced command (the engine passes it through).
     pub exit_code: i32,
-    pub records: u64,
+    pub(crate) records: u64,
     /// Processes seen (in the order they were first seen).
     pub processes: Vec<Pid>,
     /// `lackey` or `qemu`, and that program's version.
-    pub engine: String,
-    pub engine_version: String,
+    pub(crate) engine: String,
+    pub(crate) engine_version: String,
     /// Programs exec'd by a traced process that ran untraced (the QEMU engine follows
     /// forks, not execs).
-    pub untraced_execs: u64,
+    pub(crate) untraced_execs: u64,
 }
 
 enum Msg {
@@ -361,21 +361,21 @@ fn run_and_merge(cmd: &[String], opts: &LiveOptions, dir: &Path, sink: &mut dyn 
 /// simulation error downstream): the tracer must not run on, reparented to init, once
 /// vmlab is gone. Both engines use it.
 pub(crate) struct Reaper {
-    pub child: std::process::Child,
+    pub(crate) child: std::process::Child,
     /// Every traced process seen so far (a followed child runs a tracer of its own).
-    pub pids: BTreeSet<Pid>,
+    pub(crate) pids: BTreeSet<Pid>,
     /// Seen processes that no longer run the tracer but are still the command's (the
     /// QEMU engine's processes that exec'd a program natively).
-    pub also: BTreeSet<Pid>,
+    pub(crate) also: BTreeSet<Pid>,
     /// What a traced process's executable is named after (`valgrind`, `qemu`).
-    pub tracer: &'static str,
+    pub(crate) tracer: &'static str,
     /// Raised when tracing stops, for the engine's reader threads.
-    pub stop: Arc<AtomicBool>,
-    pub finished: bool,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) finished: bool,
 }
 
 impl Reaper {
-    pub fn new(child: std::process::Child, tracer: &'static str) -> Reaper {
+    pub(crate) fn new(child: std::process::Child, tracer: &'static str) -> Reaper {
         Reaper { child, pids: BTreeSet::new(), also: BTreeSet::new(), tracer, stop: Arc::new(AtomicBool::new(false)), finished: false }
     }
 }

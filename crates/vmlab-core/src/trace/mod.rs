@@ -64,7 +64,7 @@ impl VecSource {
     pub fn new(source: &str, records: Vec<Record>) -> VecSource {
         VecSource { meta: TraceMeta { source: source.into(), ..Default::default() }, records, pos: 0 }
     }
-    pub fn meta_mut(&mut self) -> &mut TraceMeta {
+    pub(crate) fn meta_mut(&mut self) -> &mut TraceMeta {
         &mut self.meta
     }
 }

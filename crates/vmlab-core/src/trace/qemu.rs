@@ -26,15 +26,15 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The plugin's file name, as cargo builds it.
-pub const PLUGIN_FILE: &str = "libvmlab_qemu.so";
+pub(crate) const PLUGIN_FILE: &str = "libvmlab_qemu.so";
 
 /// The QEMU user-mode emulator for this host's architecture.
-pub fn default_qemu() -> String {
+pub(crate) fn default_qemu() -> String {
     format!("qemu-{}", std::env::consts::ARCH)
 }
 
 /// `qemu --version`'s first line, or an error saying how to install it.
-pub fn qemu_version(qemu: &str) -> Result<String> {
+pub(crate) fn qemu_version(qemu: &str) -> Result<String> {
     match Command::new(qemu).arg("--version").stdin(Stdio::null()).output() {
         Ok(o) => Ok(String::from_utf8_lossy(&o.stdout).lines().next().unwrap_or("").trim().to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Tracing(format!("{qemu} not found; install it (apt-get install qemu-user)"))),
@@ -45,7 +45,7 @@ pub fn qemu_version(qemu: &str) -> Result<String> {
 /// Where the plugin is: `explicit`, else `$VMLAB_QEMU_PLUGIN`, else beside the running
 /// executable (cargo puts it beside the `vmlab` binary; the Python package sets the
 /// variable to its own copy).
-pub fn find_plugin(explicit: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn find_plugin(explicit: Option<&Path>) -> Result<PathBuf> {
     let candidate = explicit
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os("VMLAB_QEMU_PLUGIN").filter(|v| !v.is_empty()).map(PathBuf::from))
@@ -79,7 +79,7 @@ const MAX_INTERPRETERS: usize = 4;
 /// The command as QEMU must be given it: the program's path found on `$PATH`, and a
 /// `#!` script run by its interpreter (QEMU loads ELF programs only). An error says why
 /// the command cannot start.
-pub fn resolve_command(cmd: &[String]) -> Result<Vec<String>> {
+pub(crate) fn resolve_command(cmd: &[String]) -> Result<Vec<String>> {
     resolve(cmd, 0).map_err(|why| Error::Tracing(format!("`{}` did not start under qemu: {why}; no trace written", cmd.join(" "))))
 }
 
@@ -127,7 +127,7 @@ fn resolve(cmd: &[String], depth: usize) -> std::result::Result<Vec<String>, Str
 
 /// Whether `cmd` is a `#!` script (QEMU would run its interpreter; the programs a script
 /// runs are exec'd, which the QEMU engine does not follow).
-pub fn is_script(cmd: &[String]) -> bool {
+pub(crate) fn is_script(cmd: &[String]) -> bool {
     let Some(path) = cmd.first().and_then(|p| find_program(p)) else { return false };
     let mut head = [0u8; 2];
     std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head == *b"#!"
@@ -144,7 +144,7 @@ fn find_program(prog: &str) -> Option<PathBuf> {
 }
 
 /// Run `cmd` under QEMU with the plugin and hand its records to `sink` in batches.
-pub fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[Record]) -> Result<()>) -> Result<LiveSummary> {
+pub(crate) fn trace_command(cmd: &[String], opts: &LiveOptions, sink: &mut dyn FnMut(&[Record]) -> Result<()>) -> Result<LiveSummary> {
     let version = qemu_version(&opts.qemu)?;
     let plugin = find_plugin(opts.qemu_plugin.as_deref())?;
     let argv = resolve_command(cmd)?;
@@ -215,10 +215,10 @@ pub struct Decoder {
     /// Processes whose last word was an exec: gone, unless they write again.
     exec_pending: BTreeSet<Pid>,
     /// Processes in the order they were first seen.
-    pub seen: Vec<Pid>,
-    pub records: u64,
+    pub(crate) seen: Vec<Pid>,
+    pub(crate) records: u64,
     /// Processes whose exec succeeded: the programs they started ran untraced.
-    pub untraced_execs: u64,
+    pub(crate) untraced_execs: u64,
     /// Bytes of the stream read so far (for errors).
     offset: u64,
     batch: Vec<Record>,

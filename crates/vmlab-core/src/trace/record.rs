@@ -18,7 +18,7 @@ impl MapFlags {
     pub const fn contains(self, o: MapFlags) -> bool {
         self.0 & o.0 == o.0
     }
-    pub const fn union(self, o: MapFlags) -> MapFlags {
+    pub(crate) const fn union(self, o: MapFlags) -> MapFlags {
         MapFlags(self.0 | o.0)
     }
 }
@@ -49,7 +49,7 @@ impl Dep {
     /// The address depends on no earlier load.
     pub const NONE: Dep = Dep(u8::MAX);
     /// The farthest producer a dependence can name, in loads back.
-    pub const MAX_DISTANCE: u64 = 254;
+    pub(crate) const MAX_DISTANCE: u64 = 254;
 
     /// The address depends on the `k`-th most recent load (read) of the same process
     /// (`k` = 1: the previous one). A producer farther back than
@@ -148,6 +148,6 @@ impl Record {
 /// POSIX PROT_* bits as they appear in Mmap/Mprotect records.
 pub mod prot {
     pub const READ: u8 = 1;
-    pub const WRITE: u8 = 2;
+    pub(crate) const WRITE: u8 = 2;
     pub const EXEC: u8 = 4;
 }

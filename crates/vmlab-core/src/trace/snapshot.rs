@@ -15,7 +15,7 @@ const MAX_SCAN_PAGES: u64 = 1 << 26;
 
 /// Records describing process `pid`: an Mmap per VMA, then a 1-byte read of each
 /// resident page.
-pub fn snapshot(pid: u32) -> Result<VecSource> {
+pub(crate) fn snapshot(pid: u32) -> Result<VecSource> {
     let maps_path = PathBuf::from(format!("/proc/{pid}/maps"));
     let maps = std::fs::read_to_string(&maps_path).map_err(|e| Error::io(&maps_path, e))?;
     let pm_path = PathBuf::from(format!("/proc/{pid}/pagemap"));

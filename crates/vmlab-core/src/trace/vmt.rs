@@ -12,12 +12,12 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-pub const MAGIC: &[u8; 8] = b"VMLABTRC";
+pub(crate) const MAGIC: &[u8; 8] = b"VMLABTRC";
 /// The version the writer writes.
-pub const VERSION: u16 = 2;
+pub(crate) const VERSION: u16 = 2;
 /// The oldest version the reader reads: version 1 has no dependences (every access is
 /// [`Dep::UNKNOWN`]) and tag bit 7 must be 0.
-pub const OLDEST_VERSION: u16 = 1;
+pub(crate) const OLDEST_VERSION: u16 = 1;
 /// Records per block.
 pub const BLOCK_RECORDS: usize = 1 << 16;
 const TAG_BLOCK: u8 = b'B';
@@ -225,7 +225,7 @@ impl VmtWriter {
     }
 
     #[inline]
-    pub fn write(&mut self, r: &Record) -> Result<()> {
+    pub(crate) fn write(&mut self, r: &Record) -> Result<()> {
         encode(r, &mut self.state, &mut self.raw);
         self.in_block += 1;
         self.total += 1;

@@ -159,7 +159,7 @@ fn single_tlb_config(entries: usize, ways: usize) -> Vec<String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::common::proptest_config(48))]
     /// A single-level LRU data TLB (4K pages, fully or set associative) gives exactly
     /// the lookups and misses of the reference model.
     #[test]
@@ -239,7 +239,7 @@ fn reference_two_level(vpns: &[u64], l1: (usize, usize), l2: (usize, usize)) -> 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(crate::common::proptest_config(32))]
     #[test]
     fn two_level_lru_hierarchy_matches_reference(
         pages in proptest::collection::vec(0u64..64, 1..1500),
@@ -542,7 +542,7 @@ fn khugepaged_collapses_populated_regions_by_copying() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::common::proptest_config(48))]
     /// Under every policy, on random VMAs (odd sizes and offsets, some unmapped or
     /// re-protected later) and random accesses, every mapped page lies inside one VMA and
     /// is aligned to its size (accesses outside every VMA, after munmap or overlap,
@@ -614,7 +614,7 @@ fn document_in_batches(overrides: &[String], records: &[Record], batch: usize) -
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(crate::common::proptest_config(48))]
 
     /// A batch of one record always takes the engine's per-record path (a same-page run
     /// needs two records of one batch); a whole stream in one batch counts same-page

@@ -81,7 +81,7 @@ fn config(i: usize, phys: &str) -> Config {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(160), ..ProptestConfig::default() })]
+    #![proptest_config(crate::common::proptest_config(cases(160)))]
 
     /// Any record stream under any of the configurations simulates or fails with an
     /// error; it never panics.
@@ -145,7 +145,7 @@ fn qemu_message() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(300), ..ProptestConfig::default() })]
+    #![proptest_config(crate::common::proptest_config(cases(300)))]
 
     /// The QEMU plugin's stream of any messages decodes, or fails with an error that
     /// names the stream and the byte offset; what decodes simulates or fails cleanly.
@@ -307,7 +307,7 @@ fn override_spec() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(400), ..ProptestConfig::default() })]
+    #![proptest_config(crate::common::proptest_config(cases(400)))]
 
     /// Any overrides on any preset give a configuration or an error naming a key; a
     /// configuration that loads builds an engine or fails cleanly, and runs a few

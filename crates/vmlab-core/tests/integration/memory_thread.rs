@@ -125,7 +125,7 @@ fn arb_trace() -> impl Strategy<Value = Vec<Record>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(crate::common::proptest_config(24))]
 
     /// The walker on its own thread gives the inline run's stats document (or its
     /// error) on random traces, with ASID tags or flushes on switches, a warm-up, an

@@ -82,7 +82,7 @@ fn reference(vpns: &[u64], entries: usize, ways: usize, pte_pairs: bool) -> (u64
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(crate::common::proptest_config(32))]
     /// The engine's pair TLB gives exactly the reference's lookups, misses (= walks)
     /// and half misses: on tables that hold PTE pairs (mpt, hashed with pair buckets) a
     /// refill fills both halves; on the guarded table only the missed one.

@@ -155,7 +155,7 @@ fn check_kind_in<P: PageTable>(mut pt: P, mut caches: P::Caches, ops: &[Op], fre
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(crate::common::proptest_config(64))]
 
     #[test]
     fn radix4_matches_reference(ops in proptest::collection::vec(op_strategy(), 1..300)) {

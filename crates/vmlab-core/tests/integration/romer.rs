@@ -86,7 +86,7 @@ fn superpages_need_a_table_that_maps_every_size() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(crate::common::proptest_config(32))]
     /// Under every online policy and TPS (both roundings: aggressive grows VMAs), with
     /// promotion made cheap (so it happens often):
     /// every mapped page lies inside one VMA and is aligned, the page table agrees with

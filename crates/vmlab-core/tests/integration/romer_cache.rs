@@ -211,7 +211,7 @@ fn placement_policy() -> impl Strategy<Value = &'static str> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    #![proptest_config(crate::common::proptest_config(24))]
     /// Recolouring never changes what a page translates to, only where it sits: under
     /// every recolouring policy (with thresholds lowered so it acts often), every mapped
     /// page lies inside its VMA, the page table agrees with the OS's record, no two

@@ -1,7 +1,7 @@
 //! Itanium's short-format VHPT with a page size per region (Chapman et al. §2.3.1:
 //! "the page size is fixed for each region of each process") through the whole engine:
 //! the OS maps each region's page size, a refill reads the entry of the region's page,
-//! the all-4K default is the old single array, and bad settings are named.
+//! the all-4K default is one linear array, and bad settings are named.
 
 use crate::common;
 
@@ -212,7 +212,7 @@ fn impossible_region_settings_name_their_key() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(crate::common::proptest_config(32))]
     /// On random VMAs (odd sizes and offsets, the first half of one unmapped halfway)
     /// in regions 5 and 7 with random page sizes, every page the OS maps has its
     /// region's size, is aligned to it and overlaps a VMA (it may reach past one), every

@@ -105,7 +105,7 @@ fn the_stlb_caches_tailored_pages_as_splinters() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(32))]
+    #![proptest_config(crate::common::proptest_config(32))]
     /// Pages grow through every size, get unmapped and refault, while a splintering
     /// STLB and a 4-entry any-size L1 cache them: every TLB entry (splinters included)
     /// always translates as the page table does.

@@ -70,7 +70,7 @@ fn record_strategy() -> impl Strategy<Value = Record> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(crate::common::proptest_config(200))]
     #[test]
     fn round_trip_is_lossless(records in proptest::collection::vec(record_strategy(), 0..600)) {
         let (m, back) = decode(encode(&records)).unwrap();
@@ -331,7 +331,7 @@ fn malformed_records_behind_a_valid_checksum_are_named() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(crate::common::proptest_config(300))]
     /// Arbitrary decompressed bytes behind a valid checksum: an error naming the block,
     /// or exactly `count` records; never a panic.
     #[test]

@@ -19,7 +19,7 @@ pub struct Asap {
 }
 
 impl Asap {
-    pub fn new(rc: &RomerConfig) -> Asap {
+    pub(crate) fn new(rc: &RomerConfig) -> Asap {
         Asap { max: rc.max() }
     }
 }
@@ -66,7 +66,7 @@ pub struct Asap464 {
 }
 
 impl Asap464 {
-    pub fn new(rc: &RomerConfig) -> Asap464 {
+    pub(crate) fn new(rc: &RomerConfig) -> Asap464 {
         let size = PageSize::from_valid_shift(rc.asap_4_64_size.0.trailing_zeros() as u8);
         let needed = ((rc.asap_4_64_fraction * size.base_pages() as f64).ceil() as u64).clamp(1, size.base_pages());
         Asap464 { size, needed }

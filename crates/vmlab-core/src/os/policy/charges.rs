@@ -40,12 +40,12 @@ use std::collections::VecDeque;
 
 /// The counters of one potential superpage.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Charges {
-    pub prefetch: u32,
-    pub capacity: u32,
+pub(crate) struct Charges {
+    pub(crate) prefetch: u32,
+    pub(crate) capacity: u32,
     /// Promotion was tried and the region cannot be merged (crosses a VMA, mixed
     /// permissions, shared): not tried again.
-    pub blocked: bool,
+    pub(crate) blocked: bool,
 }
 
 /// The counters live in dense *tiers*: a tier holds every node of a few consecutive
@@ -293,7 +293,7 @@ impl WatchedTlb {
 ///
 /// Stored in dense tiers created on first use, so the space is proportional to the
 /// regions touched (Romer §3.5.2 counts ~3 counters per base page).
-pub struct SuperpageCharges {
+pub(crate) struct SuperpageCharges {
     base: u8,
     max: u8,
     /// The depth holding each size (a table: this is on every miss's path).
@@ -316,7 +316,7 @@ pub struct SuperpageCharges {
 impl SuperpageCharges {
     /// Superpages from 2^(base+1) to 2^max bytes. `tlb_entries`: the watched TLBs'
     /// sizes, if capacity charges are kept.
-    pub fn new(base: PageSize, max: PageSize, tlb_entries: Option<[usize; 2]>) -> SuperpageCharges {
+    pub(crate) fn new(base: PageSize, max: PageSize, tlb_entries: Option<[usize; 2]>) -> SuperpageCharges {
         let (base, max) = (base.shift(), max.shift().max(base.shift()));
         let sizes = max - base;
         let per_tier = sizes.div_ceil(MAX_TIERS as u8).max(4);
@@ -344,10 +344,6 @@ impl SuperpageCharges {
             capacity: tlb_entries,
             cover: Vec::new(),
         }
-    }
-
-    pub fn max_shift(&self) -> u8 {
-        self.max
     }
 
     #[inline(always)]
@@ -400,7 +396,7 @@ impl SuperpageCharges {
     }
 
     /// The charges of the superpage of 2^shift bytes containing `va` (zero if none).
-    pub fn get(&self, asid: Asid, shift: u8, va: u64) -> Charges {
+    pub(crate) fn get(&self, asid: Asid, shift: u8, va: u64) -> Charges {
         if shift <= self.base || shift > self.max {
             return Charges::default();
         }
@@ -415,7 +411,7 @@ impl SuperpageCharges {
     }
 
     /// Every (asid, shift, base) with a nonzero counter, for OFFLINE's selection.
-    pub fn iter(&self) -> impl Iterator<Item = (Asid, u8, u64, Charges)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Asid, u8, u64, Charges)> + '_ {
         self.depths.iter().flat_map(move |depth| {
             let mut tiers: Vec<_> = depth.tiers.iter().map(|(&(asid, r), &t)| (asid, r, t)).collect();
             tiers.sort_unstable();
@@ -433,7 +429,7 @@ impl SuperpageCharges {
     }
 
     /// Apply a change to a watched TLB's contents.
-    pub fn apply(&mut self, c: &TlbChange) {
+    pub(crate) fn apply(&mut self, c: &TlbChange) {
         match *c {
             TlbChange::Filled { slot, page } => {
                 let t = &mut self.tlbs[slot as usize];
@@ -456,9 +452,10 @@ impl SuperpageCharges {
         }
     }
 
+    #[cfg(test)]
     /// tlbcount(P) for the superpage of 2^shift bytes containing `va` (§3.5.2): 1 if
     /// P itself is in the TLB, else how many of its halves hold a page in it.
-    pub fn tlbcount(&self, slot: u8, asid: Asid, shift: u8, va: u64) -> u8 {
+    pub(crate) fn tlbcount(&self, slot: u8, asid: Asid, shift: u8, va: u64) -> u8 {
         let t = &self.tlbs[slot as usize];
         let base = va >> shift << shift;
         let holds = |lo: u64, s: u8| {
@@ -480,7 +477,16 @@ impl SuperpageCharges {
     /// unblocked counter is at its threshold: a counter this miss does not charge
     /// cannot reach it, and is not read.
     #[allow(clippy::too_many_arguments)] // the per-miss path: the tables are the policy's, passed in
-    pub fn charge_miss(&mut self, slot: u8, asid: Asid, va: u64, size: PageSize, prefetch_at: &[u32; 64], capacity_at: &[u32; 64], ready: &mut Vec<(u8, u64)>) {
+    pub(crate) fn charge_miss(
+        &mut self,
+        slot: u8,
+        asid: Asid,
+        va: u64,
+        size: PageSize,
+        prefetch_at: &[u32; 64],
+        capacity_at: &[u32; 64],
+        ready: &mut Vec<(u8, u64)>,
+    ) {
         ready.clear();
         // Prefetch charges go to the pages from 2^from up (§3.3.2).
         let from = self.tlbs[slot as usize].covered_from(asid, va).max(size.shift() + 1);
@@ -512,7 +518,7 @@ impl SuperpageCharges {
     }
 
     /// Whether the superpage of 2^shift bytes at `base` is at a threshold and not blocked.
-    pub fn at_threshold(&self, asid: Asid, shift: u8, base: u64, prefetch_at: &[u32; 64], capacity_at: &[u32; 64]) -> bool {
+    pub(crate) fn at_threshold(&self, asid: Asid, shift: u8, base: u64, prefetch_at: &[u32; 64], capacity_at: &[u32; 64]) -> bool {
         let c = self.get(asid, shift, base);
         !c.blocked && (c.prefetch >= prefetch_at[shift as usize] || c.capacity >= capacity_at[shift as usize])
     }
@@ -572,7 +578,7 @@ impl SuperpageCharges {
     }
 
     /// Account a promotion of the superpage of 2^shift bytes at `base` (§3.3.2).
-    pub fn promoted(&mut self, asid: Asid, shift: u8, base: u64) {
+    pub(crate) fn promoted(&mut self, asid: Asid, shift: u8, base: u64) {
         let charged = self.get(asid, shift, base).prefetch;
         for s in shift..=self.max {
             let c = self.node(asid, s, base);
@@ -598,12 +604,12 @@ impl SuperpageCharges {
     }
 
     /// Never try to promote this superpage again.
-    pub fn block(&mut self, asid: Asid, shift: u8, va: u64) {
+    pub(crate) fn block(&mut self, asid: Asid, shift: u8, va: u64) {
         self.node(asid, shift, va).capacity = BLOCKED;
     }
 
     /// Forget an address space (its ASID may be reused).
-    pub fn drop_space(&mut self, asid: Asid) {
+    pub(crate) fn drop_space(&mut self, asid: Asid) {
         for depth in &mut self.depths {
             let gone: Vec<u32> = depth.tiers.iter().filter(|(k, _)| k.0 == asid).map(|(_, &t)| t).collect();
             depth.tiers.retain(|k, _| k.0 != asid);
@@ -618,12 +624,8 @@ impl SuperpageCharges {
     }
 
     /// Potential superpages with a nonzero counter (for the stats document).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.iter().count()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::PageSizePolicy;
 use crate::addr::PageSize;
-use crate::config::Config;
+use crate::config::Bytes;
 use crate::error::{Error, Result};
 use crate::os::buddy::FrameUse;
 use crate::os::{DemandFault, Mm};
@@ -22,8 +22,9 @@ pub struct Fixed {
 }
 
 impl Fixed {
-    pub fn new<P: PageTable>(cfg: &Config, pt: &P) -> Result<Fixed> {
-        let page_size = PageSize::from_bytes(cfg.os.page_size.0).map_err(|m| Error::config("os.page_size", m))?;
+    /// FIXED(`page_size`, `os.page_size`) over `pt`.
+    pub(crate) fn new<P: PageTable>(page_size: Bytes, pt: &P) -> Result<Fixed> {
+        let page_size = PageSize::from_bytes(page_size.0).map_err(|m| Error::config("os.page_size", m))?;
         let mut try_sizes: Vec<PageSize> = pt.page_sizes().iter().copied().filter(|&s| s <= page_size).collect();
         try_sizes.sort_by(|a, b| b.cmp(a));
         // A table that fixes sizes by address is checked by its config (os.page_size = 4K).

@@ -44,7 +44,7 @@ impl Default for KhugepagedConfig {
 }
 
 impl KhugepagedConfig {
-    pub fn validate(&self, huge: PageSize) -> Result<()> {
+    pub(crate) fn validate(&self, huge: PageSize) -> Result<()> {
         if self.pages_to_scan == 0 {
             return Err(Error::config("os.policy.khugepaged.pages_to_scan", "must be at least 1"));
         }
@@ -61,14 +61,14 @@ impl KhugepagedConfig {
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct KhugepagedCounters {
-    pub wakeups: u64,
-    pub regions_scanned: u64,
-    pub collapses: u64,
+pub(crate) struct KhugepagedCounters {
+    pub(crate) wakeups: u64,
+    pub(crate) regions_scanned: u64,
+    pub(crate) collapses: u64,
     /// Collapses that found no free huge block.
-    pub alloc_failures: u64,
+    pub(crate) alloc_failures: u64,
     /// Completed passes over every process.
-    pub full_scans: u64,
+    pub(crate) full_scans: u64,
 }
 
 pub struct Khugepaged {
@@ -79,11 +79,11 @@ pub struct Khugepaged {
     min_populated: u64,
     /// Where the next scan resumes: (pid, address).
     cursor: (Pid, u64),
-    pub counters: KhugepagedCounters,
+    pub(crate) counters: KhugepagedCounters,
 }
 
 impl Khugepaged {
-    pub fn new(c: &KhugepagedConfig, huge: PageSize) -> Khugepaged {
+    pub(crate) fn new(c: &KhugepagedConfig, huge: PageSize) -> Khugepaged {
         let pages = huge.base_pages();
         Khugepaged {
             huge,
@@ -97,7 +97,7 @@ impl Khugepaged {
     }
 
     /// (period, counts instructions).
-    pub fn clock(&self) -> (u64, bool) {
+    pub(crate) fn clock(&self) -> (u64, bool) {
         (self.every, self.by_instr)
     }
 
@@ -118,7 +118,7 @@ impl Khugepaged {
         None
     }
 
-    pub fn wake<P: PageTable>(&mut self, mm: &mut Mm<P>) -> Result<()> {
+    pub(crate) fn wake<P: PageTable>(&mut self, mm: &mut Mm<P>) -> Result<()> {
         self.counters.wakeups += 1;
         let mut budget = self.regions_per_wake;
         let mut wrapped = false;
@@ -151,7 +151,7 @@ impl Khugepaged {
         Ok(())
     }
 
-    pub fn details(&self) -> serde_json::Value {
+    pub(crate) fn details(&self) -> serde_json::Value {
         serde_json::to_value(&self.counters).unwrap_or_default()
     }
 }

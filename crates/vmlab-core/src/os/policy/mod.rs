@@ -40,7 +40,7 @@ pub use tps::{TailoredPageSizes, TpsConfig};
 use super::buddy::FrameUse;
 use super::{DemandFault, Mm};
 use crate::addr::{Asid, PageSize, Pid};
-use crate::config::{Bytes, Config};
+use crate::config::Bytes;
 use crate::error::{Error, Result};
 use crate::mmu::TlbChange;
 use crate::pt::{PageTable, Translation};
@@ -76,7 +76,7 @@ pub enum PolicyName {
 }
 
 impl PolicyName {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PolicyName::Fixed => "fixed",
             PolicyName::ThpEager => "thp-eager",
@@ -92,7 +92,7 @@ impl PolicyName {
     }
 
     /// Romer's per-miss bookkeeping cost (Table 3-3, less the 30-cycle baseline miss).
-    pub fn default_bookkeeping_cycles(self) -> u64 {
+    pub(crate) fn default_bookkeeping_cycles(self) -> u64 {
         match self {
             PolicyName::Online => 2570,
             PolicyName::ApproxOnline | PolicyName::Throttle => 100,
@@ -143,12 +143,12 @@ impl Default for PolicyConfig {
 impl PolicyConfig {
     /// Left out of the resolved config when default, so documents and config hashes of
     /// runs that do not use it are unchanged.
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == PolicyConfig::default()
     }
 
-    /// Checks that need no page table (config validation).
-    pub fn validate(&self, cfg: &Config) -> Result<()> {
+    /// Checks that need no page table (config validation), with `os.page_size`.
+    pub(crate) fn validate(&self, page_size: Bytes) -> Result<()> {
         let huge = PageSize::from_bytes(self.huge_size.0).map_err(|m| Error::config("os.policy.huge_size", m))?;
         if huge == PageSize::K4 {
             return Err(Error::config("os.policy.huge_size", "must be larger than 4K"));
@@ -156,7 +156,7 @@ impl PolicyConfig {
         if !(self.threshold > 0.0 && self.threshold <= 1.0) {
             return Err(Error::config("os.policy.threshold", format!("{} is not in (0, 1]", self.threshold)));
         }
-        if self.kind != PolicyName::Fixed && cfg.os.page_size.0 != 4096 {
+        if self.kind != PolicyName::Fixed && page_size.0 != 4096 {
             return Err(Error::config("os.page_size", format!("must be 4K with os.policy.kind = \"{}\" (its base page size)", self.kind.as_str())));
         }
         self.romer.validate()?;
@@ -167,41 +167,41 @@ impl PolicyConfig {
 
 /// Counters of the `policy` section (docs/metrics.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PolicyCounters {
+pub(crate) struct PolicyCounters {
     /// Pages installed over the run, by size (faults, promotions, demotions).
-    pub mapped_total: BTreeMap<PageSize, u64>,
-    pub promotions: u64,
-    pub promotions_in_place: u64,
-    pub promotions_copied: u64,
-    pub demotions: u64,
-    pub bytes_copied: u64,
-    pub copy_cycles: u64,
-    pub bookkeeping_cycles: u64,
-    pub reservations_made: u64,
-    pub reservations_promoted: u64,
-    pub reservations_broken: u64,
-    pub reservations_released: u64,
-    pub bloat_peak_frames: u64,
+    pub(crate) mapped_total: BTreeMap<PageSize, u64>,
+    pub(crate) promotions: u64,
+    pub(crate) promotions_in_place: u64,
+    pub(crate) promotions_copied: u64,
+    pub(crate) demotions: u64,
+    pub(crate) bytes_copied: u64,
+    pub(crate) copy_cycles: u64,
+    pub(crate) bookkeeping_cycles: u64,
+    pub(crate) reservations_made: u64,
+    pub(crate) reservations_promoted: u64,
+    pub(crate) reservations_broken: u64,
+    pub(crate) reservations_released: u64,
+    pub(crate) bloat_peak_frames: u64,
 }
 
 /// A last-level TLB miss, as the engine reports it to the policy.
 #[derive(Clone, Copy, Debug)]
-pub struct TlbMiss {
-    pub pid: Pid,
-    pub asid: Asid,
+pub(crate) struct TlbMiss {
+    pub(crate) pid: Pid,
+    pub(crate) asid: Asid,
     /// The address that missed.
-    pub va: u64,
+    pub(crate) va: u64,
     /// The translation the walk (or fault) produced and the TLBs were filled with.
-    pub translation: Translation,
+    pub(crate) translation: Translation,
     /// The watched TLB of the missing side (mmu/mod.rs).
-    pub slot: u8,
+    pub(crate) slot: u8,
     /// Instructions executed so far.
-    pub instructions: u64,
+    pub(crate) instructions: u64,
 }
 
 /// The interface of a page-size policy. Generic over the page table (monomorphised per
 /// run, like the engine).
-pub trait PageSizePolicy {
+pub(crate) trait PageSizePolicy {
     /// The largest page the policy maps at a fault: implicit VMAs are this aligned size.
     fn granule(&self) -> PageSize;
     /// Resolve a demand fault on private memory; returns the translation now mapped.
@@ -230,7 +230,7 @@ pub trait PageSizePolicy {
 /// consults it on TLB misses: its variants stay inline rather than boxed, which would
 /// put a pointer chase on that path.)
 #[allow(clippy::large_enum_variant)]
-pub enum PolicyKind {
+pub(crate) enum PolicyKind {
     Fixed(Fixed),
     ThpEager(ThpEager),
     ThpReserve(ThpReserve),
@@ -261,18 +261,19 @@ macro_rules! each_policy {
 
 /// The configured policy with what every policy shares: khugepaged, the bookkeeping
 /// charge per TLB miss, and the background clock.
-pub struct PagePolicy {
-    pub kind: PolicyKind,
-    pub khugepaged: Option<Khugepaged>,
+pub(crate) struct PagePolicy {
+    pub(crate) kind: PolicyKind,
+    pub(crate) khugepaged: Option<Khugepaged>,
     name: PolicyName,
     bookkeeping_cycles: u64,
     huge: PageSize,
 }
 
 impl PagePolicy {
-    pub fn new<P: PageTable>(cfg: &Config, pt: &P) -> Result<PagePolicy> {
-        let pc = &cfg.os.policy;
-        pc.validate(cfg)?;
+    /// The policy `pc` describes over `pt`, with FIXED's page size `page_size`
+    /// (`os.page_size`).
+    pub(crate) fn new<P: PageTable>(pc: &PolicyConfig, page_size: Bytes, pt: &P) -> Result<PagePolicy> {
+        pc.validate(page_size)?;
         let huge = PageSize::from_bytes(pc.huge_size.0).map_err(|m| Error::config("os.policy.huge_size", m))?;
         let rc = &pc.romer;
         let online = |v| -> Result<PolicyKind> {
@@ -280,7 +281,7 @@ impl PagePolicy {
             Ok(PolicyKind::Online(OnlinePromotion::new(v, rc, pc.copy_cycles_per_kb)))
         };
         let kind = match pc.kind {
-            PolicyName::Fixed => PolicyKind::Fixed(Fixed::new(cfg, pt)?),
+            PolicyName::Fixed => PolicyKind::Fixed(Fixed::new(page_size, pt)?),
             PolicyName::ThpEager => PolicyKind::ThpEager(ThpEager::new(supported(pt, huge)?)),
             PolicyName::ThpReserve => PolicyKind::ThpReserve(ThpReserve::new(supported(pt, huge)?, pc.threshold)),
             PolicyName::Online => online(OnlineVariant::Online)?,
@@ -308,76 +309,77 @@ impl PagePolicy {
         Ok(PagePolicy { kind, khugepaged, name: pc.kind, bookkeeping_cycles, huge })
     }
 
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         self.name.as_str()
     }
 
-    pub fn huge_size(&self) -> PageSize {
+    pub(crate) fn huge_size(&self) -> PageSize {
         self.huge
     }
 
-    pub fn granule(&self) -> PageSize {
+    pub(crate) fn granule(&self) -> PageSize {
         each_policy!(&self.kind, p => p.granule())
     }
 
-    pub fn fault<P: PageTable>(&mut self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
+    pub(crate) fn fault<P: PageTable>(&mut self, mm: &mut Mm<P>, f: &DemandFault) -> Result<Translation> {
         each_policy!(&mut self.kind, p => p.fault(mm, f))
     }
 
     /// Whether the engine must report last-level TLB misses.
-    pub fn wants_tlb_misses(&self) -> bool {
+    pub(crate) fn wants_tlb_misses(&self) -> bool {
         self.bookkeeping_cycles > 0 || each_policy!(&self.kind, p => p.wants_tlb_misses())
     }
 
     /// The sizes of the watched TLBs (data, instruction), once the MMU is built.
-    pub fn watch_entries(&mut self, entries: [usize; 2]) {
+    pub(crate) fn watch_entries(&mut self, entries: [usize; 2]) {
         if let PolicyKind::Online(p) = &mut self.kind {
             p.watch_entries(entries);
         }
     }
 
-    pub fn tlb_changes(&mut self, changes: &[TlbChange]) {
+    pub(crate) fn tlb_changes(&mut self, changes: &[TlbChange]) {
         each_policy!(&mut self.kind, p => p.tlb_changes(changes))
     }
 
-    pub fn tlb_miss<P: PageTable>(&mut self, mm: &mut Mm<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
+    pub(crate) fn tlb_miss<P: PageTable>(&mut self, mm: &mut Mm<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
         if each_policy!(&mut self.kind, p => p.tlb_miss(mm, m, fill))? {
             mm.pc.bookkeeping_cycles += self.bookkeeping_cycles;
         }
         Ok(())
     }
 
-    pub fn space_gone(&mut self, asid: Asid) {
+    pub(crate) fn space_gone(&mut self, asid: Asid) {
         each_policy!(&mut self.kind, p => p.space_gone(asid))
     }
 
-    /// OFFLINE: after the first pass, the superpages to build (None for other policies).
-    pub fn offline_plan(&self, cfg: &Config) -> Option<OfflinePlan> {
+    /// OFFLINE: after the first pass, the superpages to build (None for other policies),
+    /// by the settings `pc` the policy was built from.
+    pub(crate) fn offline_plan(&self, pc: &PolicyConfig) -> Option<OfflinePlan> {
         match &self.kind {
-            PolicyKind::Online(p) if self.name == PolicyName::Offline => Some(p.offline_plan(&cfg.os.policy.romer, cfg.os.policy.copy_cycles_per_kb)),
+            PolicyKind::Online(p) if self.name == PolicyName::Offline => Some(p.offline_plan(&pc.romer, pc.copy_cycles_per_kb)),
             _ => None,
         }
     }
 
     /// OFFLINE: run the second pass with `plan`.
-    pub fn set_offline_plan(&mut self, plan: OfflinePlan) {
+    pub(crate) fn set_offline_plan(&mut self, plan: OfflinePlan) {
         self.kind = PolicyKind::Offline(Offline::new(plan));
         self.bookkeeping_cycles = 0;
     }
 
     /// (every, counts instructions) of the background work, if any.
-    pub fn background_clock(&self) -> Option<(u64, bool)> {
+    pub(crate) fn background_clock(&self) -> Option<(u64, bool)> {
         self.khugepaged.as_ref().map(|k| k.clock())
     }
 
-    pub fn background<P: PageTable>(&mut self, mm: &mut Mm<P>) -> Result<()> {
+    pub(crate) fn background<P: PageTable>(&mut self, mm: &mut Mm<P>) -> Result<()> {
         match &mut self.khugepaged {
             Some(k) => k.wake(mm),
             None => Ok(()),
         }
     }
 
-    pub fn details(&self) -> serde_json::Value {
+    pub(crate) fn details(&self) -> serde_json::Value {
         let mut d = each_policy!(&self.kind, p => p.details());
         if let Some(k) = &self.khugepaged {
             if !d.is_object() {

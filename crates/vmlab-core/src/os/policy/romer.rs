@@ -76,11 +76,11 @@ impl Default for RomerConfig {
 }
 
 impl RomerConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == RomerConfig::default()
     }
 
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let key = |k: &str| format!("os.policy.romer.{k}");
         let max = PageSize::from_bytes(self.max_size.0).map_err(|m| Error::config(key("max_size"), m))?;
         if max <= PageSize::K4 {
@@ -112,12 +112,12 @@ impl RomerConfig {
         Ok(())
     }
 
-    pub fn max(&self) -> PageSize {
+    pub(crate) fn max(&self) -> PageSize {
         PageSize::from_valid_shift(self.max_size.0.trailing_zeros() as u8)
     }
 
     /// R for a superpage of 2^shift bytes: its promotion (copy) cost over the miss cost.
-    pub fn r(&self, shift: u8, copy_cycles_per_kb: u64) -> f64 {
+    pub(crate) fn r(&self, shift: u8, copy_cycles_per_kb: u64) -> f64 {
         ((1u64 << shift) / 1024 * copy_cycles_per_kb) as f64 / self.miss_cycles as f64
     }
 }
@@ -186,7 +186,7 @@ pub struct OnlinePromotion {
 }
 
 impl OnlinePromotion {
-    pub fn new(variant: OnlineVariant, rc: &RomerConfig, copy_cycles_per_kb: u64) -> OnlinePromotion {
+    pub(crate) fn new(variant: OnlineVariant, rc: &RomerConfig, copy_cycles_per_kb: u64) -> OnlinePromotion {
         let max = rc.max();
         let mut prefetch_at = [u32::MAX; 64];
         let mut capacity_at = [u32::MAX; 64];
@@ -230,7 +230,7 @@ impl OnlinePromotion {
     }
 
     /// The entries of the watched TLBs (capacity charges need N, §3.5.3).
-    pub fn watch_entries(&mut self, entries: [usize; 2]) {
+    pub(crate) fn watch_entries(&mut self, entries: [usize; 2]) {
         if matches!(self.variant, OnlineVariant::Online | OnlineVariant::OfflineAnalysis) {
             self.charges = SuperpageCharges::new(PageSize::K4, self.max, Some(entries));
         }
@@ -249,7 +249,7 @@ impl OnlinePromotion {
     }
 
     /// OFFLINE: choose the superpages to build from the first pass's charges.
-    pub fn offline_plan(&self, rc: &RomerConfig, copy_cycles_per_kb: u64) -> OfflinePlan {
+    pub(crate) fn offline_plan(&self, rc: &RomerConfig, copy_cycles_per_kb: u64) -> OfflinePlan {
         // Benefit: misses the superpage would have eliminated (its charges).
         let mut benefit: FxHashMap<(Asid, u8, u64), f64> = FxHashMap::default();
         let mut heap = BinaryHeap::new();
@@ -388,11 +388,8 @@ pub struct OfflinePlan {
 }
 
 impl OfflinePlan {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.pages.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
     }
 }
 
@@ -404,7 +401,7 @@ pub struct Offline {
 }
 
 impl Offline {
-    pub fn new(plan: OfflinePlan) -> Offline {
+    pub(crate) fn new(plan: OfflinePlan) -> Offline {
         Offline { plan, built: 0, fell_back: 0 }
     }
 }

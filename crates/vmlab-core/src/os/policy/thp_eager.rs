@@ -15,7 +15,7 @@ pub struct ThpEager {
 }
 
 impl ThpEager {
-    pub fn new(huge: PageSize) -> ThpEager {
+    pub(crate) fn new(huge: PageSize) -> ThpEager {
         ThpEager { huge }
     }
 }

@@ -24,7 +24,7 @@ pub struct ThpReserve {
 }
 
 impl ThpReserve {
-    pub fn new(huge: PageSize, threshold: f64) -> ThpReserve {
+    pub(crate) fn new(huge: PageSize, threshold: f64) -> ThpReserve {
         let needed = ((threshold * huge.base_pages() as f64).ceil() as u64).clamp(1, huge.base_pages());
         ThpReserve { huge, needed }
     }

@@ -57,11 +57,11 @@ impl Default for TpsConfig {
 }
 
 impl TpsConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == TpsConfig::default()
     }
 
-    pub fn max(&self) -> Result<PageSize> {
+    pub(crate) fn max(&self) -> Result<PageSize> {
         let s = PageSize::from_bytes(self.max_size.0).map_err(|m| Error::config("os.policy.tps.max_size", m))?;
         if s <= PageSize::K4 {
             return Err(Error::config("os.policy.tps.max_size", "must be larger than 4K"));
@@ -80,7 +80,7 @@ pub struct TailoredPageSizes {
 }
 
 impl TailoredPageSizes {
-    pub fn new(max: PageSize, threshold: f64, rounding: Rounding) -> TailoredPageSizes {
+    pub(crate) fn new(max: PageSize, threshold: f64, rounding: Rounding) -> TailoredPageSizes {
         TailoredPageSizes { max, threshold, rounding, rounded_up: 0, rounded_up_bytes: 0 }
     }
 

@@ -15,7 +15,7 @@ use crate::os::policy::TlbMiss;
 use crate::os::Shootdown;
 use crate::pt::PageTable;
 
-pub struct Active {
+pub(crate) struct Active {
     delay: u64,
     period: u64,
     /// Conflicting TLB misses per colour since its last recolour.
@@ -25,11 +25,11 @@ pub struct Active {
 }
 
 impl Active {
-    pub fn new(colors: u64, delay: u64, period: u64) -> Active {
+    pub(crate) fn new(colors: u64, delay: u64, period: u64) -> Active {
         Active { delay, period, counters: vec![0; colors as usize], suspended_until: 0 }
     }
 
-    pub fn tlb_miss<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>, m: &TlbMiss) -> Result<()> {
+    pub(crate) fn tlb_miss<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>, m: &TlbMiss) -> Result<()> {
         if cx.now < self.suspended_until || m.translation.size != PageSize::K4 {
             return Ok(());
         }

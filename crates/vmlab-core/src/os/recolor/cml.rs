@@ -12,17 +12,17 @@ use crate::mem::CmlBuffer;
 use crate::pt::PageTable;
 use std::collections::BTreeMap;
 
-pub struct Cml {
+pub(crate) struct Cml {
     lru: usize,
     hot: usize,
-    pub recolor_threshold: u32,
-    pub interrupt_threshold: u32,
+    pub(crate) recolor_threshold: u32,
+    pub(crate) interrupt_threshold: u32,
     clear_every: u64,
 }
 
 impl Cml {
     /// Romer's CML policy by `rc`, over a colour cache of `line`-byte lines.
-    pub fn new(rc: &RecolorConfig, line: u64) -> Result<Cml> {
+    pub(crate) fn new(rc: &RecolorConfig, line: u64) -> Result<Cml> {
         let recolor_threshold = rc.recolor_threshold.unwrap_or((4096 / line) as u32 + 4);
         let interrupt_threshold = rc.interrupt_threshold.unwrap_or(recolor_threshold + 60);
         if interrupt_threshold < recolor_threshold {
@@ -40,11 +40,11 @@ impl Cml {
         })
     }
 
-    pub fn buffer(&self) -> CmlBuffer {
+    pub(crate) fn buffer(&self) -> CmlBuffer {
         CmlBuffer::new(self.lru, self.hot, 12, self.interrupt_threshold)
     }
 
-    pub fn interrupt<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<()> {
+    pub(crate) fn interrupt<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<()> {
         let Some(buf) = cx.mem.cml.as_mut() else { return Ok(()) };
         buf.interrupt = false;
         let tuples = buf.scan();
@@ -74,7 +74,7 @@ impl Cml {
     }
 
     /// Clear the counters; returns the next timer cycle.
-    pub fn timer<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> u64 {
+    pub(crate) fn timer<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> u64 {
         if let Some(b) = cx.mem.cml.as_mut() {
             b.clear();
             sh.stats.cml_clears += 1;

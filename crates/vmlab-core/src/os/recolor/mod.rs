@@ -55,7 +55,7 @@ pub enum RecolorKind {
 }
 
 impl RecolorKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RecolorKind::None => "none",
             RecolorKind::ActiveNaive => "active-naive",
@@ -130,7 +130,7 @@ impl Default for RecolorCosts {
 }
 
 /// The most tuples either part of the CML buffer may have.
-pub const MAX_CML_TUPLES: usize = 1 << 16;
+pub(crate) const MAX_CML_TUPLES: usize = 1 << 16;
 
 /// `[os.recolor]`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -171,11 +171,11 @@ pub struct RecolorConfig {
 }
 
 impl RecolorConfig {
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         *self == RecolorConfig::default()
     }
 
-    pub fn validate(&self, cfg: &Config) -> Result<()> {
+    pub(crate) fn validate(&self, cfg: &Config) -> Result<()> {
         if self.snapshot_pages == Some(0) {
             return Err(Error::config("os.recolor.snapshot_pages", "must be at least 1"));
         }
@@ -210,27 +210,27 @@ impl RecolorConfig {
 
 /// Counters of the policy itself (the page moves are in `Mm::rc`).
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct RecolorerStats {
+pub(crate) struct RecolorerStats {
     /// Timer, miss-counter and CML interrupts taken.
-    pub interrupts: u64,
-    pub tlb_misses_recorded: u64,
-    pub snapshots: u64,
+    pub(crate) interrupts: u64,
+    pub(crate) tlb_misses_recorded: u64,
+    pub(crate) snapshots: u64,
     /// Analyses of TLB snapshots or CML scans.
-    pub analyses: u64,
+    pub(crate) analyses: u64,
     /// Groups of two or more same-coloured pages found.
-    pub conflicts: u64,
+    pub(crate) conflicts: u64,
     /// TLB entries the policy invalidated to provoke misses (active-delay/throttle).
-    pub tlb_invalidations: u64,
+    pub(crate) tlb_invalidations: u64,
     /// Fixed policy cycles (Tables 4-7, 5-1); the copies' memory cycles are separate.
-    pub overhead_cycles: f64,
+    pub(crate) overhead_cycles: f64,
     /// CML buffer clears.
-    pub cml_clears: u64,
+    pub(crate) cml_clears: u64,
 }
 
 /// The 4 KiB pages in the watched TLBs, with their colours (software policies learn
 /// the working set from it, Romer §4.2.1).
 #[derive(Clone, Debug, Default)]
-pub struct TlbMirror {
+pub(crate) struct TlbMirror {
     pages: BTreeMap<(Asid, u64), (Pid, u64)>,
     per_color: Vec<u32>,
 }
@@ -335,29 +335,29 @@ enum Policy {
 }
 
 /// What a policy may act on in one hook.
-pub struct Ctx<'a, P: PageTable> {
-    pub mm: &'a mut Mm<P>,
-    pub mem: &'a mut MemoryHierarchy,
+pub(crate) struct Ctx<'a, P: PageTable> {
+    pub(crate) mm: &'a mut Mm<P>,
+    pub(crate) mem: &'a mut MemoryHierarchy,
     /// The core's cycle.
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 /// The recolouring policy of a run.
-pub struct Recolorer {
-    pub kind: RecolorKind,
+pub(crate) struct Recolorer {
+    pub(crate) kind: RecolorKind,
     params: Params,
     policy: Policy,
     tlb: TlbMirror,
     targets: Targets,
-    pub stats: RecolorerStats,
+    pub(crate) stats: RecolorerStats,
     /// Cycle of the next timer event (u64::MAX: none).
-    pub next_timer: u64,
+    pub(crate) next_timer: u64,
 }
 
 impl Recolorer {
     /// The recolouring policy of `rc`, over `placement`'s colours of the colour cache,
     /// whose lines are `line` bytes (`None`: no cache serves data).
-    pub fn new(rc: &RecolorConfig, placement: &Placement, line: Option<u64>) -> Result<Recolorer> {
+    pub(crate) fn new(rc: &RecolorConfig, placement: &Placement, line: Option<u64>) -> Result<Recolorer> {
         let (period, delay) = rc.kind.table_4_5();
         let params = Params {
             period: rc.period.unwrap_or(period),
@@ -396,18 +396,18 @@ impl Recolorer {
     }
 
     /// Whether the policy starts from physical pages (needs the reverse map).
-    pub fn needs_rmap(&self) -> bool {
+    pub(crate) fn needs_rmap(&self) -> bool {
         matches!(self.policy, Policy::Cml(_))
     }
 
     /// Whether the policy watches TLB misses and contents.
-    pub fn wants_tlb(&self) -> bool {
+    pub(crate) fn wants_tlb(&self) -> bool {
         !matches!(self.policy, Policy::Cml(_))
     }
 
     /// Install the hardware the policy reads: the CML buffer, the miss-counter alarm,
     /// per-colour reference counters.
-    pub fn install(&self, mem: &mut MemoryHierarchy, colors: u64) {
+    pub(crate) fn install(&self, mem: &mut MemoryHierarchy, colors: u64) {
         if let Policy::Cml(c) = &self.policy {
             mem.cml = Some(c.buffer());
         }
@@ -420,14 +420,14 @@ impl Recolorer {
     }
 
     /// Changes to the watched TLBs (every fill, eviction, invalidation, flush).
-    pub fn tlb_changes<P: PageTable>(&mut self, mm: &Mm<P>, changes: &[TlbChange]) {
+    pub(crate) fn tlb_changes<P: PageTable>(&mut self, mm: &Mm<P>, changes: &[TlbChange]) {
         for c in changes {
             self.tlb.apply(mm, c);
         }
     }
 
     /// A last-level TLB miss, after its fill (`fill`: the changes the fill made).
-    pub fn tlb_miss<P: PageTable>(&mut self, cx: &mut Ctx<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
+    pub(crate) fn tlb_miss<P: PageTable>(&mut self, cx: &mut Ctx<P>, m: &TlbMiss, fill: &[TlbChange]) -> Result<()> {
         self.tlb_changes(cx.mm, fill);
         if matches!(self.policy, Policy::Active(_) | Policy::Snapshot(_)) {
             // Table 4-7: the miss handler decides whether to record this miss.
@@ -442,7 +442,7 @@ impl Recolorer {
     }
 
     /// The timer expired (`now >= next_timer`).
-    pub fn timer<P: PageTable>(&mut self, cx: &mut Ctx<P>) -> Result<()> {
+    pub(crate) fn timer<P: PageTable>(&mut self, cx: &mut Ctx<P>) -> Result<()> {
         let mut sh = Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats };
         self.next_timer = match &mut self.policy {
             Policy::Periodic(p) => p.timer(&mut sh, cx)?,
@@ -454,7 +454,7 @@ impl Recolorer {
     }
 
     /// The memory system interrupted (`mem.interrupt`).
-    pub fn interrupt<P: PageTable>(&mut self, cx: &mut Ctx<P>) -> Result<()> {
+    pub(crate) fn interrupt<P: PageTable>(&mut self, cx: &mut Ctx<P>) -> Result<()> {
         cx.mem.interrupt = false;
         let mut sh = Shared { params: &self.params, tlb: &self.tlb, targets: &mut self.targets, stats: &mut self.stats };
         match &mut self.policy {
@@ -464,7 +464,7 @@ impl Recolorer {
         }
     }
 
-    pub fn details(&self) -> serde_json::Value {
+    pub(crate) fn details(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.stats).unwrap_or_default();
         v["period"] = self.params.period.into();
         v["delay"] = self.params.delay.into();

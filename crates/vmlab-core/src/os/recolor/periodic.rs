@@ -10,18 +10,18 @@ use crate::pt::PageTable;
 use rand::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-pub struct Periodic {
+pub(crate) struct Periodic {
     random: bool,
     rng: Xoshiro256PlusPlus,
 }
 
 impl Periodic {
-    pub fn new(random: bool, seed: u64) -> Periodic {
+    pub(crate) fn new(random: bool, seed: u64) -> Periodic {
         Periodic { random, rng: Xoshiro256PlusPlus::seed_from_u64(seed) }
     }
 
     /// Returns the next timer cycle.
-    pub fn timer<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<u64> {
+    pub(crate) fn timer<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<u64> {
         sh.stats.interrupts += 1;
         sh.stats.analyses += 1;
         sh.stats.overhead_cycles += sh.params.costs.interrupt + sh.params.costs.analyze;

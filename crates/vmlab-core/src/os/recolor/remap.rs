@@ -24,24 +24,24 @@ pub struct RecolorCounters {
     pub demotions: u64,
     /// Recolours given up: no free frame of the target colour, a shared page, or the
     /// page is gone.
-    pub failed: u64,
+    pub(crate) failed: u64,
     /// Recolours per virtual base page (pid, page base).
-    pub per_page: HashMap<(Pid, u64), u32>,
+    pub(crate) per_page: HashMap<(Pid, u64), u32>,
     /// Record which mechanisms copied each virtual base page.
-    pub track_copiers: bool,
-    pub copiers: HashMap<(Pid, u64), u8>,
+    pub(crate) track_copiers: bool,
+    pub(crate) copiers: HashMap<(Pid, u64), u8>,
 }
 
 /// Distinct pages by times recoloured: n = 1, 2, 3, 4, >= 5 (Romer Table 6-4).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct RecolorHistogram {
-    pub pages: [u64; 5],
+    pub(crate) pages: [u64; 5],
     /// Recolour operations due to those pages.
-    pub operations: [u64; 5],
+    pub(crate) operations: [u64; 5],
 }
 
 impl RecolorCounters {
-    pub fn histogram(&self) -> RecolorHistogram {
+    pub(crate) fn histogram(&self) -> RecolorHistogram {
         let mut h = RecolorHistogram::default();
         for &n in self.per_page.values() {
             let k = (n.clamp(1, 5) - 1) as usize;
@@ -64,7 +64,7 @@ impl RecolorCounters {
         s
     }
 
-    pub fn note_copy(&mut self, pid: Pid, base: u64, by: u8) {
+    pub(crate) fn note_copy(&mut self, pid: Pid, base: u64, by: u8) {
         if self.track_copiers {
             *self.copiers.entry((pid, base)).or_default() |= by;
         }

@@ -25,7 +25,7 @@ enum Phase {
     Waiting,
 }
 
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     kind: RecolorKind,
     phase: Phase,
     /// (pid, page, colour) in miss order.
@@ -36,7 +36,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    pub fn new(kind: RecolorKind) -> Snapshot {
+    pub(crate) fn new(kind: RecolorKind) -> Snapshot {
         Snapshot { kind, phase: Phase::Idle, current: Vec::new(), first: Vec::new(), started: 0 }
     }
 
@@ -51,7 +51,7 @@ impl Snapshot {
         cx.mm.shootdowns.push(Shootdown::TlbFlush);
     }
 
-    pub fn tlb_miss<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>, m: &TlbMiss) -> Result<()> {
+    pub(crate) fn tlb_miss<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>, m: &TlbMiss) -> Result<()> {
         let Phase::Collecting(which) = self.phase else { return Ok(()) };
         if m.translation.size != PageSize::K4 {
             return Ok(());
@@ -101,7 +101,7 @@ impl Snapshot {
     }
 
     /// Cycle timer (snapshot, snapshot-delay); returns the next timer cycle.
-    pub fn timer<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<u64> {
+    pub(crate) fn timer<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<u64> {
         sh.stats.interrupts += 1;
         sh.stats.overhead_cycles += sh.params.costs.interrupt;
         self.activate(sh, cx, cx.now)?;
@@ -117,7 +117,7 @@ impl Snapshot {
     }
 
     /// The L2 miss counter reached its alarm (snapshot-miss).
-    pub fn miss_alarm<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<()> {
+    pub(crate) fn miss_alarm<P: PageTable>(&mut self, sh: &mut Shared, cx: &mut Ctx<P>) -> Result<()> {
         sh.stats.interrupts += 1;
         sh.stats.overhead_cycles += sh.params.costs.interrupt;
         let misses = cx.mem.memory_accesses;

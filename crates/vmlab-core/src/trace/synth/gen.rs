@@ -5,7 +5,7 @@ use crate::trace::{Access, Dep, Record};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-pub trait Generator: Send {
+pub(crate) trait Generator: Send {
     /// Lowest virtual address of the workload's data (code goes 1 GiB below).
     fn base(&self) -> u64;
     /// Records that set the stage (Mmap of the regions, forks).
@@ -14,23 +14,23 @@ pub trait Generator: Send {
     fn emit(&mut self, n: u64, pid: u32, out: &mut Vec<Record>);
 }
 
-pub fn rng(seed: u64) -> Xoshiro256PlusPlus {
+pub(crate) fn rng(seed: u64) -> Xoshiro256PlusPlus {
     Xoshiro256PlusPlus::seed_from_u64(seed)
 }
 
 /// Uniform integer in [0, n) by multiply-shift (Lemire); bias < n / 2^64.
 #[inline(always)]
-pub fn below(r: u64, n: u64) -> u64 {
+pub(crate) fn below(r: u64, n: u64) -> u64 {
     ((r as u128 * n as u128) >> 64) as u64
 }
 
 /// An anonymous private read/write region.
-pub fn mmap_rw(pid: u32, start: u64, len: u64) -> Record {
+pub(crate) fn mmap_rw(pid: u32, start: u64, len: u64) -> Record {
     Record::Mmap { pid, start, len, prot: crate::trace::record::prot::READ | crate::trace::record::prot::WRITE, flags: crate::trace::MapFlags::PRIVATE }
 }
 
 /// Round up to a whole number of 4 KiB pages.
-pub fn page_round(b: u64) -> u64 {
+pub(crate) fn page_round(b: u64) -> u64 {
     (b + 4095) & !4095
 }
 
@@ -38,14 +38,14 @@ pub fn page_round(b: u64) -> u64 {
 /// power of two >= n, with cycle walking. Visiting permute(0), permute(1), ... gives a
 /// random order with no repeats and O(1) memory.
 #[derive(Clone, Debug)]
-pub struct Permutation {
+pub(crate) struct Permutation {
     n: u64,
     half_bits: u32,
     keys: [u64; 4],
 }
 
 impl Permutation {
-    pub fn new(n: u64, seed: u64) -> Permutation {
+    pub(crate) fn new(n: u64, seed: u64) -> Permutation {
         assert!(n > 0);
         let bits = 64 - (n - 1).leading_zeros().min(63);
         let half_bits = bits.div_ceil(2).max(1);
@@ -75,7 +75,7 @@ impl Permutation {
 
     /// The image of `i` (< n).
     #[inline]
-    pub fn get(&self, i: u64) -> u64 {
+    pub(crate) fn get(&self, i: u64) -> u64 {
         let mut x = self.feistel(i);
         // Cycle walking: the domain is at most 4n, so this ends after ~4 steps on average.
         while x >= self.n {
@@ -87,7 +87,7 @@ impl Permutation {
 
 /// A 64-bit mix of two values (SplitMix64 finaliser), for hash-defined structure.
 #[inline(always)]
-pub fn mix(a: u64, b: u64) -> u64 {
+pub(crate) fn mix(a: u64, b: u64) -> u64 {
     let mut z = a.wrapping_add(b.wrapping_mul(0x9e37_79b9_7f4a_7c15)).wrapping_add(0x632b_e59b_d9b4_e019);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -96,25 +96,25 @@ pub fn mix(a: u64, b: u64) -> u64 {
 
 /// One access a burst workload plans; the pid is filled in when it is handed out.
 #[derive(Clone, Copy, Debug)]
-pub struct Planned {
-    pub vaddr: u64,
-    pub size: u16,
-    pub write: bool,
-    pub dep: Dep,
+pub(crate) struct Planned {
+    pub(crate) vaddr: u64,
+    pub(crate) size: u16,
+    pub(crate) write: bool,
+    pub(crate) dep: Dep,
 }
 
 impl Planned {
-    pub const fn read(vaddr: u64, size: u16, dep: Dep) -> Planned {
+    pub(crate) const fn read(vaddr: u64, size: u16, dep: Dep) -> Planned {
         Planned { vaddr, size, write: false, dep }
     }
-    pub const fn write(vaddr: u64, size: u16, dep: Dep) -> Planned {
+    pub(crate) const fn write(vaddr: u64, size: u16, dep: Dep) -> Planned {
         Planned { vaddr, size, write: true, dep }
     }
 }
 
 /// A workload whose accesses come a burst at a time (a BFS vertex, a key lookup) inside
 /// one private read/write region. [`BurstGen`] makes it a [`Generator`].
-pub trait Bursts: Send {
+pub(crate) trait Bursts: Send {
     /// The region `[start, end)` the workload maps; `start` is its lowest address.
     fn region(&self) -> (u64, u64);
     /// Append the accesses of the next burst (at least one) to `out`.
@@ -123,14 +123,14 @@ pub trait Bursts: Send {
 
 /// Drives a [`Bursts`] workload: maps its region, then hands out exactly `n` accesses
 /// per `emit`, splitting bursts across calls.
-pub struct BurstGen<B> {
+pub(crate) struct BurstGen<B> {
     bursts: B,
     pending: Vec<Planned>,
     pos: usize,
 }
 
 impl<B: Bursts + 'static> BurstGen<B> {
-    pub fn boxed(bursts: B) -> Box<dyn Generator> {
+    pub(crate) fn boxed(bursts: B) -> Box<dyn Generator> {
         Box::new(BurstGen { bursts, pending: Vec::new(), pos: 0 })
     }
 }

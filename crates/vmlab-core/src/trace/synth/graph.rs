@@ -11,7 +11,7 @@ use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Dep;
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "graph",
         description: "BFS over a power-law graph in CSR layout: offsets, edges, distance array and frontier queue accesses",
@@ -41,7 +41,7 @@ fn degree_of(seed: u64, v: u64, scale: f64) -> u64 {
     ((u.powf(-1.0 / 1.1) * scale) as u64).clamp(1, 1 << 20)
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let vertices = p.count("vertices")?;
     let degree = p.count("degree")?;
     p.require((2..=1 << 31).contains(&vertices), "vertices", "2 to 2^31 vertices")?;

@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::trace::Dep;
 use rayon::prelude::*;
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "graph500",
         description: "Graph500 BFS (kernel=bfs) or GraphBIG-like PageRank (kernel=pagerank) on a Kronecker graph built in memory: 2^scale vertices, edgefactor x 2^scale edges, CSR with 8-byte ids",
@@ -224,7 +224,7 @@ struct Graph500 {
     next: u64,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     Ok(BurstGen::boxed(build(p)?))
 }
 
@@ -376,7 +376,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_csr_holds_every_edge_twice_sorted_and_relabelled() {
+    fn the_csr_holds_every_edge_twice_sorted_and_relabeled() {
         let (scale, ef) = (10u32, 16u64);
         let g = Csr::build(7, scale, ef).unwrap();
         let n = 1u64 << scale;

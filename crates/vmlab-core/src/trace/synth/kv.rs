@@ -16,7 +16,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 const NODE: u64 = 32;
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "kv",
         description: "key-value store: hashed bucket array, chain nodes and values under a Zipfian GET/PUT mix",
@@ -81,7 +81,7 @@ struct KeyValue {
     end: u64,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let keys = p.count("keys")?;
     let theta = p.float("theta")?;
     let value_size = p.bytes("value_size")?;

@@ -24,7 +24,7 @@ use params::Params;
 
 /// Default virtual base of a workload's region: 1 GiB aligned, in the user half of a
 /// 48-bit address space.
-pub const DEFAULT_BASE: u64 = 0x7f00_0000_0000;
+pub(crate) const DEFAULT_BASE: u64 = 0x7f00_0000_0000;
 
 /// Builds a workload's generator from its parameters.
 type Constructor = fn(&mut Params) -> Result<Box<dyn Generator>>;
@@ -67,12 +67,12 @@ pub fn open(name: &str, params: &[(String, String)]) -> Result<Box<dyn TraceSour
 
 /// Parameters every workload takes.
 #[derive(Clone, Copy, Debug)]
-pub struct Common {
-    pub accesses: u64,
-    pub instrs_per_access: u64,
-    pub pid: u32,
+pub(crate) struct Common {
+    pub(crate) accesses: u64,
+    pub(crate) instrs_per_access: u64,
+    pub(crate) pid: u32,
     /// Bytes of code fetched sequentially (one fetch per access), 0 = none.
-    pub code: u64,
+    pub(crate) code: u64,
 }
 
 /// Drives a generator: emits its setup records, then accesses with ticks and fetches.

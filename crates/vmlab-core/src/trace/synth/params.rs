@@ -9,28 +9,28 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize)]
 pub struct ParamInfo {
     pub name: &'static str,
-    pub default: String,
-    pub help: &'static str,
+    pub(crate) default: String,
+    pub(crate) help: &'static str,
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadInfo {
     pub name: &'static str,
-    pub description: &'static str,
+    pub(crate) description: &'static str,
     pub params: Vec<ParamInfo>,
 }
 
-pub fn param(name: &'static str, default: impl Into<String>, help: &'static str) -> ParamInfo {
+pub(crate) fn param(name: &'static str, default: impl Into<String>, help: &'static str) -> ParamInfo {
     ParamInfo { name, default: default.into(), help }
 }
 
 /// The `base` parameter of a workload's data region.
-pub fn base_param() -> ParamInfo {
+pub(crate) fn base_param() -> ParamInfo {
     param("base", format!("{:#x}", super::DEFAULT_BASE), "virtual base address of the region (4 KiB aligned)")
 }
 
 /// Parameters every workload accepts, appended to each workload's own list.
-pub fn common_params() -> Vec<ParamInfo> {
+pub(crate) fn common_params() -> Vec<ParamInfo> {
     vec![
         param("accesses", "10M", "number of data accesses to emit (k/M/G = 10^3/10^6/10^9)"),
         param("seed", "1", "random seed"),
@@ -40,13 +40,13 @@ pub fn common_params() -> Vec<ParamInfo> {
     ]
 }
 
-pub struct Params {
+pub(crate) struct Params {
     workload: String,
     values: Vec<(String, String)>,
 }
 
 impl Params {
-    pub fn new(workload: &str, info: &WorkloadInfo, given: &[(String, String)]) -> Result<Params> {
+    pub(crate) fn new(workload: &str, info: &WorkloadInfo, given: &[(String, String)]) -> Result<Params> {
         let mut values: Vec<(String, String)> = info.params.iter().chain(common_params().iter()).map(|p| (p.name.to_string(), p.default.clone())).collect();
         for (k, v) in given {
             match values.iter_mut().find(|(n, _)| n == k) {
@@ -64,17 +64,17 @@ impl Params {
         &self.values.iter().find(|(n, _)| n == key).expect("declared parameter").1
     }
 
-    pub fn err(&self, key: &str, what: &str) -> Error {
+    pub(crate) fn err(&self, key: &str, what: &str) -> Error {
         Error::Workload { name: self.workload.clone(), msg: format!("parameter `{key}` = `{}`: expected {what}", self.raw(key)) }
     }
 
     /// A byte size: 4096, 4K, 2M, 1G, 4GiB.
-    pub fn bytes(&self, key: &str) -> Result<u64> {
+    pub(crate) fn bytes(&self, key: &str) -> Result<u64> {
         parse_bytes(self.raw(key)).map_err(|_| self.err(key, "a size such as 4096, 64K, 2M or 4G"))
     }
 
     /// A count: plain integer or k/M/G (10^3/10^6/10^9) suffix, or scientific 1e6.
-    pub fn count(&self, key: &str) -> Result<u64> {
+    pub(crate) fn count(&self, key: &str) -> Result<u64> {
         let s = self.raw(key).trim();
         let (num, mult) = match s.chars().last() {
             Some('k') | Some('K') => (&s[..s.len() - 1], 1_000u64),
@@ -92,7 +92,7 @@ impl Params {
     }
 
     /// An integer, decimal or 0x-hex.
-    pub fn int(&self, key: &str) -> Result<u64> {
+    pub(crate) fn int(&self, key: &str) -> Result<u64> {
         let s = self.raw(key).trim().replace('_', "");
         let r = match s.strip_prefix("0x") {
             Some(h) => u64::from_str_radix(h, 16).ok(),
@@ -101,12 +101,12 @@ impl Params {
         r.ok_or_else(|| self.err(key, "an integer (decimal or 0x hex)"))
     }
 
-    pub fn float(&self, key: &str) -> Result<f64> {
+    pub(crate) fn float(&self, key: &str) -> Result<f64> {
         self.raw(key).trim().parse::<f64>().ok().filter(|f| f.is_finite()).ok_or_else(|| self.err(key, "a number"))
     }
 
     /// One of `choices`.
-    pub fn choice(&self, key: &str, choices: &[&str]) -> Result<String> {
+    pub(crate) fn choice(&self, key: &str, choices: &[&str]) -> Result<String> {
         let v = self.raw(key).trim();
         if choices.contains(&v) {
             Ok(v.to_string())
@@ -116,7 +116,7 @@ impl Params {
     }
 
     /// Check a constraint on already-parsed values.
-    pub fn require(&self, ok: bool, key: &str, what: &str) -> Result<()> {
+    pub(crate) fn require(&self, ok: bool, key: &str, what: &str) -> Result<()> {
         if ok {
             Ok(())
         } else {
@@ -124,7 +124,7 @@ impl Params {
         }
     }
 
-    pub fn common(&self) -> Result<Common> {
+    pub(crate) fn common(&self) -> Result<Common> {
         let pid = self.int("pid")?;
         self.require(pid <= u32::MAX as u64, "pid", "a 32-bit process id")?;
         let code = self.bytes("code")?;
@@ -132,32 +132,32 @@ impl Params {
         Ok(Common { accesses: self.count("accesses")?, instrs_per_access: self.int("instrs_per_access")?, pid: pid as u32, code })
     }
 
-    pub fn seed(&self) -> Result<u64> {
+    pub(crate) fn seed(&self) -> Result<u64> {
         self.int("seed")
     }
 
     /// Region base: default 1 GiB aligned, and must be 4 KiB aligned.
     /// The data region's base. Below 2^57 (the largest space a page table here maps),
     /// so a region of up to 2^58 bytes after it never wraps.
-    pub fn base(&self) -> Result<u64> {
+    pub(crate) fn base(&self) -> Result<u64> {
         let b = self.int("base")?;
         self.require(b % 4096 == 0 && b < 1 << 57, "base", "a 4 KiB-aligned address below 2^57")?;
         Ok(b)
     }
 
     /// The `footprint` parameter: at most 2^56 bytes (64 PiB).
-    pub fn footprint(&self) -> Result<u64> {
+    pub(crate) fn footprint(&self) -> Result<u64> {
         let f = self.bytes("footprint")?;
         self.require(f <= 1 << 56, "footprint", "at most 2^56 bytes (64P)")?;
         Ok(f)
     }
 
-    pub fn finish(&self) -> Result<()> {
+    pub(crate) fn finish(&self) -> Result<()> {
         Ok(())
     }
 
     /// Every parameter with its resolved value (for the trace metadata).
-    pub fn resolved(&self) -> Vec<(String, String)> {
+    pub(crate) fn resolved(&self) -> Vec<(String, String)> {
         self.values.clone()
     }
 }

@@ -5,7 +5,7 @@ use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::{Dep, Record};
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "pchase",
         description: "pointer chase: 8-byte reads following a random single cycle through every node of the footprint",
@@ -23,7 +23,7 @@ struct PointerChase {
     started: bool,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let footprint = p.footprint()?;
     let node = p.bytes("node")?;
     p.require(node >= 8 && node % 8 == 0, "node", "a multiple of 8 bytes")?;

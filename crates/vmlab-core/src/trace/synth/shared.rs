@@ -8,7 +8,7 @@ use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::{Dep, MapFlags, Record};
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "shared",
         description: "extreme benchmark: `procs` processes (forked from `pid`) touching the same `pages` pages in turn (MAP_SHARED data, program text, or both), `burst` accesses per time slice",
@@ -38,7 +38,7 @@ struct Shared {
     cursor: u64,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let procs = p.int("procs")?;
     let pages = p.count("pages")?;
     let burst = p.count("burst")?;

@@ -9,7 +9,7 @@ use crate::trace::{Dep, Record};
 use rand::RngCore;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-pub fn gups_info() -> WorkloadInfo {
+pub(crate) fn gups_info() -> WorkloadInfo {
     WorkloadInfo {
         name: "gups",
         description: "GUPS: uniform random 8-byte read-modify-write (a read, then a write of the same word) over the footprint",
@@ -25,7 +25,7 @@ struct Gups {
     pending: Option<u64>,
 }
 
-pub fn gups(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn gups(p: &mut Params) -> Result<Box<dyn Generator>> {
     let footprint = p.footprint()?;
     p.require(footprint >= 8, "footprint", "at least 8 bytes")?;
     Ok(Box::new(Gups { base: p.base()?, words: footprint / 8, rng: rng(p.seed()?), pending: None }))
@@ -59,7 +59,7 @@ impl Generator for Gups {
     }
 }
 
-pub fn stream_info() -> WorkloadInfo {
+pub(crate) fn stream_info() -> WorkloadInfo {
     WorkloadInfo {
         name: "stream",
         description: "STREAM-like sequential reads over the footprint, advancing by `stride` and wrapping around",
@@ -73,7 +73,7 @@ pub fn stream_info() -> WorkloadInfo {
     }
 }
 
-pub fn stride_info() -> WorkloadInfo {
+pub(crate) fn stride_info() -> WorkloadInfo {
     WorkloadInfo {
         name: "stride",
         description: "`streams` interleaved sequential sweeps with a large stride (one new page per access by default)",
@@ -117,11 +117,11 @@ fn sweep(p: &mut Params, streams: u64) -> Result<Box<dyn Generator>> {
     Ok(Box::new(Sweep { base: p.base()?, footprint, stride, size: size as u16, cursors, next: 0, write_every, count: 0 }))
 }
 
-pub fn stream(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn stream(p: &mut Params) -> Result<Box<dyn Generator>> {
     sweep(p, 1)
 }
 
-pub fn stride(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn stride(p: &mut Params) -> Result<Box<dyn Generator>> {
     let streams = p.int("streams")?;
     sweep(p, streams)
 }

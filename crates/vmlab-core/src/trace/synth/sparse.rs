@@ -12,7 +12,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 /// object size), so objects never overlap.
 const SLOT_PAGES: u64 = 256;
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "sparse",
         description: "sparse address space: `pages` random 4 KiB pages (layout=page, SPARSE-PAGE) or `pages` objects of file-like sizes (layout=file, SPARSE-FILE) scattered over `space`",
@@ -51,7 +51,7 @@ fn file_pages(h: u64) -> u64 {
     }
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let count = p.count("pages")?;
     let space = p.bytes("space")?;
     let layout = p.choice("layout", &["page", "file"])?;

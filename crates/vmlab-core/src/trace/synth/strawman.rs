@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::trace::record::prot;
 use crate::trace::{Dep, MapFlags, Record};
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "strawman",
         description: "Romer's cache-conflict strawman: `pages` hot pages `spacing` apart (same colour under page colouring), referenced a line at a time in turn; fetch=1 gives stab (code pages)",
@@ -36,7 +36,7 @@ struct Strawman {
     i: u64,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let pages = p.int("pages")?;
     let spacing = p.bytes("spacing")?;
     let line = p.bytes("line")?;

@@ -16,7 +16,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 const ROW: u64 = 48;
 
-pub fn info() -> WorkloadInfo {
+pub(crate) fn info() -> WorkloadInfo {
     WorkloadInfo {
         name: "xsbench",
         description: "XSBench-like lookups: binary search of a unionized energy grid, then scattered nuclide-grid reads",
@@ -36,7 +36,7 @@ struct XsBench {
     end: u64,
 }
 
-pub fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
+pub(crate) fn new(p: &mut Params) -> Result<Box<dyn Generator>> {
     let footprint = p.footprint()?;
     let nuclides = p.int("nuclides")?;
     p.require((1..=4096).contains(&nuclides), "nuclides", "1 to 4096")?;

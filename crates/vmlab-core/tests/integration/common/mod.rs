@@ -2,12 +2,25 @@
 #![allow(dead_code)]
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use vmlab::config::Config;
 use vmlab::mmu::pwc::PageWalkCache;
 use vmlab::os::address_space::Mapping;
 use vmlab::pt::{FastPaths, RadixPageTable};
 use vmlab::sim::Engine;
 use vmlab::trace::{MapFlags, Record};
+
+/// A property test of `cases` cases whose failing seeds are kept in
+/// `tests/proptest-regressions/integration/` (one file per test module), beside the unit
+/// tests' under `src/` (`crate::testing::proptest_config` in the library): every
+/// regression file of the crate in one place, each at its source's path.
+pub fn proptest_config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel("proptest-regressions/integration"))),
+        ..ProptestConfig::default()
+    }
+}
 
 /// Every record of a source, or its error.
 pub fn drain(src: &mut dyn vmlab::trace::TraceSource) -> vmlab::Result<Vec<Record>> {
