@@ -10,7 +10,7 @@ import math
 import os
 from typing import Any, Iterable, Mapping, Sequence, Union
 
-from . import _core, _table
+from . import _core, _progress, _table
 
 Overrides = Union[None, Mapping[str, Any], Sequence[str]]
 
@@ -525,7 +525,9 @@ def run(
         Config keys to set, as ``{"tlb.l1d.entries": 32}`` or ``["tlb.l1d.entries=32"]``
         (docs/config.md).
     progress : bool
-        Show a progress line on stderr.
+        Show progress: a bar with the total and an ETA on a terminal's stderr, a line
+        every 10 s on another stderr, and in a Jupyter notebook a bar in the cell's
+        output.
     label : str, optional
         The run's name in tables (:attr:`Result.label`); default: ``config``, then
         ``:key=value;...`` for the overrides.
@@ -550,7 +552,8 @@ def run(
     items = _override_list(overrides)
     if label is not None:
         _expect("label", label, isinstance(label, str), "a name (str)")
-    text = _core.run(config_text, items, progress=_bool_arg("progress", progress), **_source_kwargs(trace, workload, params))
+    text = _progress.call(_core.run, config_text, items, progress=_bool_arg("progress", progress),
+                          **_source_kwargs(trace, workload, params))
     return Result(json.loads(text), label=label or _label(config_text, items), config_name=config_text)
 
 
@@ -593,7 +596,9 @@ def run_many(
     threads : int
         Simulation threads (the runs are spread over them).
     progress : bool
-        Show a progress line on stderr.
+        Show progress: a bar with the total and an ETA on a terminal's stderr, a line
+        every 10 s on another stderr, and in a Jupyter notebook a bar in the cell's
+        output.
     **params : str, int or float
         Workload parameters, as in :func:`run`.
 
@@ -628,7 +633,8 @@ def run_many(
         pairs.append(pair)
         labels.append(label if named else _label(*pair))
     src = _source_kwargs(trace, workload, params)
-    out = _core.run_many(pairs, threads=_count_arg("threads", threads), progress=_bool_arg("progress", progress), **src)
+    out = _progress.call(_core.run_many, pairs, threads=_count_arg("threads", threads),
+                         progress=_bool_arg("progress", progress), **src)
     source = {"trace": src["trace"]} if src["trace"] is not None else {"workload": workload, "params": src["params"]}
     results = []
     for (text, err), label, (config_text, _) in zip(out, labels, pairs):
@@ -822,7 +828,9 @@ def compare(
     threads : int
         Simulation threads.
     progress : bool
-        Show a progress line on stderr.
+        Show progress: a bar with the total and an ETA on a terminal's stderr, a line
+        every 10 s on another stderr, and in a Jupyter notebook a bar in the cell's
+        output.
 
     Returns
     -------
@@ -845,7 +853,8 @@ def compare(
 
     if baseline is not None:
         _expect("baseline", baseline, isinstance(baseline, str), "a design name (str)")
-    text = _core.compare(
+    text = _progress.call(
+        _core.compare,
         _names_arg("designs", designs),
         baseline=baseline,
         config=_path_arg("config", config, optional=False),
@@ -866,6 +875,7 @@ def pt_compare(
     workload: str | None = None,
     designs: Sequence[str] = DEFAULT_PT_DESIGNS,
     overrides: Overrides = None,
+    progress: bool = False,
     **params: Any,
 ):
     """Elphinstone's measurements for several page-table designs on one input.
@@ -882,6 +892,9 @@ def pt_compare(
         ``"label:key=value;key=value"``.
     overrides : dict or list of str, optional
         Config keys set for every design.
+    progress : bool
+        Show progress, one bar per design (the designs run one after another), as in
+        :func:`run`.
 
     Returns
     -------
@@ -902,12 +915,14 @@ def pt_compare(
     names = _names_arg("designs", designs)
     _expect("designs", designs, bool(names), "a non-empty list of design names")
     src = _source_kwargs(trace, workload, params)
-    text = _core.pt_compare(
+    text = _progress.call(
+        _core.pt_compare,
         names,
         config=_path_arg("config", config, optional=False),
         overrides=_override_list(overrides),
         trace=src["trace"],
         workload=workload,
         params=src["params"] or None,
+        progress=_bool_arg("progress", progress),
     )
     return pd.DataFrame(json.loads(text)).set_index("design")

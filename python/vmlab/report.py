@@ -550,28 +550,69 @@ def _fmt(v: Any) -> str:
 
 
 def _cell(v: Any) -> str:
+    """A table cell; a number's cell carries its full value in ``data-v`` (the sort key,
+    "" when missing)."""
     e = html.escape
     if isinstance(v, tuple):  # (mean, min, max, seeds)
         mean, lo, hi, n = v
         if not n:
-            return '<td class="num">–</td>'
+            return '<td class="num" data-v="">–</td>'
         text = e(_fmt(mean))
         if n > 1:
             text += (f'<br><span class="range" title="min–max over {int(n)} seeds">'
                      f'{e(_fmt(lo))}–{e(_fmt(hi))}</span>')
-        return f'<td class="num">{text}</td>'
-    return f'<td class="num">{e(_fmt(v))}</td>' if _is_number(v) else f"<td>{e(_fmt(v))}</td>"
+        return f'<td class="num" data-v="{_sort_key(mean)}">{text}</td>'
+    if _is_number(v):
+        return f'<td class="num" data-v="{_sort_key(v)}">{e(_fmt(v))}</td>'
+    return f"<td>{e(_fmt(v))}</td>"
+
+
+def _sort_key(v: Any) -> str:
+    f = float(v)
+    return "" if math.isnan(f) else repr(f)
 
 
 def _table_html(t: Table, ranges: bool) -> str:
     e = html.escape
-    head = "".join(f"<th>{e(str(h))}</th>" for h in t.headers)
+    head = "".join(f'<th><button type="button" title="sort by {e(str(h))}">{e(str(h))}</button></th>' for h in t.headers)
     body = "\n".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in t.rows)
     notes = [t.note] if t.note else []
     if ranges:
         notes.append("Each cell: the mean over seeds, and below it the minimum–maximum across seeds.")
     note = f'<p class="note">{e(" ".join(notes))}</p>' if notes else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>{note}"
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>{note}'
+
+
+# Sorts a table by the column whose header button is clicked: ascending, then descending
+# on a second click. Numbers by their full value (data-v), text in natural order
+# ("2" before "10"); missing values ("–") last either way; ties keep their order. The
+# header carries aria-sort. vmlabSort(table, column, "ascending"|"descending") is the
+# same from a script.
+SORT_JS = """
+function vmlabSort(table, col, dir) {
+  const key = row => {
+    const c = row.cells[col];
+    if (!c) return null;
+    if (c.dataset.v !== undefined) return c.dataset.v === "" ? null : Number(c.dataset.v);
+    const t = c.textContent.trim();
+    return t === "" || t === "\u2013" ? null : t;
+  };
+  const sign = dir === "descending" ? -1 : 1;
+  const body = table.tBodies[0];
+  [...body.rows].map((row, i) => [key(row), i, row]).sort(([a, i], [b, j]) => {
+    if (a === null || b === null) return (a === null) - (b === null) || i - j;
+    const d = typeof a === "number" && typeof b === "number" ? a - b
+      : String(a).localeCompare(String(b), undefined, {numeric: true});
+    return sign * d || i - j;
+  }).forEach(([, , row]) => body.append(row));
+  [...table.tHead.rows[0].cells].forEach((th, k) => k === col ? th.setAttribute("aria-sort", dir)
+                                                               : th.removeAttribute("aria-sort"));
+}
+document.querySelectorAll("table.sortable").forEach(table => {
+  [...table.tHead.rows[0].cells].forEach((th, col) => th.querySelector("button").addEventListener("click", () =>
+    vmlabSort(table, col, th.getAttribute("aria-sort") === "ascending" ? "descending" : "ascending")));
+});
+"""
 
 
 CSS = f"""
@@ -583,7 +624,11 @@ figcaption{{font-size:0.9em;color:#444;margin-top:0.3em}}
 .numbers{{flex:1 1 360px;min-width:0;overflow-x:auto}}
 table{{border-collapse:collapse;font-size:0.85em}}
 td,th{{border:1px solid #ccc;padding:2px 6px;vertical-align:top}}
-th{{background:#f3f3f3;text-align:left}}
+th{{background:#f3f3f3;text-align:left;white-space:nowrap}}
+th button{{font:inherit;color:inherit;background:none;border:0;padding:0;margin:0;cursor:pointer;text-align:left}}
+th button::after{{content:"\\2195";color:#999;padding-left:0.25em;font-size:0.85em}}
+th[aria-sort=ascending] button::after{{content:"\\25B2";color:#222}}
+th[aria-sort=descending] button::after{{content:"\\25BC";color:#222}}
 td{{white-space:nowrap}}
 td.num{{text-align:right;font-variant-numeric:tabular-nums}}
 .range{{color:#666;font-size:0.85em;white-space:nowrap}}
@@ -625,6 +670,7 @@ def _html(store, df, secs: list[Section], plots: bool) -> str:
 {chr(10).join(parts)}
 <section id="runs"><h2>Runs</h2>
 <div class="numbers">{_table_html(runs, False)}</div></section>
+<script>{SORT_JS}</script>
 </body></html>
 """
 

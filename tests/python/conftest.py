@@ -1,6 +1,8 @@
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -36,3 +38,23 @@ def real_trace(tmp_path_factory):
     subprocess.run(vmlab_cmd() + ["trace", "--engine", "lackey", "-o", str(out), "--", "ls", "-l", "/usr/lib"],
                    check=True, stdout=subprocess.DEVNULL)
     return out
+
+
+@pytest.fixture
+def venv_kernel(tmp_path, monkeypatch):
+    """The name of a Jupyter kernel spec that runs ipykernel under this Python, found
+    before any other (JUPYTER_PATH comes first), with no user IPython or Jupyter
+    settings; TMPDIR is tmp_path/tmp (where a notebook puts its files)."""
+    name = "vmlab-test-venv"
+    spec = tmp_path / "jupyter" / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "vmlab test venv", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    return name

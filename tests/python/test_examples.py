@@ -1,7 +1,6 @@
 """The notebooks in examples/ run end to end, as a researcher would run them: every
 cell, in order, in a Jupyter kernel that is this venv's Python."""
 
-import json
 import sys
 from pathlib import Path
 
@@ -12,29 +11,10 @@ nbclient = pytest.importorskip("nbclient", reason="nbclient is pinned in require
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
-KERNEL = "vmlab-test-venv"
 
 
 def test_there_is_a_notebook():
     assert [p.name for p in NOTEBOOKS] == ["quickstart.ipynb"]
-
-
-@pytest.fixture
-def venv_kernel(tmp_path, monkeypatch):
-    """A kernel spec that runs ipykernel under this Python, found before any other
-    (JUPYTER_PATH comes first), and no user IPython or Jupyter settings."""
-    spec = tmp_path / "jupyter" / "kernels" / KERNEL
-    spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "vmlab test venv", "language": "python"}))
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the notebook puts its files
-    return KERNEL
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

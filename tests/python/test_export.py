@@ -384,3 +384,54 @@ def test_parquet_without_pyarrow_says_what_to_install(store, tmp_path):
     assert not (tmp_path / "r.parquet").exists()
     # CSV needs nothing more.
     assert run_cli("export", str(store), "-o", str(tmp_path / "r.csv"), env=env).returncode == 0
+
+
+# --- DuckDB over an export: the queries docs/sweeps.md shows, run as written.
+
+def _duckdb_section() -> tuple[list[str], list[str]]:
+    """The shell commands and Python blocks of docs/sweeps.md's DuckDB section, in order."""
+    doc = (ROOT / "docs" / "sweeps.md").read_text()
+    start = doc.index("## Querying with DuckDB")
+    section = doc[start:doc.index("\n## ", start + 1)]
+    blocks = re.findall(r"^```(sh|python)\n(.*?)^```", section, re.S | re.M)
+    return [b for k, b in blocks if k == "sh"], [b for k, b in blocks if k == "python"]
+
+
+def test_the_documented_duckdb_queries_answer_what_pandas_does(tmp_path, monkeypatch, capsys):
+    duckdb = pytest.importorskip("duckdb", reason="duckdb is pinned in requirements-dev.txt")
+    # The example sweep, smaller, where the documentation has it: sweeps/example.sqlite.
+    (tmp_path / "sweeps").mkdir()
+    spec = (ROOT / "sweeps" / "example.toml").read_text()
+    spec = spec.replace('accesses = "500k"', 'accesses = "5k"').replace('accesses = "2M"', 'accesses = "20k"')
+    (tmp_path / "sweeps" / "example.toml").write_text(spec)
+    monkeypatch.chdir(tmp_path)
+    assert vmlab.sweep("sweeps/example.toml", quiet=True, jobs=2)["failed"] == 0
+    store = vmlab.load("sweeps/example.sqlite")
+
+    commands, code = _duckdb_section()
+    assert commands and code
+    for block in commands:
+        for line in block.splitlines():
+            cmd = line.split("#")[0].split()
+            assert cmd[0] == "vmlab", line
+            p = subprocess.run(vmlab_cmd() + cmd[1:], capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr
+    ns: dict = {}
+    for block in code:
+        exec(compile(block, "docs/sweeps.md", "exec"), ns)
+    shown = capsys.readouterr().out
+
+    # The Parquet query: one row per design, workload and L1 size, the means over seeds.
+    got = ns["q"].df()
+    keys = ["design", "workload", "axis.tlb.l1d_4k.entries"]
+    want = store.groupby(keys, as_index=False)[["tlb_levels_by_side.data.0.miss_rate", "walks.latency.p99"]].mean()
+    assert len(got) == len(want) == 12 and list(got.columns[:3]) == ["design", "workload", "entries"]
+    got = got.sort_values(["design", "workload", "entries"]).reset_index(drop=True)
+    want = want.sort_values(keys).reset_index(drop=True)
+    assert list(got["design"]) == list(want["design"]) and list(got["entries"]) == list(want[keys[2]])
+    assert got["l1_miss_rate"].tolist() == pytest.approx(want["tlb_levels_by_side.data.0.miss_rate"].tolist())
+    assert got["walk_p99"].tolist() == pytest.approx(want["walks.latency.p99"].tolist())
+    assert "l1_miss_rate" in shown  # .show() printed the table
+    # The DataFrame query: DuckDB reads vmlab.load's table in place.
+    peak = ns["peak"].set_index("design")["pt_bytes"]
+    assert peak.to_dict() == store.groupby("design")["page_table.bytes_at_peak"].max().to_dict()

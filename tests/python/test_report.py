@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -353,6 +354,81 @@ def test_the_page_renders_in_headless_chromium_with_every_image_loaded(page, tmp
     (out / "mrc_l1d.png").unlink()
     broken = {src: w for src, w, _ in _render(browser, out / "index.html", tmp_path)}
     assert broken["mrc_l1d.png"] == 0 and broken["walk_latency_cdf.png"] == FIG_WIDTH_PX
+
+
+# After the page's own scripts have run (the load event): click the Runs table's header
+# buttons, recording the run keys' order and the headers' aria-sort after each click.
+SORT_CHECK = """<script>addEventListener("load", () => {
+  const table = document.querySelector("#runs table"), heads = [...table.tHead.rows[0].cells];
+  const col = name => heads.findIndex(th => th.textContent.trim() === name);
+  const keys = () => [...table.tBodies[0].rows].map(r => r.cells[col("key")].textContent.trim());
+  const clicks = [["%s", "first"], ["%s", "second"], ["design", "first"]].map(([name]) => {
+    heads[col(name)].querySelector("button").click();
+    return {name, keys: keys(), sort: heads.map(th => th.getAttribute("aria-sort"))};
+  });
+  const p = document.createElement("pre"); p.id = "sort-check"; p.textContent = JSON.stringify(clicks);
+  document.body.append(p);
+});</script>"""
+
+
+def _chromium_run(browser, page: str, tmp_path, *flags) -> subprocess.CompletedProcess:
+    """Headless chromium on `page`, logging the page's console messages on stderr."""
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
+                           "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0", *flags, page],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _console(stderr: str) -> list[str]:
+    """The page's console messages (errors included: uncaught ones read "Uncaught ...")."""
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_the_run_table_sorts_by_a_clicked_header_in_headless_chromium(store, page, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/setup.sh installs it)")
+    from PIL import Image
+
+    out = tmp_path / "r"
+    shutil.copytree(page[0], out)
+    stat = "walks.refs_per_walk"
+    check = out / "sort-check.html"
+    check.write_text(page[1].replace("</body>", SORT_CHECK % (stat, stat) + "</body>"))
+    shot = tmp_path / "report.png"
+    p = _chromium_run(browser, check.as_uri(), tmp_path, f"--screenshot={shot}", "--window-size=1400,1000", "--dump-dom")
+    assert _console(p.stderr) == [], "console messages"
+    m = re.search(r'<pre id="sort-check">(.*?)</pre>', p.stdout, re.S)
+    assert m, (p.returncode, p.stderr[-2000:])
+    clicks = json.loads(html.unescape(m.group(1)))
+
+    df = vmlab.load(store).set_index("key")
+    heads = Page(page[1]).sections["runs"]["rows"][0]
+    i_stat, i_design = heads.index(stat), heads.index("design")
+    # In the page's order before sorting: the store's.
+    before = [r[-1] for r in Page(page[1]).sections["runs"]["rows"][1:]]
+    assert sorted(before) == sorted(df.index)
+    up, down, by_design = clicks
+    # First click: ascending by the full value (not the 4 digits shown), ties in page order.
+    assert up["keys"] == sorted(before, key=lambda k: df.loc[k, stat])
+    assert up["sort"][i_stat] == "ascending" and sum(s is not None for s in up["sort"]) == 1
+    # Second click on the same header: descending, ties still in the order they had.
+    assert down["keys"] == sorted(up["keys"], key=lambda k: -df.loc[k, stat])
+    assert down["sort"][i_stat] == "descending"
+    # Text columns sort as text; the stat's arrow moves to the design header.
+    assert by_design["keys"] == sorted(down["keys"], key=lambda k: df.loc[k, "design"])
+    assert by_design["sort"][i_design] == "ascending" and by_design["sort"][i_stat] is None
+    assert df[stat].nunique() > 1 and df["design"].nunique() > 1, "nothing to sort"
+
+    # The screenshot is the page, drawn: the window's size, not one flat colour.
+    with Image.open(shot) as img:
+        assert img.size == (1400, 1000)
+        assert len(img.convert("RGB").getcolors(maxcolors=img.width * img.height)) > 16
+
+    # The console check sees an error in the page.
+    bad = out / "bad.html"
+    bad.write_text(page[1].replace("</body>", "<script>undefinedFunction();</script></body>"))
+    assert any("Uncaught ReferenceError" in line for line in _console(_chromium_run(browser, bad.as_uri(), tmp_path,
+                                                                                       "--dump-dom").stderr))
 
 
 def test_cli_report_and_missing_store(store, tmp_path):

@@ -136,11 +136,13 @@ pub fn miss_ratio_curves(source: &SourceSpec, opts: &sim::mrc::MrcOptions) -> Re
 }
 
 /// Progress on stderr (never stdout: the JSON stays clean): a bar with the total and
-/// an ETA on a terminal; elsewhere (a log, nohup, a notebook's kernel) a line every
-/// [`Progress::LINE_EVERY`], so a long run still shows it is alive.
+/// an ETA on a terminal; elsewhere (a log, nohup) a line every [`Progress::LINE_EVERY`],
+/// so a long run still shows it is alive. On a thread that [`watch_progress`] runs,
+/// nothing is drawn: the position goes to its [`ProgressWatch`] (a notebook's bar).
 pub(crate) struct Progress {
     bar: Option<indicatif::ProgressBar>,
     lines: Option<std::cell::Cell<std::time::Instant>>,
+    watch: Option<std::sync::Arc<ProgressWatch>>,
     len: Option<u64>,
     label: String,
     start: std::time::Instant,
@@ -154,8 +156,13 @@ impl Progress {
     pub(crate) fn new(enabled: bool, len: Option<u64>, label: &str) -> Progress {
         use std::io::IsTerminal;
         let now = std::time::Instant::now();
-        let mut p = Progress { bar: None, lines: None, len, label: label.to_string(), start: now };
+        let mut p = Progress { bar: None, lines: None, watch: None, len, label: label.to_string(), start: now };
         if !enabled {
+            return p;
+        }
+        if let Some(watch) = WATCH.with(|w| w.borrow().clone()) {
+            watch.begin(len, label);
+            p.watch = Some(watch);
             return p;
         }
         if !std::io::stderr().is_terminal() {
@@ -177,6 +184,10 @@ impl Progress {
     /// `n` records done. A length that was an estimate (a synthetic workload's) is a
     /// ceiling, not a promise: the position stops at it.
     pub(crate) fn set(&self, n: u64) {
+        if let Some(w) = &self.watch {
+            // Unclamped: the watcher shows the count read when the run ends.
+            w.pos.store(n, std::sync::atomic::Ordering::Relaxed);
+        }
         let n = self.len.map_or(n, |l| n.min(l));
         if let Some(b) = &self.bar {
             b.set_position(n);
@@ -201,9 +212,91 @@ impl Progress {
     }
 
     pub(crate) fn finish(self) {
+        if let Some(w) = &self.watch {
+            w.finish();
+        }
         if let Some(b) = self.bar {
             b.finish_and_clear();
         }
+    }
+}
+
+thread_local! {
+    static WATCH: std::cell::RefCell<Option<std::sync::Arc<ProgressWatch>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `work` on this thread with the progress of every [`Progress`] it shows going to
+/// `watch` instead of stderr: for a caller that draws progress itself, polling
+/// [`ProgressWatch::bars`] from another thread (the Python binding's notebook bar).
+pub fn watch_progress<T>(watch: &std::sync::Arc<ProgressWatch>, work: impl FnOnce() -> T) -> T {
+    struct Restore(Option<std::sync::Arc<ProgressWatch>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            WATCH.with(|w| *w.borrow_mut() = prev);
+        }
+    }
+    let _restore = Restore(WATCH.with(|w| w.borrow_mut().replace(watch.clone())));
+    work()
+}
+
+/// The progress of the bars shown under [`watch_progress`], shared between the thread
+/// that works and one that watches. [`Progress::set`], called per batch of records, is
+/// one relaxed atomic store; the lock is taken when a bar begins or finishes and by
+/// [`ProgressWatch::bars`].
+#[derive(Debug, Default)]
+pub struct ProgressWatch {
+    /// The position of the last bar, while it runs.
+    pos: std::sync::atomic::AtomicU64,
+    bars: std::sync::Mutex<Vec<ProgressSnapshot>>,
+}
+
+/// One bar of a [`ProgressWatch`] at one moment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgressSnapshot {
+    /// Which bar: 1 for the first one shown, 2 for the next, ...
+    pub bar: u64,
+    pub label: String,
+    /// Records done; once finished, the last position set. Not clamped to `len`: a
+    /// synthetic workload's estimate may fall short of what it yields.
+    pub pos: u64,
+    /// Records in all, if known (a synthetic workload's is an estimate).
+    pub len: Option<u64>,
+    /// The bar is finished: its work ended, well or not.
+    pub finished: bool,
+}
+
+impl ProgressWatch {
+    pub fn new() -> std::sync::Arc<ProgressWatch> {
+        std::sync::Arc::new(ProgressWatch::default())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<ProgressSnapshot>> {
+        self.bars.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn begin(&self, len: Option<u64>, label: &str) {
+        let mut bars = self.lock();
+        self.pos.store(0, std::sync::atomic::Ordering::Relaxed);
+        let bar = bars.len() as u64 + 1;
+        bars.push(ProgressSnapshot { bar, label: label.to_string(), pos: 0, len, finished: false });
+    }
+
+    fn finish(&self) {
+        let mut bars = self.lock();
+        if let Some(last) = bars.last_mut() {
+            last.pos = self.pos.load(std::sync::atomic::Ordering::Relaxed);
+            last.finished = true;
+        }
+    }
+
+    /// Every bar so far, in order (none before the first begins).
+    pub fn bars(&self) -> Vec<ProgressSnapshot> {
+        let mut bars = self.lock().clone();
+        if let Some(last) = bars.last_mut().filter(|b| !b.finished) {
+            last.pos = self.pos.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        bars
     }
 }
 

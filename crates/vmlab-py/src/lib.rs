@@ -26,28 +26,55 @@ fn to_py(e: vmlab::Error) -> PyErr {
 /// SIGTERM handler raises, asks the work to stop (vmlab::interrupt: within one batch of
 /// records) and is raised here once it has. Without this, Python would run its handlers
 /// only when the run ended.
-fn interruptible<T: Send>(py: Python<'_>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
+///
+/// With `on_progress`, the progress bars the work shows are not drawn on stderr but
+/// watched (vmlab::api::watch_progress): at each wake-up, and once at the end,
+/// `on_progress(bar, label, pos, len, finished)` is called for each bar that changed
+/// since (the fields of api::ProgressSnapshot; `len` None when unknown), in the order
+/// of the bars. An exception it raises stops the work as a signal's does.
+fn interruptible<T: Send>(py: Python<'_>, on_progress: Option<PyObject>, work: impl FnOnce() -> T + Send) -> PyResult<T> {
     use std::sync::mpsc::RecvTimeoutError;
+    let watch = on_progress.as_ref().map(|_| api::ProgressWatch::new());
+    let mut reported: Vec<api::ProgressSnapshot> = Vec::new();
+    // Report the watched bars that changed since the last report.
+    let mut report = |py: Python<'_>| -> PyResult<()> {
+        let (Some(cb), Some(watch)) = (&on_progress, &watch) else { return Ok(()) };
+        let bars = watch.bars();
+        for (i, b) in bars.iter().enumerate() {
+            if reported.get(i) != Some(b) {
+                cb.call1(py, (b.bar, b.label.as_str(), b.pos, b.len, b.finished))?;
+            }
+        }
+        reported = bars;
+        Ok(())
+    };
     py.allow_threads(|| {
         std::thread::scope(|s| {
             let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let watched = watch.clone();
             let worker = s.spawn(move || {
-                let out = work();
+                let out = match &watched {
+                    Some(w) => api::watch_progress(w, work),
+                    None => work(),
+                };
                 let _ = tx.send(());
                 out
             });
             let mut raised: Option<PyErr> = None;
+            let stop = |py: Python<'_>, e: &PyErr| {
+                let ctrl_c = e.get_type_bound(py).is(&py.get_type_bound::<pyo3::exceptions::PyKeyboardInterrupt>());
+                vmlab::interrupt::request(if ctrl_c { vmlab::interrupt::SIGINT } else { vmlab::interrupt::SIGTERM });
+            };
             while let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(std::time::Duration::from_millis(50)) {
                 if raised.is_none() {
-                    raised = Python::with_gil(|py| {
-                        py.check_signals().err().inspect(|e| {
-                            let ctrl_c = e.get_type_bound(py).is(&py.get_type_bound::<pyo3::exceptions::PyKeyboardInterrupt>());
-                            vmlab::interrupt::request(if ctrl_c { vmlab::interrupt::SIGINT } else { vmlab::interrupt::SIGTERM });
-                        })
-                    });
+                    raised = Python::with_gil(|py| py.check_signals().and_then(|()| report(py)).err().inspect(|e| stop(py, e)));
                 }
             }
             let out = worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if raised.is_none() {
+                // The final position and the end of the last bar.
+                raised = Python::with_gil(|py| report(py).err());
+            }
             match raised {
                 Some(e) => {
                     vmlab::interrupt::clear();
@@ -72,7 +99,8 @@ fn params_of(params: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String
 
 /// Run one simulation and return the stats document as JSON text.
 #[pyfunction]
-#[pyo3(signature = (config, overrides=Vec::new(), trace=None, workload=None, params=None, progress=false))]
+#[pyo3(signature = (config, overrides=Vec::new(), trace=None, workload=None, params=None, progress=false, on_progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn run(
     py: Python<'_>,
     config: String,
@@ -81,10 +109,11 @@ fn run(
     workload: Option<String>,
     params: Option<&Bound<'_, PyDict>>,
     progress: bool,
+    on_progress: Option<PyObject>,
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
     let req = RunRequest { config, overrides, source, progress };
-    let doc = interruptible(py, || api::run(&req))?.map_err(to_py)?;
+    let doc = interruptible(py, on_progress, || api::run(&req))?.map_err(to_py)?;
     Ok(serde_json::to_string(&doc).expect("json"))
 }
 
@@ -100,7 +129,8 @@ fn source_of(trace: Option<String>, workload: Option<String>, params: Option<&Bo
 /// one (stats JSON, None) or (None, error message) per config, in order. An error
 /// reading the source raises.
 #[pyfunction]
-#[pyo3(signature = (configs, trace=None, workload=None, params=None, threads=1, progress=false))]
+#[pyo3(signature = (configs, trace=None, workload=None, params=None, threads=1, progress=false, on_progress=None))]
+#[allow(clippy::too_many_arguments)]
 fn run_many(
     py: Python<'_>,
     configs: Vec<(String, Vec<String>)>,
@@ -109,9 +139,10 @@ fn run_many(
     params: Option<&Bound<'_, PyDict>>,
     threads: usize,
     progress: bool,
+    on_progress: Option<PyObject>,
 ) -> PyResult<Vec<(Option<String>, Option<String>)>> {
     let source = source_of(trace, workload, params)?;
-    let docs = interruptible(py, || api::run_many(&configs, &source, threads, progress))?.map_err(to_py)?;
+    let docs = interruptible(py, on_progress, || api::run_many(&configs, &source, threads, progress))?.map_err(to_py)?;
     Ok(docs
         .into_iter()
         .map(|d| match d {
@@ -145,7 +176,7 @@ fn mrc(
         max_ways,
         max_entries,
     };
-    let curves = interruptible(py, || api::miss_ratio_curves(&source, &opts))?.map_err(to_py)?;
+    let curves = interruptible(py, None, || api::miss_ratio_curves(&source, &opts))?.map_err(to_py)?;
     Ok(serde_json::to_string(&curves).expect("json"))
 }
 
@@ -192,7 +223,7 @@ fn presets() -> Vec<(String, String)> {
 
 /// `vmlab pt compare` as JSON text: one row per page-table design.
 #[pyfunction]
-#[pyo3(signature = (designs, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None, progress=false))]
+#[pyo3(signature = (designs, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None, progress=false, on_progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn pt_compare(
     py: Python<'_>,
@@ -203,15 +234,16 @@ fn pt_compare(
     workload: Option<String>,
     params: Option<&Bound<'_, PyDict>>,
     progress: bool,
+    on_progress: Option<PyObject>,
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
-    let rows = interruptible(py, || api::pt_compare(&config, &overrides, &source, &designs, progress))?.map_err(to_py)?;
+    let rows = interruptible(py, on_progress, || api::pt_compare(&config, &overrides, &source, &designs, progress))?.map_err(to_py)?;
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 
 /// `vmlab compare` as JSON text: one row per design.
 #[pyfunction]
-#[pyo3(signature = (designs, baseline=None, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None, threads=1, progress=false))]
+#[pyo3(signature = (designs, baseline=None, config="skylake".to_string(), overrides=Vec::new(), trace=None, workload=None, params=None, threads=1, progress=false, on_progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn compare(
     py: Python<'_>,
@@ -224,9 +256,11 @@ fn compare(
     params: Option<&Bound<'_, PyDict>>,
     threads: usize,
     progress: bool,
+    on_progress: Option<PyObject>,
 ) -> PyResult<String> {
     let source = source_of(trace, workload, params)?;
-    let rows = interruptible(py, || api::compare(&config, &overrides, &source, &designs, baseline.as_deref(), threads, progress))?.map_err(to_py)?;
+    let rows =
+        interruptible(py, on_progress, || api::compare(&config, &overrides, &source, &designs, baseline.as_deref(), threads, progress))?.map_err(to_py)?;
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 
@@ -239,7 +273,7 @@ fn workloads() -> String {
 /// `vmlab info` as JSON text.
 #[pyfunction]
 fn trace_info(py: Python<'_>, path: String) -> PyResult<String> {
-    interruptible(py, || {
+    interruptible(py, None, || {
         let mut r = vmlab::trace::vmt::VmtReader::open(std::path::Path::new(&path))?;
         let info = vmlab::trace::info::summarize(&mut r)?;
         Ok(serde_json::to_string(&info).expect("json"))

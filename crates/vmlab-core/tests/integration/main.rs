@@ -12,6 +12,7 @@ mod memory_thread;
 mod mrc;
 mod one_pass;
 mod pair_tlb;
+mod progress;
 mod pt_props;
 mod refill;
 mod regions;
