@@ -232,29 +232,6 @@ impl LineStore {
         self.set_index.of(idx_line)
     }
 
-    /// Bring the host lines an `access` of `idx_line` reads into the host's cache: its
-    /// set's tags, fingerprints and recency.
-    #[inline(always)]
-    fn prefetch(&self, idx_line: u64) {
-        let set = self.set_of(idx_line);
-        let first = set * self.ways;
-        if let Some(t) = self.tags.get(first) {
-            crate::host::prefetch(t);
-            // A set of more than eight tags spans two host lines.
-            if let Some(t) = self.tags.get(first + self.ways - 1).filter(|_| self.ways > 8) {
-                crate::host::prefetch(t);
-            }
-        }
-        if let Some(f) = self.fps.get(set) {
-            crate::host::prefetch(f);
-        }
-        if let Order::Lru { recency } = &self.order {
-            if let Some(r) = recency.get(set) {
-                crate::host::prefetch(r);
-            }
-        }
-    }
-
     /// Look up `line` in the set of `idx_line`; on a miss allocate it if `allocate`.
     #[inline(always)]
     fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
@@ -412,13 +389,6 @@ enum TagStore {
 }
 
 impl TagStore {
-    #[inline(always)]
-    fn prefetch(&self, idx: u64) {
-        if let TagStore::SetAssociative(s) = self {
-            s.prefetch(idx);
-        }
-    }
-
     #[inline(always)]
     fn access(&mut self, idx: u64, line: u64, dirty: bool, allocate: bool) -> Probe {
         match self {
@@ -585,14 +555,6 @@ impl Cache {
         let out = if p.evicted != INVALID { v.insert(p.evicted) } else { None };
         let spilled = self.spilled(out.unwrap_or(INVALID));
         (p, recovered.is_some(), spilled)
-    }
-
-    /// Host speed only: fetch what an `access` of (`va`, `pa`) will read, so that the
-    /// host cache misses of references a few ops apart overlap (mem/thread.rs).
-    #[inline(always)]
-    pub fn prefetch(&self, va: u64, pa: u64) {
-        let idx = if self.virtually_indexed { va } else { pa } >> self.line_shift;
-        self.store.prefetch(idx);
     }
 
     /// Look up the line of `pa` (set chosen by `va` if virtually indexed). Misses

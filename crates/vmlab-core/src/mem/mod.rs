@@ -292,24 +292,6 @@ impl MemoryHierarchy {
         self.memory_latency
     }
 
-    /// Host speed only: bring into the host's cache what a program reference (`instr`:
-    /// a fetch) to (`va`, `pa`) will read in every level of its path, so that a thread
-    /// applying ops can fetch a few references ahead (mem/thread.rs).
-    #[inline(always)]
-    pub fn prefetch_data(&self, va: u64, pa: u64, instr: bool) {
-        for &id in if instr { &self.instr_path } else { &self.data_path } {
-            self.caches[id].prefetch(va, pa);
-        }
-    }
-
-    /// `prefetch_data` for a walk reference.
-    #[inline(always)]
-    pub fn prefetch_walk(&self, pa: u64) {
-        for &id in &self.walk_levels {
-            self.caches[id].prefetch(pa, pa);
-        }
-    }
-
     /// A page-walk reference (a read of a page-table entry, by physical address).
     #[inline(always)]
     pub fn walk_ref(&mut self, pa: u64) -> u32 {

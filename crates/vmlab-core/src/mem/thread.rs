@@ -50,16 +50,6 @@ pub enum MemOp {
 }
 
 impl MemOp {
-    /// Prefetch what this op's reference will read in `mem` (`MemoryHierarchy::prefetch_data`).
-    #[inline(always)]
-    pub fn prefetch(&self, mem: &MemoryHierarchy) {
-        match *self {
-            MemOp::WalkRef { pa, .. } | MemOp::Background { pa } => mem.prefetch_walk(pa),
-            MemOp::Data { va, pa, instr, .. } | MemOp::TimedData { va, pa, instr, .. } => mem.prefetch_data(va, pa, instr),
-            _ => {}
-        }
-    }
-
     /// The largest copy one op carries (larger copies are split; splitting is exact,
     /// since a copy is a sequence of line references).
     pub const MAX_COPY: u64 = 1 << 30;
@@ -103,17 +93,6 @@ impl From<MemOp> for PackedOp {
 }
 
 impl PackedOp {
-    /// Prefetch what this op's reference will read in `mem` (`MemoryHierarchy::prefetch_data`).
-    #[inline(always)]
-    pub fn prefetch(&self, mem: &MemoryHierarchy) {
-        let [w, a, b, _] = self.0;
-        match w & 0xff {
-            0 | 1 => mem.prefetch_walk(a),
-            4 | 8 => mem.prefetch_data(a, b, w >> 9 & 1 != 0),
-            _ => {}
-        }
-    }
-
     /// The op this was packed from.
     #[inline(always)]
     pub fn unpack(self) -> MemOp {
@@ -249,10 +228,6 @@ impl WalkTimer {
     }
 }
 
-/// How many ops ahead a thread prefetches what an op will read: far enough that the
-/// host's cache miss is over when the op comes, near enough that the line is still there.
-const PREFETCH_AHEAD: usize = 8;
-
 /// Ops per buffer handed to the thread: large enough that the hand-over is rare.
 const OPS_PER_BUFFER: usize = 2048;
 /// Buffers in flight; the engine waits when the thread is this far behind.
@@ -262,12 +237,6 @@ const BUFFERS: usize = 4;
 pub trait OpSink: Send + 'static {
     type Op: Copy + Send + 'static;
     fn apply(&mut self, op: Self::Op);
-
-    /// Host speed only: `op` will be applied a few ops from now; fetch what it reads
-    /// into the host's cache (the thread's time goes to host cache misses on the
-    /// simulated caches' tags otherwise, docs/performance.md "Prefetching").
-    #[inline(always)]
-    fn prefetch(&self, _op: &Self::Op) {}
 
     /// Write `op` into the buffer slot `dst`, which the thread reads once the buffer
     /// is handed over (after a `host::stream_fence`). A plain store; a sink whose ops
@@ -293,11 +262,6 @@ pub struct Detached {
 
 impl OpSink for Detached {
     type Op = PackedOp;
-    #[inline(always)]
-    fn prefetch(&self, op: &PackedOp) {
-        op.prefetch(&self.mem);
-    }
-
     #[inline(always)]
     fn apply(&mut self, op: PackedOp) {
         self.timer.apply(&mut self.mem, op.unpack()).account(&mut self.cycles, &mut self.walk_latency);
@@ -374,11 +338,8 @@ impl<S: OpSink> OpThread<S> {
         let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
             let mut s = state_rx.recv().expect("the engine sends the state once the thread starts");
             while let Some(mut ops) = next_buffer(&full_rx) {
-                for i in 0..ops.len() {
-                    if let Some(ahead) = ops.get(i + PREFETCH_AHEAD) {
-                        s.prefetch(ahead);
-                    }
-                    s.apply(ops[i]);
+                for &op in &ops {
+                    s.apply(op);
                 }
                 ops.clear();
                 // The engine may have stopped listening (it is finishing): fine.

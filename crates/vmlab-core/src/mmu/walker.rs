@@ -571,13 +571,6 @@ impl<P: FastPaths> Walker<P> {
 impl<P: FastPaths> OpSink for Walker<P> {
     type Op = WalkerOp<P::Split, PathOf<P>>;
 
-    #[inline(always)]
-    fn prefetch(&self, op: &Self::Op) {
-        if let (WalkerOp::Mem(op), None) = (op, &self.mem_thread) {
-            op.prefetch(&self.mem);
-        }
-    }
-
     /// The walk of `Mmu::walk` after a TLB miss, along the path the engine found: the
     /// same walk-cache probes and fills, references and accounting.
     #[inline]
