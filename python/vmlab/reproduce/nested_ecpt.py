@@ -335,8 +335,9 @@ def time_tables(inputs: list[tuple[str, dict, int]], ablation: tuple[str, ...] =
             rows.append([f"geometric mean, synthetic inputs{' + THP' if thp else ''}", f"{g([s[2] for s in xs]):.2f}",
                          f"1.24 ({PAPER_RANGE[1]})" if thp else f"1.19 ({PAPER_RANGE[0]})", f"{g([s[3] for s in xs]):.2f}",
                          "1.05" if thp else "1.03", ""])
-    why = ("the parallel references of nested ECPT's walks queue for MSHRs, banks and the bus, where nested radix's "
-           "cached walks do not (nested-ecpt.md, \"Why nested ECPT is slower here (measured)\")")
+    why = ("at our footprints nested radix's walks stay mostly cached, while nested ECPT's three dependent steps each "
+           "miss once, and walker-bound inputs run at the ratio of the loaded walk latencies "
+           "(nested-ecpt.md, \"Why nested ECPT is slower here (measured)\")")
     for thp in (False, True):
         xs = [s for s in synth if s[1] == thp]
         if not xs:
