@@ -175,6 +175,12 @@ impl Calendar {
         covered
     }
 
+    /// The end of the last interval kept (0 if none): the resource is free from then on.
+    #[inline(always)]
+    pub fn end(&self) -> u64 {
+        self.busy.back().map_or(0, |&(_, e)| e)
+    }
+
     /// Cycles covered by the intervals kept.
     pub fn covered(&self) -> u64 {
         self.busy.iter().map(|&(s, e)| e - s).sum()

@@ -22,9 +22,6 @@ use crate::mem::MEMORY;
 pub struct MshrFile {
     /// Per MSHR, when it is held; none at a never-full level.
     slots: Vec<Calendar>,
-    /// Per MSHR, the end of its last interval (an MSHR free from `t` on is found
-    /// without searching the calendars).
-    ends: Vec<u64>,
     /// When at least one miss was outstanding (the union of the busy intervals, which
     /// arrive in issue order, not time order).
     active: Calendar,
@@ -77,7 +74,6 @@ impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
         MshrFile {
             slots: vec![Calendar::default(); entries as usize],
-            ends: vec![0; entries as usize],
             active: Calendar::default(),
             never_full: false,
             recent: Box::new([(u64::MAX, 0); RECENT]),
@@ -101,7 +97,8 @@ impl MshrFile {
     /// earliest for that long. Returns it and the time the miss can start.
     #[inline]
     fn allocate(&mut self, t: u64, need: u64) -> (usize, u64) {
-        if let Some(free) = self.ends.iter().position(|&e| e <= t) {
+        // An MSHR free from `t` on is found without searching the calendars' gaps.
+        if let Some(free) = self.slots.iter().position(|c| c.end() <= t) {
             return (free, t);
         }
         let mut best = (0, u64::MAX);
@@ -124,7 +121,6 @@ impl MshrFile {
     fn complete(&mut self, line: u64, slot: Option<usize>, start: u64, done: u64) {
         if let Some(s) = slot.filter(|&s| s < self.slots.len()) {
             self.slots[s].occupy(start, done);
-            self.ends[s] = self.ends[s].max(done);
         }
         self.recent[Self::recent_slot(line)] = (line, done);
         self.counters.misses += 1;
