@@ -94,6 +94,46 @@ pub(crate) fn mix(a: u64, b: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Zipfian ranks in [0, n) (Gray et al. 1994, the generator of YCSB and DBx1000) with
+/// O(1) sampling after an O(min(n, 2^20)) set-up.
+pub(crate) struct Zipf {
+    n: u64,
+    theta: f64,
+    alpha: f64,
+    zetan: f64,
+    eta: f64,
+}
+
+impl Zipf {
+    pub(crate) fn new(n: u64, theta: f64) -> Zipf {
+        // Summed exactly up to 2^20 terms; beyond, the tail is the integral of x^-theta
+        // over [2^20 + 1/2, n + 1/2] (midpoint rule, error below 1e-12 of the sum), so
+        // 2^32 keys cost no more to set up than 2^20.
+        const EXACT: u64 = 1 << 20;
+        let zeta = |k: u64| {
+            let head = (1..=k.min(EXACT)).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+            let tail = |x: f64| x.powf(1.0 - theta) / (1.0 - theta);
+            head + if k > EXACT { tail(k as f64 + 0.5) - tail(EXACT as f64 + 0.5) } else { 0.0 }
+        };
+        let zetan = zeta(n);
+        let zeta2 = zeta(2.min(n));
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        Zipf { n, theta, alpha, zetan, eta }
+    }
+    /// The rank for a uniform `u` in [0, 1).
+    pub(crate) fn sample(&self, u: f64) -> u64 {
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1.min(self.n - 1);
+        }
+        ((self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n - 1)
+    }
+}
+
 /// One access a burst workload plans; the pid is filled in when it is handed out.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Planned {

@@ -7,7 +7,7 @@
 //! Popularity is Zipfian (Gray et al. 1994, as in YCSB) and scrambled by a hash so hot
 //! keys are spread over the heap.
 
-use super::gen::{mix, page_round, rng, BurstGen, Bursts, Generator, Planned};
+use super::gen::{mix, page_round, rng, BurstGen, Bursts, Generator, Planned, Zipf};
 use super::params::{base_param, param, Params, WorkloadInfo};
 use crate::error::Result;
 use crate::trace::Dep;
@@ -27,44 +27,6 @@ pub(crate) fn info() -> WorkloadInfo {
             param("write_ratio", "0.05", "fraction of operations that are PUTs"),
             base_param(),
         ],
-    }
-}
-
-/// Zipfian ranks in [0, n) with O(1) sampling after an O(n) set-up.
-struct Zipf {
-    n: u64,
-    theta: f64,
-    alpha: f64,
-    zetan: f64,
-    eta: f64,
-}
-
-impl Zipf {
-    fn new(n: u64, theta: f64) -> Zipf {
-        // Summed exactly up to 2^20 terms; beyond, the tail is the integral of x^-theta
-        // over [2^20 + 1/2, n + 1/2] (midpoint rule, error below 1e-12 of the sum), so
-        // 2^32 keys cost no more to set up than 2^20.
-        const EXACT: u64 = 1 << 20;
-        let zeta = |k: u64| {
-            let head = (1..=k.min(EXACT)).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
-            let tail = |x: f64| x.powf(1.0 - theta) / (1.0 - theta);
-            head + if k > EXACT { tail(k as f64 + 0.5) - tail(EXACT as f64 + 0.5) } else { 0.0 }
-        };
-        let zetan = zeta(n);
-        let zeta2 = zeta(2.min(n));
-        let alpha = 1.0 / (1.0 - theta);
-        let eta = (1.0 - (2.0 / n as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
-        Zipf { n, theta, alpha, zetan, eta }
-    }
-    fn sample(&self, u: f64) -> u64 {
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1.min(self.n - 1);
-        }
-        ((self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64).min(self.n - 1)
     }
 }
 
