@@ -43,6 +43,8 @@ pub(crate) fn common_params() -> Vec<ParamInfo> {
 pub(crate) struct Params {
     workload: String,
     values: Vec<(String, String)>,
+    /// The parameters given (the rest hold their defaults).
+    given: Vec<String>,
 }
 
 impl Params {
@@ -57,7 +59,20 @@ impl Params {
                 }
             }
         }
-        Ok(Params { workload: workload.into(), values })
+        Ok(Params { workload: workload.into(), values, given: given.iter().map(|(k, _)| k.clone()).collect() })
+    }
+
+    /// Whether `key` was given rather than left at its default.
+    pub(crate) fn given(&self, key: &str) -> bool {
+        self.given.iter().any(|k| k == key)
+    }
+
+    /// Set a parameter a workload derives from others (sysbench's `total_size` sets
+    /// `accesses`), so the run and its metadata carry the derived value.
+    pub(crate) fn set(&mut self, key: &str, value: String) {
+        if let Some(slot) = self.values.iter_mut().find(|(n, _)| n == key) {
+            slot.1 = value;
+        }
     }
 
     fn raw(&self, key: &str) -> &str {
