@@ -72,7 +72,7 @@ PARAM_KINDS: dict[str, dict[str, str]] = {
     "graph": {"vertices": "count", "degree": "count"},
     "graph500": {"scale": "int", "edgefactor": "count", "kernel": "choice"},
     "kv": {"keys": "count", "theta": "float", "value_size": "bytes", "write_ratio": "float"},
-    "xsbench": {"footprint": "bytes", "nuclides": "int"},
+    "xsbench": {"size": "choice", "gridpoints": "count"},
     "strawman": {"pages": "int", "spacing": "bytes", "line": "bytes", "fetch": "int"},
 }
 

@@ -400,6 +400,6 @@ fn what_fuzzing_found_stays_fixed() {
     let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string()), ("accesses".to_string(), "100".to_string())];
     assert!(vmlab::trace::synth::open("gups", &p("footprint", "16E")).err().unwrap().to_string().contains("footprint"));
     assert!(vmlab::trace::synth::open("stream", &p("base", "0xfffffffffffff000")).err().unwrap().to_string().contains("base"));
-    let mut x = vmlab::trace::synth::open("xsbench", &p("footprint", "64T")).unwrap();
+    let mut x = vmlab::trace::synth::open("stream", &p("footprint", "64T")).unwrap();
     assert_eq!(drain(x.as_mut()).unwrap().iter().filter(|r| matches!(r, Record::Access(_))).count(), 100);
 }

@@ -214,7 +214,7 @@ fn synthetic_workloads_survive_the_champsim_round_trip_with_their_dependences() 
         ("gups", &[("footprint", "4M")]),
         ("graph", &[("vertices", "3000")]),
         ("kv", &[("keys", "5000"), ("write_ratio", "0.2")]),
-        ("xsbench", &[("footprint", "4M"), ("nuclides", "20")]),
+        ("xsbench", &[("size", "small"), ("gridpoints", "100")]),
         ("stream", &[("footprint", "4M"), ("write_ratio", "0.1")]),
     ] {
         let mut params = params.to_vec();

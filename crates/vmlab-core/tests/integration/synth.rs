@@ -32,6 +32,7 @@ fn every_workload_is_deterministic_exact_and_inside_its_regions() {
             "graph500" => vec![("scale", "10"), ("accesses", "20000")],
             "kv" => vec![("keys", "20000"), ("accesses", "20000")],
             "sparse" => vec![("pages", "300"), ("accesses", "20000")],
+            "xsbench" => vec![("size", "small"), ("gridpoints", "200"), ("accesses", "20000")],
             _ => vec![("footprint", "8M"), ("accesses", "20000")],
         };
         let small: Vec<(&str, &str)> = small.into_iter().filter(|(k, _)| *k == "accesses" || w.params.iter().any(|p| p.name == *k)).collect();
@@ -178,7 +179,7 @@ fn generated_streams_are_pinned() {
         ("graph500", &[("scale", "9"), ("edgefactor", "4"), ("kernel", "pagerank"), ("accesses", "20000")]),
         ("kv", &[("keys", "20000"), ("accesses", "20000"), ("write_ratio", "0.3")]),
         ("kv", &[("keys", "20000"), ("accesses", "20000"), ("code", "4K")]),
-        ("xsbench", &[("footprint", "8M"), ("accesses", "20000"), ("nuclides", "7")]),
+        ("xsbench", &[("size", "small"), ("gridpoints", "200"), ("accesses", "20000")]),
         ("strawman", &[("accesses", "20000"), ("pages", "3")]),
     ];
     let got: Vec<String> = cases.iter().map(|(name, params)| format!("{name} {:016x}", digest_without_deps(&drain(name, params)))).collect();
@@ -194,7 +195,7 @@ fn generated_streams_are_pinned() {
         "graph500 689dd8c3d835102f",
         "kv 10cfca8ead5622a1",
         "kv 058b8683ecedf43d",
-        "xsbench 5b8c92139db3a618",
+        "xsbench 67600e3f2de26ea3",
         "strawman 9242fe875f0828d1",
     ];
     assert_eq!(got, want);
@@ -289,21 +290,26 @@ fn graph_kv_and_xsbench_dependences_follow_their_data_structures() {
         }
     }
 
-    // XSBench: probes (8 B) chain, the index row (4 x 7 B) follows the last probe, and
-    // every nuclide-grid read (96 B) is at a position the row gives.
-    let rs = drain("xsbench", &[("footprint", "8M"), ("accesses", "20000"), ("nuclides", "7")]);
+    // XSBench: probes (8 B) chain from an independent first one; per nuclide the id
+    // (4 B) and concentration (8 B) are independent, the index entry (4 B) follows the
+    // id, the two grid points (96 B) the entry.
+    let rs = drain("xsbench", &[("size", "small"), ("gridpoints", "200"), ("accesses", "20000")]);
     let acc = with_producers(&rs);
     for &(a, p) in &acc {
-        match a.size {
-            8 => assert!(p.is_none_or(|p| p.size == 8), "{a:?} {p:?}"),
-            28 => assert_eq!(p.map(|p| p.size), Some(8)),
-            96 => assert_eq!(p.map(|p| p.size), Some(28)),
-            s => panic!("unexpected size {s}"),
+        match (a.size, p) {
+            (8, p) => assert!(p.is_none_or(|p| p.size == 8), "{a:?} {p:?}"),
+            (4, Some(p)) => assert_eq!((p.size, a.dep), (4, Dep::on_load(2))),
+            (4, None) => {}
+            (96, p) => assert_eq!(p.map(|p| (p.size, p.dep)), Some((4, Dep::on_load(2)))),
+            (s, _) => panic!("unexpected size {s}"),
         }
     }
     let first_probes = acc.iter().filter(|(a, _)| a.size == 8 && a.dep == Dep::NONE).count();
-    let rows = acc.iter().filter(|(a, _)| a.size == 28).count();
-    assert!(rows > 100 && first_probes.abs_diff(rows) <= 1, "{first_probes} searches, {rows} index rows");
+    let grid_reads = acc.iter().filter(|(a, _)| a.size == 96).count();
+    let index_entries = acc.iter().filter(|(a, _)| a.size == 4 && a.dep == Dep::on_load(2)).count();
+    // Concentrations are the other independent 8 B reads: one per nuclide.
+    assert!(first_probes > grid_reads && grid_reads > 100 && index_entries.abs_diff(grid_reads) <= 1, "{first_probes} {grid_reads} {index_entries}");
+
 }
 
 #[test]
