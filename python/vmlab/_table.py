@@ -73,6 +73,7 @@ PARAM_KINDS: dict[str, dict[str, str]] = {
     "graph500": {"scale": "int", "edgefactor": "count", "kernel": "choice"},
     "kv": {"keys": "count", "theta": "float", "value_size": "bytes", "write_ratio": "float"},
     "xsbench": {"size": "choice", "gridpoints": "count"},
+    "ycsb": {"rows": "count", "theta": "float", "read_ratio": "float", "requests": "int", "index": "choice", "btree_order": "int"},
     "strawman": {"pages": "int", "spacing": "bytes", "line": "bytes", "fetch": "int"},
 }
 

@@ -330,7 +330,7 @@ proptest! {
     /// parameter.
     #[test]
     fn workload_parameters_generate_or_name_the_parameter(
-        name in prop_oneof![Just("gups"), Just("stream"), Just("stride"), Just("pchase"), Just("sparse"), Just("shared"), Just("graph"), Just("kv"), Just("xsbench")],
+        name in prop_oneof![Just("gups"), Just("stream"), Just("stride"), Just("pchase"), Just("sparse"), Just("shared"), Just("graph"), Just("kv"), Just("xsbench"), Just("ycsb")],
         params in proptest::collection::vec((
             prop_oneof![Just("footprint"), Just("accesses"), Just("stride"), Just("pages"), Just("space"), Just("layout"), Just("processes"),
                         Just("vertices"), Just("degree"), Just("keys"), Just("seed"), Just("base"), Just("fetch"), Just("zzz")],

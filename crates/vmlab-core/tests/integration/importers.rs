@@ -215,6 +215,7 @@ fn synthetic_workloads_survive_the_champsim_round_trip_with_their_dependences() 
         ("graph", &[("vertices", "3000")]),
         ("kv", &[("keys", "5000"), ("write_ratio", "0.2")]),
         ("xsbench", &[("size", "small"), ("gridpoints", "100")]),
+        ("ycsb", &[("rows", "5000"), ("index", "hash")]),
         ("stream", &[("footprint", "4M"), ("write_ratio", "0.1")]),
     ] {
         let mut params = params.to_vec();

@@ -33,6 +33,7 @@ fn every_workload_is_deterministic_exact_and_inside_its_regions() {
             "kv" => vec![("keys", "20000"), ("accesses", "20000")],
             "sparse" => vec![("pages", "300"), ("accesses", "20000")],
             "xsbench" => vec![("size", "small"), ("gridpoints", "200"), ("accesses", "20000")],
+            "ycsb" => vec![("rows", "20000"), ("accesses", "20000")],
             _ => vec![("footprint", "8M"), ("accesses", "20000")],
         };
         let small: Vec<(&str, &str)> = small.into_iter().filter(|(k, _)| *k == "accesses" || w.params.iter().any(|p| p.name == *k)).collect();
@@ -180,6 +181,8 @@ fn generated_streams_are_pinned() {
         ("kv", &[("keys", "20000"), ("accesses", "20000"), ("write_ratio", "0.3")]),
         ("kv", &[("keys", "20000"), ("accesses", "20000"), ("code", "4K")]),
         ("xsbench", &[("size", "small"), ("gridpoints", "200"), ("accesses", "20000")]),
+        ("ycsb", &[("rows", "20000"), ("accesses", "20000")]),
+        ("ycsb", &[("rows", "20000"), ("index", "hash"), ("theta", "0.9"), ("accesses", "20000")]),
         ("strawman", &[("accesses", "20000"), ("pages", "3")]),
     ];
     let got: Vec<String> = cases.iter().map(|(name, params)| format!("{name} {:016x}", digest_without_deps(&drain(name, params)))).collect();
@@ -196,6 +199,8 @@ fn generated_streams_are_pinned() {
         "kv 10cfca8ead5622a1",
         "kv 058b8683ecedf43d",
         "xsbench 67600e3f2de26ea3",
+        "ycsb 56a53b9d0d323a3d",
+        "ycsb 00bfb1bedd15221f",
         "strawman 9242fe875f0828d1",
     ];
     assert_eq!(got, want);
@@ -236,7 +241,7 @@ fn every_access_says_what_it_depends_on() {
             }
         }
         let dependent = with_producers(&rs).iter().filter(|(_, p)| p.is_some()).count();
-        let expect_some = matches!(w.name, "pchase" | "graph" | "graph500" | "kv" | "xsbench");
+        let expect_some = matches!(w.name, "pchase" | "graph" | "graph500" | "kv" | "xsbench" | "ycsb");
         assert_eq!(dependent > 0, expect_some, "{}: {dependent} dependent accesses", w.name);
     }
 }
@@ -253,7 +258,7 @@ fn pointer_chase_reads_depend_on_the_previous_read() {
 }
 
 #[test]
-fn graph_kv_and_xsbench_dependences_follow_their_data_structures() {
+fn graph_kv_xsbench_and_ycsb_dependences_follow_their_data_structures() {
     // BFS (sizes tell the arrays apart: offsets pairs are 16 B, the rest 4 B): a
     // vertex's offsets depend on its queue slot, each edge entry on the offsets, a
     // neighbour's distance (read and write) on its edge entry.
@@ -310,6 +315,14 @@ fn graph_kv_and_xsbench_dependences_follow_their_data_structures() {
     // Concentrations are the other independent 8 B reads: one per nuclide.
     assert!(first_probes > grid_reads && grid_reads > 100 && index_entries.abs_diff(grid_reads) <= 1, "{first_probes} {grid_reads} {index_entries}");
 
+    // YCSB: each request starts at the index object (independent); everything after
+    // it follows a pointer loaded within the request.
+    let rs = drain("ycsb", &[("rows", "20000"), ("accesses", "20000")]);
+    let acc = with_producers(&rs);
+    let starts = acc.iter().filter(|(a, _)| a.dep == Dep::NONE).count();
+    assert!(acc.iter().all(|(a, p)| a.dep == Dep::NONE || p.is_some()));
+    // 20000 accesses of requests of 40-odd accesses each (a 5-level tree of order 16).
+    assert!((300..700).contains(&starts), "{starts} requests");
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod simple;
 mod sparse;
 mod strawman;
 mod xsbench;
+mod ycsb;
 
 pub use params::{ParamInfo, WorkloadInfo};
 
@@ -42,6 +43,7 @@ fn registry() -> Vec<(WorkloadInfo, Constructor)> {
         (graph500::info(), graph500::new),
         (kv::info(), kv::new),
         (xsbench::info(), xsbench::new),
+        (ycsb::info(), ycsb::new),
         (strawman::info(), strawman::new),
     ]
 }
