@@ -74,6 +74,7 @@ PARAM_KINDS: dict[str, dict[str, str]] = {
     "kv": {"keys": "count", "theta": "float", "value_size": "bytes", "write_ratio": "float"},
     "xsbench": {"size": "choice", "gridpoints": "count"},
     "ycsb": {"rows": "count", "theta": "float", "read_ratio": "float", "requests": "int", "index": "choice", "btree_order": "int"},
+    "sysbench": {"block_size": "bytes", "total_size": "bytes", "scope": "choice", "oper": "choice", "mode": "choice", "threads": "int"},
     "strawman": {"pages": "int", "spacing": "bytes", "line": "bytes", "fetch": "int"},
 }
 

@@ -330,7 +330,7 @@ proptest! {
     /// parameter.
     #[test]
     fn workload_parameters_generate_or_name_the_parameter(
-        name in prop_oneof![Just("gups"), Just("stream"), Just("stride"), Just("pchase"), Just("sparse"), Just("shared"), Just("graph"), Just("kv"), Just("xsbench"), Just("ycsb")],
+        name in prop_oneof![Just("gups"), Just("stream"), Just("stride"), Just("pchase"), Just("sparse"), Just("shared"), Just("graph"), Just("kv"), Just("xsbench"), Just("ycsb"), Just("sysbench")],
         params in proptest::collection::vec((
             prop_oneof![Just("footprint"), Just("accesses"), Just("stride"), Just("pages"), Just("space"), Just("layout"), Just("processes"),
                         Just("vertices"), Just("degree"), Just("keys"), Just("seed"), Just("base"), Just("fetch"), Just("zzz")],
@@ -400,6 +400,6 @@ fn what_fuzzing_found_stays_fixed() {
     let p = |k: &str, v: &str| vec![(k.to_string(), v.to_string()), ("accesses".to_string(), "100".to_string())];
     assert!(vmlab::trace::synth::open("gups", &p("footprint", "16E")).err().unwrap().to_string().contains("footprint"));
     assert!(vmlab::trace::synth::open("stream", &p("base", "0xfffffffffffff000")).err().unwrap().to_string().contains("base"));
-    let mut x = vmlab::trace::synth::open("stream", &p("footprint", "64T")).unwrap();
+    let mut x = vmlab::trace::synth::open("sysbench", &[p("block_size", "64T"), vec![("mode".to_string(), "rnd".to_string())]].concat()).unwrap();
     assert_eq!(drain(x.as_mut()).unwrap().iter().filter(|r| matches!(r, Record::Access(_))).count(), 100);
 }

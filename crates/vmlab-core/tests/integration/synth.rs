@@ -34,6 +34,7 @@ fn every_workload_is_deterministic_exact_and_inside_its_regions() {
             "sparse" => vec![("pages", "300"), ("accesses", "20000")],
             "xsbench" => vec![("size", "small"), ("gridpoints", "200"), ("accesses", "20000")],
             "ycsb" => vec![("rows", "20000"), ("accesses", "20000")],
+            "sysbench" => vec![("block_size", "1M"), ("mode", "rnd"), ("accesses", "20000")],
             _ => vec![("footprint", "8M"), ("accesses", "20000")],
         };
         let small: Vec<(&str, &str)> = small.into_iter().filter(|(k, _)| *k == "accesses" || w.params.iter().any(|p| p.name == *k)).collect();
@@ -183,6 +184,7 @@ fn generated_streams_are_pinned() {
         ("xsbench", &[("size", "small"), ("gridpoints", "200"), ("accesses", "20000")]),
         ("ycsb", &[("rows", "20000"), ("accesses", "20000")]),
         ("ycsb", &[("rows", "20000"), ("index", "hash"), ("theta", "0.9"), ("accesses", "20000")]),
+        ("sysbench", &[("block_size", "1M"), ("mode", "rnd"), ("accesses", "20000")]),
         ("strawman", &[("accesses", "20000"), ("pages", "3")]),
     ];
     let got: Vec<String> = cases.iter().map(|(name, params)| format!("{name} {:016x}", digest_without_deps(&drain(name, params)))).collect();
@@ -201,6 +203,7 @@ fn generated_streams_are_pinned() {
         "xsbench 67600e3f2de26ea3",
         "ycsb 56a53b9d0d323a3d",
         "ycsb 00bfb1bedd15221f",
+        "sysbench aec0e2f0780c86dc",
         "strawman 9242fe875f0828d1",
     ];
     assert_eq!(got, want);

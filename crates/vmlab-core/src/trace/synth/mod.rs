@@ -13,6 +13,7 @@ mod shared;
 mod simple;
 mod sparse;
 mod strawman;
+mod sysbench;
 mod xsbench;
 mod ycsb;
 
@@ -44,6 +45,7 @@ fn registry() -> Vec<(WorkloadInfo, Constructor)> {
         (kv::info(), kv::new),
         (xsbench::info(), xsbench::new),
         (ycsb::info(), ycsb::new),
+        (sysbench::info(), sysbench::new),
         (strawman::info(), strawman::new),
     ]
 }
