@@ -176,3 +176,22 @@ impl Params {
         self.values.clone()
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// The `Params` of workload `info` from `key=value` pairs, as `open` makes them.
+    pub(crate) fn params(info: &WorkloadInfo, kv: &[(&str, &str)]) -> Result<Params> {
+        let given: Vec<(String, String)> = kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Params::new(info.name, info, &given)
+    }
+
+    /// Each case is refused with an error naming its parameter.
+    pub(crate) fn assert_refused<T>(build: impl Fn(&[(&str, &str)]) -> Result<T>, cases: &[(&[(&str, &str)], &str)]) {
+        for (kv, key) in cases {
+            let e = build(kv).err().unwrap_or_else(|| panic!("{kv:?} accepted")).to_string();
+            assert!(e.contains(&format!("`{key}`")), "{kv:?}: {e}");
+        }
+    }
+}

@@ -285,11 +285,11 @@ impl Bursts for XsBench {
 
 #[cfg(test)]
 mod tests {
+    use super::super::params::testing::{assert_refused, params};
     use super::*;
 
-    fn xsbench(params: &[(&str, &str)]) -> Result<XsBench> {
-        let given: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        build(&mut Params::new("xsbench", &info(), &given)?)
+    fn xsbench(kv: &[(&str, &str)]) -> Result<XsBench> {
+        build(&mut params(&info(), kv)?)
     }
 
     #[test]
@@ -395,15 +395,15 @@ mod tests {
 
     #[test]
     fn bad_parameters_name_themselves() {
-        for (params, key) in [
-            (&[("size", "huge")][..], "`size`"),
-            (&[("gridpoints", "1")][..], "`gridpoints`"),
-            (&[("gridpoints", "3000000000")][..], "`gridpoints`"),
-            (&[("gridpoints", "x")][..], "`gridpoints`"),
-        ] {
-            let e = xsbench(params).err().expect("refused").to_string();
-            assert!(e.contains(key), "{e}");
-        }
+        assert_refused(
+            xsbench,
+            &[
+                (&[("size", "huge")], "size"),
+                (&[("gridpoints", "1")], "gridpoints"),
+                (&[("gridpoints", "3000000000")], "gridpoints"),
+                (&[("gridpoints", "x")], "gridpoints"),
+            ],
+        );
     }
 
     #[test]
