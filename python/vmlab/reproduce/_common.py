@@ -3,6 +3,7 @@ the headline results each page states next to the paper's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -80,14 +81,63 @@ def long_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _traced(cmd: list[str], path: Path, notes: list[str], cwd: Path | None = None) -> bool:
+# Programs of the kind in Elphinstone's conventional applications, at the sizes of his
+# Table 4.1 (docs/reproductions/elphinstone.md): C sources in bench/programs/, built
+# with `cc -O2` into the trace cache and traced on first use (not with `quick`).
+# name -> (source, arguments, engine). lackey where a trace takes about 2 minutes or
+# less; heapsort's n log n steps (216 M records, over 3 minutes under lackey) go to qemu.
+COMPILED_PROGRAMS: dict[str, tuple[str, list[str], str]] = {
+    "heapsort": ("heapsort.c", [], "qemu"),     # 440,000 doubles: 1,015 pages, 216 M records
+    "nsieve": ("nsieve.c", [], "lackey"),       # 4.5 M flag bytes: 1,249 pages, 82 M records
+    "mm": ("mm.c", ["560", "16"], "lackey"),    # three 560 x 560 matrices, 16 rows of C: 2,003 pages, 58 M records
+    "swim": ("swim.c", [], "lackey"),           # thirteen 370 x 370 arrays, 2 steps: 3,692 pages, 109 M records
+}
+
+
+def compiled_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
+    """(label, .vmt path) of :data:`COMPILED_PROGRAMS`, built and traced on first use
+    (about 5 minutes in all) and cached under a name that hashes the source, the
+    arguments and the engine; none with ``quick``. Without a C compiler, the sources
+    (a repository checkout's bench/programs/) or the engine, a note says what was skipped."""
+    if quick:
+        return []
+    src_dir = Path(__file__).resolve().parents[3] / "bench" / "programs"
+    cc = shutil.which("cc")
+    if not cc or not src_dir.is_dir():
+        notes.append("the compiled programs (bench/programs/) were skipped: " +
+                     ("no C compiler (`cc`; run `make setup`)." if not cc else f"{src_dir} is missing (run from a repository checkout)."))
+        return []
+    out = []
+    for name, (source, args, engine) in COMPILED_PROGRAMS.items():
+        need = "valgrind" if engine == "lackey" else "qemu-x86_64"
+        if not shutil.which(need):
+            notes.append(f"`{name}` skipped: its engine, {engine}, needs `{need}` (run `make setup`).")
+            continue
+        text = (src_dir / source).read_bytes()
+        key = hashlib.sha256(text + "\0".join(["", *args, engine]).encode()).hexdigest()[:12]
+        path = cache_dir() / f"prog-{name}-{key}.vmt"
+        if not path.exists():
+            binary = cache_dir() / f"prog-{name}-{key}"
+            p = subprocess.run([cc, "-O2", "-o", str(binary), str(src_dir / source), "-lm"], stderr=subprocess.PIPE, text=True)
+            if p.returncode != 0:
+                notes.append(f"building `{source}` failed, `{name}` skipped: {p.stderr.strip().splitlines()[-1:]}")
+                continue
+            ok = _traced([str(binary), *args], path, notes, engine=engine)
+            binary.unlink(missing_ok=True)
+            if not ok:
+                continue
+        out.append((f"`{' '.join([name, *args])}` ({engine})", str(path)))
+    return out
+
+
+def _traced(cmd: list[str], path: Path, notes: list[str], cwd: Path | None = None, engine: str = "lackey") -> bool:
     """Whether `path` holds the trace of `cmd`, tracing it now if it is not cached."""
     if path.exists():
         return True
     tmp = path.with_suffix(".tmp.vmt")
     # lackey, the engine the reproduction pages name (docs/importers.md compares the two
-    # engines' traces).
-    p = subprocess.run([sys.executable, "-m", "vmlab.cli", "trace", "--engine", "lackey", "-o", str(tmp), "--", *cmd],
+    # engines' traces), unless the caller names qemu.
+    p = subprocess.run([sys.executable, "-m", "vmlab.cli", "trace", "--engine", engine, "-o", str(tmp), "--", *cmd],
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
     if p.returncode != 0:
         notes.append(f"tracing `{' '.join(cmd)}` failed: {p.stderr.strip().splitlines()[-1:]}")
