@@ -142,6 +142,21 @@ def test_the_paper_scale_time_table_judges_the_headlines_on_its_own_runs(monkeyp
         assert h.verdict != "same shape" or not h.ours.startswith("1.00")
 
 
+def test_time_beyond_the_stlbs_reach_is_the_difference_of_two_runs(monkeypatch):
+    """The steady state of a run with a page-size policy (no warm-up allowed) is the
+    long run less the short one: THP is its own baseline, every figure is positive."""
+    from vmlab.reproduce import tps
+
+    monkeypatch.setattr(tps, "BEYOND_TIME", ({"workload": "gups", "footprint": "64M"}, 200_000, 300_000))
+    rows = _rows(tps.beyond_time(), "Time beyond the STLB's reach")
+    assert [r[0] for r in rows] == ["THP reserve 100%", "TPS 100%", "TPS 50%"]
+    assert rows[0][1] == "1.000" and rows[0][8] == "1.00" and rows[0][9] == "2M"
+    for r in rows:
+        assert float(r[1]) > 0 and float(r[2]) > 0 and float(r[3]) >= 0 and float(r[4]) > 0
+        reads, writes = (int(x.replace(",", "")) for x in r[7].split(" / "))
+        assert reads > 0 and writes > 0
+
+
 def test_verdicts_are_strict_about_the_papers_parameters():
     from vmlab.reproduce._common import count_verdict, judge, order_verdict
 
