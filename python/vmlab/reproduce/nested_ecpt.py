@@ -247,6 +247,8 @@ PAPER_RANGE = ("1.04–1.33", "1.05–1.59")
 # Synthetic inputs carry their own dependences; `unknown_deps` applies to the traced
 # programs only (lackey logs say nothing of them).
 TIME_OVERRIDES = {"time.unknown_deps": "independent"}
+# The same, for runs that keep whole documents (`Batch`) rather than `vmlab.compare` rows.
+TIMED = [f"{k}={v}" for k, v in {"time.model": "ooo", "memory.data_refs": "true", **TIME_OVERRIDES}.items()]
 # The inputs whose time table runs every step of the ablation (the others: its two
 # ends), to keep the full reproduction within about 20 minutes on two busy cores.
 TIME_ABLATION = ("Key-value",)
@@ -370,7 +372,6 @@ def why_table(inputs: list[tuple[str, dict, int]], walked=lambda title, thp: Tru
     """Nested radix and nested ECPT (advanced) on the synthetic inputs again, whole
     documents: where a walk's time goes (references, unloaded against loaded latency,
     MSHR and DRAM queueing), and nested ECPT once more with 64 MSHRs per level."""
-    timing = [f"{k}={v}" for k, v in {"time.model": "ooo", "memory.data_refs": "true", **TIME_OVERRIDES}.items()]
     runs = {"radix": ("nested-radix", {}), "ecpt": ("nested-ecpt", {}), "ecpt64": ("nested-ecpt", MANY_MSHRS)}
     b = Batch()
     cases = [(title, thp) for title, _, _ in inputs for thp in (False, True) if walked(title, thp)]
@@ -378,7 +379,7 @@ def why_table(inputs: list[tuple[str, dict, int]], walked=lambda title, thp: Tru
         for thp in (False, True):
             if walked(title, thp):
                 for k, (kind, extra) in runs.items():
-                    b.add((title, thp, k), "ecpt-asplos22", overrides(kind, True, thp, extra, warm) + timing, src)
+                    b.add((title, thp, k), "ecpt-asplos22", overrides(kind, True, thp, extra, warm) + TIMED, src)
     b.run()
     rows = []
     for title, thp in cases:
@@ -442,7 +443,7 @@ def paper_scale_time() -> str:
              "chip's whole L3 (8 slices) instead of its 2 MiB slice.\n"]
     header = ["design", "speed-up over nested radix", "paper (Fig. 9, mean of 11 apps)", "IPC", "CPI translation", "CPI data",
               "walk refs per walk", "of them from the L3 / DRAM", "walk cycles (loaded)", "walker occupancy", "CPI interval"]
-    timing = [f"{k}={v}" for k, v in {"time.model": "ooo", "memory.data_refs": "true", **TIME_OVERRIDES, **SAMPLED}.items()]
+    timing = TIMED + [f"{k}={v}" for k, v in SAMPLED.items()]
     b = Batch()
     for title, src in PAPER_SCALE:
         for name, thp, l3, kind, extra in specs:

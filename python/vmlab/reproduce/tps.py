@@ -148,6 +148,8 @@ THP_ON_TPS = {
 # own dependences; `unknown_deps` applies to the traced programs only.
 TIME_COMMON = {"cache.l1d.mshrs": 12, "cache.l2.mshrs": 32, "cache.llc.mshrs": 64, "time.core.rob": 256,
                "time.frequency_ghz": 3.2, "time.unknown_deps": "independent"}
+# The same, for runs that keep whole documents (`Batch`) rather than `vmlab.compare` rows.
+TIMED = {**TIME_COMMON, "time.model": "ooo", "memory.data_refs": "true"}
 # The paper's speed-ups (§IV-B, Figs. 13/14): TPS at its 100% threshold over reservation
 # THP, means over its benchmarks (per-benchmark values are bars only): +15.7% running
 # alone (Fig. 13), +21.6% with an SMT thread competing (Fig. 14); 99.2% and 97.7% of the
@@ -206,10 +208,9 @@ def why_table(sources: dict[str, dict], designs: dict[str, dict], labels: dict[s
     goes (CPI stack, walks and their LLC misses, the data references' latency unloaded
     and loaded), to say why TPS gains what it gains."""
     b = Batch()
-    timing = {**TIME_COMMON, "time.model": "ooo", "memory.data_refs": "true"}
     for w, src in sources.items():
         for k in ("thp", "tps100", "tps50"):
-            b.add((w, k), "tps", {**timing, **designs[k]}, src)
+            b.add((w, k), "tps", {**TIMED, **designs[k]}, src)
     b.run()
     rows = []
     for w in sources:
@@ -239,11 +240,10 @@ def beyond_time() -> str:
     src, short, long = BEYOND_TIME
     labels = {"thp": "THP reserve 100%", "tps100": "TPS 100%", "tps50": "TPS 50%"}
     designs = {"thp": THP_ON_TPS, "tps100": {"os.policy.threshold": 1.0}, "tps50": {"os.policy.threshold": 0.5}}
-    timing = {**TIME_COMMON, "time.model": "ooo", "memory.data_refs": "true"}
     b = Batch()
     for k, o in designs.items():
         for n in (short, long):
-            b.add((k, n), "tps", {**timing, **o}, {**src, "accesses": n})
+            b.add((k, n), "tps", {**TIMED, **o}, {**src, "accesses": n})
     b.run()
 
     def tail(k: str) -> dict:
