@@ -2,26 +2,34 @@
 #   make demo   set up, then run the main job on built-in defaults
 #   make test   set up, then run every test
 # Targets that need the venv depend on `setup`, so `make -j` keeps the order.
-.PHONY: setup demo test test-rust test-python bench pgo clean
+.PHONY: setup setup-base demo test test-rust test-python bench pgo clean
 
 # Every cargo build here is profile-guided (scripts/rustflags.sh; docs/performance.md,
 # "Profile-guided builds"): the same flags as the extension's, so nothing builds twice.
 export CARGO_ENCODED_RUSTFLAGS := $(shell scripts/rustflags.sh)
 
-setup:
+setup: setup-base
 	./scripts/setup.sh
+
+# System packages, toolchain components, the venv and its pinned packages: no extension.
+setup-base:
+	./scripts/setup.sh --base
 
 demo: setup
 	.venv/bin/vmlab demo
 
-test: test-rust test-python
+# Two jobs: the Rust tests build and run while the extension builds (its fat-LTO link
+# keeps one core busy for minutes), then the Python tests. Each command's output is
+# printed whole when it ends (--output-sync=line), so the two logs do not interleave.
+test:
+	$(MAKE) -j2 --output-sync=line test-rust test-python
 
-# After setup: it installs valgrind and cc, which the live-tracing tests need, and
+# After setup-base: it installs valgrind and cc, which the live-tracing tests need, and
 # clippy and rustfmt for the style checks (warnings are errors).
 # vmlab-core only: vmlab-py is an extension module (no libpython to link a test binary
 # against); the Python tests below exercise it. Built with the quick-to-build profile
 # `test-release` (Cargo.toml): the same code, less optimised.
-test-rust: setup
+test-rust: setup-base
 	cargo fmt --all --check
 	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu --all-targets -- -D warnings
 	cargo test -p vmlab-core -p vmlab-qemu --profile test-release

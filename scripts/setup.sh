@@ -2,8 +2,18 @@
 # Set up everything vmlab needs on a fresh Debian machine of this kind: system packages,
 # a project-local virtualenv with pinned Python packages, and the Rust extension built
 # into it. Idempotent: re-runs only what changed.
+#
+#   scripts/setup.sh          everything
+#   scripts/setup.sh --base   everything but the extension and the QEMU plugin (what the
+#                             Rust tests need: `make test` builds the extension beside them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+base_only=false
+case "${1-}" in
+  "") ;;
+  --base) base_only=true ;;
+  *) echo "setup: error: unknown option '$1' (usage: scripts/setup.sh [--base])" >&2; exit 2 ;;
+esac
 
 PY="${PYTHON:-python3}"
 command -v "$PY" >/dev/null 2>&1 || { echo "setup: error: $PY not found (need Python >= 3.11)" >&2; exit 1; }
@@ -50,6 +60,10 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
   rm -f .venv/.requirements-*
   touch "$stamp"
+fi
+
+if $base_only; then
+  exit 0
 fi
 
 # Always ask: cargo rebuilds only what changed (a no-op build takes a few seconds).
