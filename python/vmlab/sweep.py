@@ -334,16 +334,23 @@ def _stop_workers(pool: cf.ProcessPoolExecutor) -> None:
                 results._writer.close()
 
 
-def _local_results(tasks: list[list[dict]], workers: int) -> Iterator[tuple]:
-    """Run in a local process pool; yield results as their tasks finish. Closing the
-    generator early (an interrupt, an error recording a result) stops the workers at
-    once."""
+def _local_results(tasks: list[list[dict]], workers: int, tick: float | None = None) -> Iterator[tuple]:
+    """Run in a local process pool; yield (task, its results) as tasks finish, and
+    (None, []) after every ``tick`` seconds in which none did. Closing the generator
+    early (an interrupt, an error recording a result) stops the workers at once."""
+    if not tasks:
+        return
     n = min(workers, len(tasks))
     pool = cf.ProcessPoolExecutor(max_workers=n, initializer=_worker_init, initargs=(n > 1,))
     try:
-        futures = [pool.submit(_execute, t) for t in tasks]
-        for fut in cf.as_completed(futures):
-            yield from fut.result()
+        futures = {pool.submit(_execute, t): t for t in tasks}
+        pending = set(futures)
+        while pending:
+            done, pending = cf.wait(pending, timeout=tick, return_when=cf.FIRST_COMPLETED)
+            if not done:
+                yield None, []
+            for fut in done:
+                yield futures[fut], fut.result()
     except BaseException:  # an interrupt, or the consumer stopping early (GeneratorExit)
         _stop_workers(pool)
         raise
@@ -550,44 +557,128 @@ def _check_worker_versions(ray, named: str, timeout: float = 120.0) -> None:
             raise SweepError(f"Ray node {node} of {named} has vmlab {version}, the driver {want}; {fix}")
 
 
-def _ray_results(todo: list[dict], one_pass: bool, workers: int, address: str | None,
-                 nodes: dict[str, int]) -> Iterator[tuple]:
-    """Run as Ray tasks; yield results as they finish (ray.wait). ``nodes`` counts the
-    runs each Ray node (by id) simulated.
+class Executor:
+    """Where runs execute, for `vmlab sweep` and `vmlab reproduce`: worker processes on
+    this machine, or Ray tasks.
 
-    Without an address (the argument, else RAY_ADDRESS) a local Ray instance with
-    ``workers`` CPUs is started: its workers share this machine's files, so traces are
-    read by path. With one, the sweep joins that cluster (after checking every node's
-    vmlab version); workers may be on other machines, so each trace's bytes are put in
-    the object store once and handed to every task that simulates it. A process that
-    has already joined Ray (ray.init) keeps its connection."""
-    ray = _import_ray()
-    target, named = _ray_target(address)
-    started = False
-    if not ray.is_initialized():
+    ``backend``: "local" (a process pool of ``jobs`` workers; None or 0: every core) or
+    "ray" (Ray tasks on a local instance with ``jobs`` CPUs, or on the cluster at
+    ``address``, else at RAY_ADDRESS; "auto": the one on this machine). The arguments
+    are checked here; :meth:`check` checks that the cluster can be joined.
+
+    As a context manager it joins Ray once (or starts the local instance) and checks
+    every node's vmlab; leaving it shuts down what it started. Every :meth:`run` inside
+    shares that connection; a :meth:`run` outside joins and leaves for itself. A process
+    that has already joined Ray (ray.init) keeps its connection. The local backend
+    starts a pool per :meth:`run`."""
+
+    def __init__(self, backend: str = "local", jobs: int | None = None, address: str | None = None):
+        if jobs is not None:
+            jobs = _count_arg("jobs", jobs)
+        _expect("backend", backend, isinstance(backend, str), '"local" or "ray"')
+        if address is not None:
+            _expect("address", address, isinstance(address, str) and address.strip() != "",
+                    "a Ray address (HOST:PORT, auto or ray://HOST:PORT)")
+        if backend not in ("local", "ray"):
+            raise SweepError(f"unknown backend `{backend}` (known: local, ray)")
+        if address and backend != "ray":
+            raise SweepError("an address is for --backend ray")
+        self.backend, self.jobs, self.address = backend, jobs, address
+        # Runs each Ray node (by id) simulated.
+        self.nodes: dict[str, int] = {}
+        self._checked = False
+        self._ray = None  # the ray module, while joined
+        self._started = False  # whether this executor started (and so shuts down) Ray
+        self._cluster_cpus: int | None = None
+        self._target: str | None = None
+        self._depth = 0  # `with` blocks entered: Ray is left when the outermost ends
+
+    @property
+    def workers(self) -> int:
+        """How many runs can go at once: ``jobs`` (default: every core), or a joined
+        cluster's CPUs."""
+        return self._cluster_cpus or self.jobs or os.cpu_count() or 1
+
+    def describe(self) -> str:
+        if self.backend == "local":
+            return f"{self.workers} local worker process{'es' if self.workers != 1 else ''}"
+        return f"Ray, {self.workers} CPU{'s' if self.workers != 1 else ''}"
+
+    def check(self) -> None:
+        """Before anything is written: the Ray cluster can be found, reached and accepts
+        this process's token (nothing to check for the local backend)."""
+        if self.backend == "ray" and not self._checked:
+            _check_ray_join(self.address)
+            self._checked = True
+
+    def __enter__(self) -> "Executor":
+        if self.backend != "ray" or self._ray is not None:
+            self._depth += 1
+            return self
+        self.check()
+        ray = _import_ray()
+        target, named = _ray_target(self.address)
+        started = False
+        if not ray.is_initialized():
+            try:
+                if target is None:
+                    # "local": a new instance even if `ray start` left a cluster's address on this machine.
+                    ray.init(address="local", num_cpus=self.workers, include_dashboard=False, logging_level="ERROR",
+                             log_to_driver=False)
+                else:
+                    # An argument, else None: ray.init reads RAY_ADDRESS itself, as under `ray job submit`.
+                    ray.init(address=self.address or None, logging_level="ERROR", log_to_driver=False)
+            except Exception as e:  # noqa: BLE001 - one line for the CLI, whatever Ray raised
+                where = f" at {named}" if named else " (local instance)"
+                raise SweepError(f"cannot start or join Ray{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+            started = True
         try:
-            if target is None:
-                # "local": a new instance even if `ray start` left a cluster's address on this machine.
-                ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR",
-                         log_to_driver=False)
-            else:
-                # An argument, else None: ray.init reads RAY_ADDRESS itself, as under `ray job submit`.
-                ray.init(address=address or None, logging_level="ERROR", log_to_driver=False)
-        except Exception as e:  # noqa: BLE001 - one line for the CLI, whatever Ray raised
-            where = f" at {named}" if named else " (local instance)"
-            raise SweepError(f"cannot start or join Ray{where}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
-        started = True
-    try:
-        if target is not None:
-            _check_worker_versions(ray, named)
-            workers = max(1, int(ray.cluster_resources().get("CPU", workers)))
+            if target is not None:
+                _check_worker_versions(ray, named)
+                self._cluster_cpus = max(1, int(ray.cluster_resources().get("CPU", self.workers)))
+        except BaseException:
+            if started:
+                ray.shutdown()
+            raise
+        self._ray, self._started, self._target, self._depth = ray, started, target, 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
+        if self._ray is not None and self._started:
+            self._ray.shutdown()
+        self._ray, self._started, self._cluster_cpus = None, False, None
+
+    def run(self, runs: list[dict], one_pass: bool = True, tick: float | None = None) -> Iterator[tuple]:
+        """Run ``runs`` (each {"key", "config", "overrides", "source"}, as a sweep's
+        runs), those that share an input in one-pass tasks (``one_pass``); yield each
+        task's runs and their results, (key, status, stats, error, seconds) per run, as
+        tasks finish, and with ``tick``, (None, []) after every ``tick`` seconds in which
+        none did. A run that fails is a result with status "error", not an exception.
+        Closing the generator early stops what is still running."""
+        if self.backend == "local":
+            yield from _local_results(_one_pass_tasks(runs, self.workers, one_pass), self.workers, tick)
+        elif self._ray is None:
+            with self:
+                yield from self._ray_results(runs, one_pass, tick)
+        else:
+            yield from self._ray_results(runs, one_pass, tick)
+
+    def _ray_results(self, runs: list[dict], one_pass: bool, tick: float | None) -> Iterator[tuple]:
+        """As Ray tasks; results as they finish (ray.wait). On a local instance (no
+        address) workers share this machine's files, so traces are read by path. On a
+        cluster workers may be on other machines, so each trace's bytes are put in the
+        object store once and handed to every task that simulates it."""
+        ray = self._ray
         task = ray.remote(num_cpus=1)(_ray_execute)
         version = _core.version()
         shipped: dict[str, Any] = {}  # trace path -> object ref, or the error reading it
         refs: dict[Any, list[dict]] = {}
-        for t in _one_pass_tasks(todo, workers, one_pass):
+        for t in _one_pass_tasks(runs, self.workers, one_pass):
             data = None
-            if target is not None and "trace" in t[0]["source"]:
+            if self._target is not None and "trace" in t[0]["source"]:
                 path = t[0]["source"]["trace"]
                 if path not in shipped:
                     try:
@@ -597,29 +688,28 @@ def _ray_results(todo: list[dict], one_pass: bool, workers: int, address: str | 
                 data = shipped[path]
                 if isinstance(data, str):
                     # Not sent on: a worker elsewhere might find another file at that path.
-                    yield from ((r["key"], "error", None, data, 0.0) for r in t)
+                    yield t, [(r["key"], "error", None, data, 0.0) for r in t]
                     continue
             refs[task.remote(t, data, version)] = t
         pending = list(refs)
         try:
             while pending:
-                done, pending = ray.wait(pending, num_returns=1)
+                done, pending = ray.wait(pending, num_returns=1, timeout=tick)
+                if not done:
+                    yield None, []
                 for ref in done:
                     try:
                         node, results = ray.get(ref)
-                        nodes[node] = nodes.get(node, 0) + len(results)
+                        self.nodes[node] = self.nodes.get(node, 0) + len(results)
                     except ray.exceptions.RayError as e:
                         # The task itself failed (its worker died, its node left): its runs
-                        # fail like any run, the sweep goes on, a re-run retries them.
+                        # fail like any run, the caller goes on, a re-run retries them.
                         results = [(r["key"], "error", None, f"Ray: {_one_line(e)}", 0.0) for r in refs[ref]]
-                    yield from results
+                    yield refs[ref], results
         except BaseException:
-            for ref in pending:  # an interrupt: nothing more of this sweep runs anywhere
+            for ref in pending:  # an interrupt: nothing more of these runs runs anywhere
                 ray.cancel(ref, force=True)
             raise
-    finally:
-        if started:
-            ray.shutdown()
 
 
 class _Progress:
@@ -654,20 +744,12 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
     the cluster at ``address``, else at RAY_ADDRESS; "auto": the one on this machine)."""
     spec_path = path_arg("spec_path", spec_path)
     store = path_arg("store", store, optional=True)
-    if jobs is not None:
-        jobs = _count_arg("jobs", jobs)
-    _expect("backend", backend, isinstance(backend, str), '"local" or "ray"')
     quiet = _bool_arg("quiet", quiet)
-    if address is not None:
-        _expect("address", address, isinstance(address, str) and address.strip() != "",
-                "a Ray address (HOST:PORT, auto or ray://HOST:PORT)")
-    if backend not in ("local", "ray"):
-        raise SweepError(f"unknown backend `{backend}` (known: local, ray)")
-    if address and backend != "ray":
-        raise SweepError("an address is for --backend ray")
+    ex = Executor(backend, jobs, address)
     spec = load_spec(spec_path)
-    if backend == "ray":
-        _check_ray_join(address)  # before the store is created: nothing to clean up
+    if not ex.jobs:
+        ex.jobs = spec.jobs  # the spec's [sweep] jobs, unless given here (0: every core)
+    ex.check()  # before the store is created: nothing to clean up
     store_path = Path(store) if store is not None else spec.store
     version = _core.version()
     owner = new_owner()
@@ -679,40 +761,36 @@ def sweep(spec_path: str | os.PathLike, store: str | os.PathLike | None = None, 
         todo = [r for r in spec.runs if r["key"] in claimed]
         held = sum(elsewhere.values())
         counts = {"total": len(spec.runs), "skipped": len(spec.runs) - len(todo) - held, "elsewhere": held,
-                  "ran": 0, "failed": 0, "store": str(store_path), **({"nodes": {}} if backend == "ray" else {})}
+                  "ran": 0, "failed": 0, "store": str(store_path), **({"nodes": ex.nodes} if backend == "ray" else {})}
         for who, n in elsewhere.items():
             print(f"vmlab sweep: {n} runs left to the sweep running on this store ({who})", file=sys.stderr)
         if not todo:
             return counts
         heartbeat = Heartbeat(str(store_path), owner)
         progress = None
-        results = None
         try:
             by_key = {r["key"]: r for r in todo}
-            workers = jobs or spec.jobs or os.cpu_count() or 1
             progress = None if quiet else _Progress(len(todo))
-            results = (_ray_results(todo, spec.one_pass, workers, address, counts["nodes"]) if backend == "ray"
-                       else _local_results(_one_pass_tasks(todo, workers, spec.one_pass), workers))
-            # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
-            for key, status, stats, error, secs in results:
-                st.record(by_key[key], status, stats, error, secs, version)
-                counts["ran"] += 1
-                if status != "ok":
-                    counts["failed"] += 1
-                    print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
-                if progress:
-                    progress.tick(counts["failed"])
+            # Closed (the workers stopped) before Ray is left, also when recording a result
+            # failed: no worker outlives the sweep.
+            with ex, contextlib.closing(ex.run(todo, spec.one_pass)) as finished:
+                # The driver alone writes the store, one transaction per finished run, whichever backend ran it.
+                for _, results in finished:
+                    for key, status, stats, error, secs in results:
+                        st.record(by_key[key], status, stats, error, secs, version)
+                        counts["ran"] += 1
+                        if status != "ok":
+                            counts["failed"] += 1
+                            print(f"vmlab sweep: run {key} failed: {error}", file=sys.stderr)
+                        if progress:
+                            progress.tick(counts["failed"])
         except KeyboardInterrupt:
-            if results is not None:
-                results.close()  # the workers stop now, not when the generator is collected
             if progress and progress.tty:
                 print(file=sys.stderr)
             print(f"vmlab sweep: stopped: {counts['ran']} runs recorded in {store_path}, {len(todo) - counts['ran']} not run;"
                   " run the sweep again to resume", file=sys.stderr)
             raise
         finally:
-            if results is not None:
-                results.close()  # also when recording a result failed: no worker outlives the sweep
             heartbeat.stop()
             st.release(owner)
     return counts

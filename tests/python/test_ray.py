@@ -107,6 +107,33 @@ def test_a_worker_with_another_vmlab_version_stops_the_sweep(tmp_path, ray_clust
     assert f"has vmlab {real}, the driver 0.0.0-driver" in msg and "\n" not in msg
 
 
+def test_a_reproductions_runs_on_ray_give_the_in_process_documents(tmp_path, ray_cluster):
+    """`vmlab reproduce --backend ray`: a Batch of runs over two inputs, and timed()'s
+    compare rows, on Ray tasks (traces by path on the running instance, shipped as
+    bytes when joined by address), equal to in-process runs."""
+    from vmlab.reproduce._common import executing, timed
+
+    from test_reproduce import GUPS, small_batch, small_trace, timed_designs
+
+    trace = small_trace(tmp_path)
+    designs, rows = timed_designs()
+    for address in (None, ray_cluster):
+        b, want = small_batch(trace)
+        with executing("ray", address=address) as ex:
+            assert b.run() == want
+            assert timed("tiny", designs, GUPS, {"time.unknown_deps": "independent"}) == rows
+        assert sum(ex.nodes.values()) == len(want) + len(designs)
+    assert ray.is_initialized()  # the process's own connection is kept
+
+
+def test_a_reproduction_on_an_unreachable_ray_address_is_one_line(tmp_path):
+    p = subprocess.run([*VMLAB, "reproduce", "itanium", "--quick", "--backend", "ray", "--address", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=60, env=clean_env(VMLAB_CACHE=str(tmp_path)))
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 1 and len(lines) == 1 and lines[0].startswith("vmlab: error: cannot reach the Ray cluster"), p.stderr
+    assert not list(tmp_path.iterdir())  # nothing traced before the check
+
+
 def test_unreachable_ray_address_is_one_line_and_fast(tmp_path):
     spec = write_spec(tmp_path)
     t0 = time.monotonic()

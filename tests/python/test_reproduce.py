@@ -201,3 +201,82 @@ def test_reproduce_takes_one_paper_or_all():
     for args in ([], ["itanium", "--all"]):
         p = subprocess.run([*VMLAB, "reproduce", *args], capture_output=True, text=True)
         assert p.returncode == 2 and "name one paper, or give --all" in p.stderr, p.stderr
+
+
+# --- Where the runs execute: the sweep executor (tests/python/test_ray.py: on Ray) ------
+
+# Two inputs, three configs each: a workload and a trace file.
+BATCH_CONFIGS = [("tiny", {"tlb.l1d.entries": e}) for e in (4, 8)] + [("tiny", {"os.page_size": "2M"})]
+GUPS = {"workload": "gups", "footprint": "4M", "accesses": 3000}
+
+
+def small_trace(tmp_path: Path) -> Path:
+    t = tmp_path / "small.vmt"
+    subprocess.run([*VMLAB, "generate", "stream", "accesses=3000", "footprint=1M", "-o", str(t)], check=True,
+                   capture_output=True)
+    return t
+
+
+def small_batch(trace: Path):
+    """A Batch of every config of :data:`BATCH_CONFIGS` on gups and on ``trace``, and the
+    documents an in-process `vmlab.run_many` gives for each of its keys."""
+    from vmlab.reproduce._common import Batch
+
+    b, want = Batch(), {}
+    for name, src in (("gups", GUPS), ("trace", {"trace": str(trace)})):
+        for i, (config, o) in enumerate(BATCH_CONFIGS):
+            b.add((name, i), config, o, src)
+        for i, r in enumerate(vmlab.run_many(BATCH_CONFIGS, **src)):
+            want[(name, i)] = r.to_dict()
+    return b, want
+
+
+def timed_designs():
+    """timed()'s designs and the `vmlab.compare` rows they must equal."""
+    designs = {"4k": {"os.page_size": "4K"}, "2m": {"os.page_size": "2M"}}
+    df = vmlab.compare([f"{k}:os.page_size={v['os.page_size']}" for k, v in designs.items()], config="tiny",
+                       overrides={"time.unknown_deps": "independent"}, **GUPS)
+    return designs, {k: df.loc[k].to_dict() for k in designs}
+
+
+def test_a_batch_runs_in_worker_processes_with_the_in_process_documents(tmp_path, capfd):
+    from vmlab.reproduce._common import executing, timed
+
+    b, want = small_batch(small_trace(tmp_path))
+    with executing(jobs=2) as ex:
+        assert ex.backend == "local" and ex.workers == 2
+        assert b.run() == want
+    err = capfd.readouterr().err
+    assert "vmlab reproduce: 6 runs over 2 inputs (2 local worker processes)" in err
+    assert "input 2/2: small.vmt: 3/3 runs done" in err and "[6/6 runs, " in err
+    # Without an executor set up: a pool on every core; the same documents.
+    b, _ = small_batch(tmp_path / "small.vmt")
+    assert b.run() == want
+    # timed(): the time-model runs as Batch runs, each row what `vmlab.compare` gives.
+    designs, rows = timed_designs()
+    assert timed("tiny", designs, GUPS, {"time.unknown_deps": "independent"}) == rows
+
+
+def test_a_failing_run_names_its_key(tmp_path):
+    from vmlab.reproduce._common import Batch
+
+    b = Batch()
+    b.add("fine", "tiny", {}, GUPS)
+    b.add(("bad", 1), "tiny", {"tlb.l1d.entries": "many"}, GUPS)
+    with pytest.raises(vmlab.VmlabError, match=r"run \('bad', 1\): .*tlb\.l1d\.entries"):
+        b.run()
+
+
+def test_reproduce_takes_the_sweeps_executor_options(tmp_path):
+    from vmlab.sweep import SweepError
+
+    with pytest.raises(SweepError, match="an address is for --backend ray"):
+        reproduce("itanium", quick=True, address="127.0.0.1:1")
+    with pytest.raises(vmlab.VmlabError, match="jobs"):
+        reproduce("itanium", quick=True, jobs=-1)
+    with pytest.raises(SweepError, match="unknown backend `slurm`"):
+        reproduce("itanium", quick=True, backend="slurm")
+    out = tmp_path / "out"
+    p = subprocess.run([*VMLAB, "reproduce", "--all", "--quick", "-j", "2", "--address", "auto", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "an address is for --backend ray" in p.stderr and not out.exists()

@@ -3,18 +3,21 @@ the headline results each page states next to the paper's."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any, Hashable, Iterator
 
 from .. import _core
-from ..api import run_many
+from ..sweep import Executor
 
 # Small real programs, traced with valgrind (lackey) on first use and cached. `quick`
 # uses the first two (about a second each to trace).
@@ -146,9 +149,39 @@ def _traced(cmd: list[str], path: Path, notes: list[str], cwd: Path | None = Non
     return True
 
 
+# How often Batch.run says which inputs it is still waiting for, when no task has ended.
+PROGRESS_EVERY = 30.0
+# The executor Batch.run and timed() use when given none: the one `executing` set up, else
+# a local process pool on every core.
+_executor: Executor | None = None
+
+
+@contextlib.contextmanager
+def executing(backend: str = "local", jobs: int | None = None, address: str | None = None) -> Iterator[Executor]:
+    """Within the block, every :class:`Batch` and :func:`timed` runs on one
+    :class:`vmlab.sweep.Executor` (the one `vmlab sweep` runs on; the arguments as
+    there): local worker processes, or Ray tasks, Ray joined once for them all."""
+    global _executor
+    ex = Executor(backend, jobs, address)
+    with ex:
+        previous, _executor = _executor, ex
+        try:
+            yield ex
+        finally:
+            _executor = previous
+
+
+def _sweep_source(src: dict) -> dict:
+    """A Batch source ({"trace": path} or {"workload": name, **params}) as a sweep run's."""
+    if "trace" in src:
+        return {"trace": str(src["trace"])}
+    return {"workload": src["workload"], "params": {k: str(v) for k, v in src.items() if k != "workload"}}
+
+
 class Batch:
-    """Runs declared first, then simulated together: the runs that read one input share
-    one pass over it (`vmlab.run_many`), on every core."""
+    """Runs declared first, then simulated together on the sweep executor
+    (:func:`executing`): the runs that read one input share one pass over it, and
+    inputs run side by side, on every local core or as Ray tasks."""
 
     def __init__(self) -> None:
         self._runs: dict[Hashable, tuple[str, list[str], dict]] = {}
@@ -160,23 +193,49 @@ class Batch:
             overrides = [f"{k}={v}" for k, v in overrides.items()]
         self._runs[key] = (config, list(overrides), dict(source))
 
-    def run(self, threads: int | None = None) -> dict[Hashable, dict]:
-        threads = threads or os.cpu_count() or 1
-        groups: dict[str, list[Hashable]] = {}
-        for key, (_, _, src) in self._runs.items():
-            groups.setdefault(json.dumps(src, sort_keys=True), []).append(key)
-        for i, (src_text, keys) in enumerate(groups.items()):
-            src = json.loads(src_text)
-            kw: dict[str, Any] = {"trace": src["trace"]} if "trace" in src else {
-                "workload": src["workload"], **{k: v for k, v in src.items() if k != "workload"}}
-            # Progress: which input, then run_many's own (a bar, or a line every 10 s).
-            what = Path(src["trace"]).name if "trace" in src else " ".join(f"{k}={v}" for k, v in kw.items())
-            print(f"vmlab reproduce: input {i + 1}/{len(groups)}: {what} ({len(keys)} runs)", file=sys.stderr, flush=True)
-            results = run_many([self._runs[k][:2] for k in keys], threads=threads, progress=True, **kw)
-            for k, r in zip(keys, results):
-                if isinstance(r, _core.VmlabError):
-                    raise _core.VmlabError(f"run {k!r}: {r}")
-                self.results[k] = r.to_dict()
+    def run(self, executor: Executor | None = None) -> dict[Hashable, dict]:
+        """Simulate the runs added since the last call (on ``executor``, else the one
+        :func:`executing` set up, else a local pool); raises VmlabError naming the
+        first run that fails. Progress on stderr: a line as each one-pass task ends,
+        with its input and the runs done, and every :data:`PROGRESS_EVERY` seconds
+        without one, the inputs still running."""
+        ex = executor or _executor or Executor()
+        keys = list(self._runs)
+        runs, inputs = [], {}
+        for i, k in enumerate(keys):
+            config, overrides, src = self._runs[k]
+            source = _sweep_source(src)
+            inputs.setdefault(json.dumps(source, sort_keys=True), []).append(i)
+            runs.append({"key": str(i), "config": config, "overrides": overrides, "source": source})
+        if not runs:
+            return self.results
+        which = {i: n for n, members in enumerate(inputs.values()) for i in members}
+        sizes = [len(members) for members in inputs.values()]
+
+        def name(source: dict) -> str:
+            if "trace" in source:
+                return Path(source["trace"]).name
+            return " ".join([source["workload"], *(f"{k}={v}" for k, v in source["params"].items())])
+
+        log = lambda msg: print(f"vmlab reproduce: {msg}", file=sys.stderr, flush=True)
+        log(f"{len(runs)} runs over {len(inputs)} input{'s' if len(inputs) != 1 else ''} ({ex.describe()})")
+        t0, done, per_input = time.monotonic(), 0, [0] * len(inputs)
+        with contextlib.closing(ex.run(runs, tick=PROGRESS_EVERY)) as finished:
+            for task, results in finished:
+                if task is None:
+                    left = ", ".join(f"{n + 1}/{len(inputs)} ({sizes[n] - per_input[n]} of {sizes[n]} runs)"
+                                     for n in range(len(inputs)) if per_input[n] < sizes[n])
+                    log(f"[{done}/{len(runs)} runs, {time.monotonic() - t0:.0f} s] still running: input {left}")
+                    continue
+                for key, status, stats, error, _ in results:
+                    if status != "ok":
+                        raise _core.VmlabError(f"run {keys[int(key)]!r}: {error.removeprefix('VmlabError: ')}")
+                    self.results[keys[int(key)]] = stats
+                n = which[int(task[0]["key"])]
+                done += len(results)
+                per_input[n] += len(results)
+                log(f"[{done}/{len(runs)} runs, {time.monotonic() - t0:.0f} s] input {n + 1}/{len(inputs)}: "
+                    f"{name(task[0]['source'])}: {per_input[n]}/{sizes[n]} runs done")
         self._runs.clear()
         return self.results
 
@@ -192,27 +251,56 @@ def md_table(header: list[str], rows: list[list[Any]], title: str | None = None)
     return "\n".join(out) + "\n"
 
 
+# What `vmlab.compare` sets before every design's overrides.
+_TIME_MODEL = ["memory.data_refs=true", "time.model=ooo"]
+# compare's columns: column -> where in the stats document (docs/metrics.md).
+_COMPARE_COLUMNS = {
+    "cycles": "time/cycles", "instructions": "time/instructions", "ipc": "time/ipc",
+    "cpi_base": "time/cpi_stack/base", "cpi_data": "time/cpi_stack/data",
+    "cpi_translation": "time/cpi_stack/translation", "cpi_os": "time/cpi_stack/os", "mlp": "time/mlp",
+    "walks": "time/walks/count", "walk_latency": "time/walks/mean_latency",
+    "walker_occupancy": "time/walks/walker_occupancy", "dram_gbs": "time/dram/bandwidth_gbs",
+    "refs_per_walk": "walks/refs_per_walk", "pt_bytes": "page_table/bytes_at_peak",
+}
+
+
+def _at(doc: dict, path: str) -> Any:
+    for part in path.split("/"):
+        doc = doc.get(part) if isinstance(doc, dict) else None
+    return doc
+
+
+def _number(v: Any, missing: float = math.nan) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else missing
+
+
+def compare_row(doc: dict, baseline: dict, baseline_label: str) -> dict:
+    """A stats document as its `vmlab.compare` row beside ``baseline``'s (the same
+    columns and values; NaN where the document has no such number)."""
+    row: dict[str, Any] = {"kind": _at(doc, "page_table/kind"), "baseline": baseline_label}
+    row.update({col: _number(_at(doc, path)) for col, path in _COMPARE_COLUMNS.items()})
+    row["speedup"] = _number(_at(baseline, "time/cycles")) / row["cycles"] if row["cycles"] else math.nan
+    row["cpi_error"] = _number(_at(doc, "time/sampling/cpi_error"), 0.0)
+    return row
+
+
 def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overrides: list[str] | dict | None = None,
-          threads: int | None = None) -> dict[str, dict]:
-    """Run ``designs`` (label -> overrides) on ``source`` under the time model with
-    `vmlab.compare` (one pass over the input; `time.model = "ooo"` and
-    `memory.data_refs = true`): label -> the design's row (cycles, ipc, cpi_data,
-    cpi_translation, walker_occupancy, mlp, ...; docs/metrics.md, `time`)."""
-    from ..api import compare
+          executor: Executor | None = None) -> dict[str, dict]:
+    """Run ``designs`` (label -> overrides) on ``source`` under the time model, as
+    `vmlab.compare` does (`memory.data_refs = true` and `time.model = "ooo"`, then
+    ``overrides``, then the design's), in one :class:`Batch`: label -> the design's
+    compare row (cycles, ipc, cpi_data, cpi_translation, walker_occupancy, mlp, ...,
+    speedup over the first design; docs/metrics.md, `time`)."""
 
     def items(o: list[str] | dict | None) -> list[str]:
         return [f"{k}={v}" for k, v in o.items()] if isinstance(o, dict) else list(o or [])
 
-    specs = []
+    b = Batch()
     for label, o in designs.items():
-        if ":" in label or ";" in label or not o:
-            raise ValueError(f"design {label!r}: a label without ':' or ';', and at least one override")
-        specs.append(f"{label}:" + ";".join(items(o)))
-    kw: dict[str, Any] = {"trace": source["trace"]} if "trace" in source else {
-        "workload": source["workload"], **{k: v for k, v in source.items() if k != "workload"}}
-    df = compare(specs, config=config, overrides=items(overrides), threads=threads or os.cpu_count() or 1, **kw)
-    return {label: df.loc[label].to_dict() for label in designs}
-
+        b.add(label, config, _TIME_MODEL + items(overrides) + items(o), source)
+    docs = b.run(executor)
+    first = next(iter(designs))
+    return {label: compare_row(docs[label], docs[first], first) for label in designs}
 
 
 # Verdicts of a headline result, strongest first.
