@@ -22,7 +22,6 @@
 //! of FR-FCFS is what row-hit detection gives a stream: a request to the open row is a
 //! row hit whatever was scheduled on other banks in between.
 
-use std::collections::VecDeque;
 use strength_reduce::StrengthReducedU64;
 
 /// DRAM timing, in core cycles (built from `[time.dram]` by [`super::TimeConfig`]).
@@ -61,15 +60,22 @@ struct Bank {
 /// Busy intervals of a resource, sorted and merged when they touch.
 #[derive(Clone, Debug, Default)]
 pub struct Calendar {
-    busy: VecDeque<(u64, u64)>,
+    /// The intervals from `head` on; those before it were pruned. A vector with a
+    /// moving head, not a ring: the searches index a plain slice (a ring's index wraps
+    /// at every step), and pruning drops the dead prefix in bulk, not one at a time.
+    busy: Vec<(u64, u64)>,
+    head: usize,
 }
+
+/// Pruned intervals kept before the vector is compacted (they cost memory only).
+const DEAD_KEPT: usize = 64;
 
 impl Calendar {
     /// The earliest start `>= at` of `len` cycles that overlap nothing reserved, and
-    /// the index of the first interval after it.
+    /// the index (into `busy`) of the first interval after it.
     #[inline(always)]
     fn gap(&self, at: u64, len: u64) -> (usize, u64) {
-        let b = &self.busy;
+        let b = &self.busy[self.head..];
         // Requests arrive nearly in time order: search from the back.
         let mut i = b.len();
         while i > 0 && b[i - 1].1 > at {
@@ -80,7 +86,7 @@ impl Calendar {
             start = start.max(b[i].1);
             i += 1;
         }
-        (i, start)
+        (self.head + i, start)
     }
 
     /// Reserve `len` cycles at the earliest start `>= at` that overlaps nothing
@@ -88,7 +94,8 @@ impl Calendar {
     #[inline(always)]
     pub fn reserve(&mut self, at: u64, len: u64) -> u64 {
         // Most requests come after everything reserved: append, or extend the last.
-        match self.busy.back_mut() {
+        // (Every kept interval is live: `prune` empties the vector when none is.)
+        match self.busy.last_mut() {
             None => {}
             Some(last) if last.1 == at => {
                 last.1 = at + len;
@@ -97,7 +104,7 @@ impl Calendar {
             Some(last) if last.1 < at => {}
             Some(_) => return self.reserve_before(at, len),
         }
-        self.busy.push_back((at, at + len));
+        self.busy.push((at, at + len));
         at
     }
 
@@ -105,10 +112,11 @@ impl Calendar {
     #[inline(never)]
     fn reserve_before(&mut self, at: u64, len: u64) -> u64 {
         let (i, start) = self.gap(at, len);
+        let head = self.head;
         let b = &mut self.busy;
         let end = start + len;
         // Insert at i, merging with a touching neighbour on either side.
-        let joins_prev = i > 0 && b[i - 1].1 == start;
+        let joins_prev = i > head && b[i - 1].1 == start;
         let joins_next = i < b.len() && b[i].0 == end;
         match (joins_prev, joins_next) {
             (true, true) => {
@@ -133,11 +141,12 @@ impl Calendar {
         if end <= start {
             return;
         }
+        let head = self.head;
         let b = &mut self.busy;
         // Most intervals arrive at the back, in time order: extend or append.
-        match b.back_mut() {
-            None => return b.push_back((start, end)),
-            Some(last) if start > last.1 => return b.push_back((start, end)),
+        match b.last_mut() {
+            None => return b.push((start, end)),
+            Some(last) if start > last.1 => return b.push((start, end)),
             Some(last) if start >= last.0 => {
                 last.1 = last.1.max(end);
                 return;
@@ -145,7 +154,7 @@ impl Calendar {
             _ => {}
         }
         let mut i = b.len();
-        while i > 0 && b[i - 1].1 >= start {
+        while i > head && b[i - 1].1 >= start {
             i -= 1;
         }
         let (mut s, mut e, mut j) = (start, end, i);
@@ -168,9 +177,16 @@ impl Calendar {
     /// Returns the cycles they covered.
     pub fn prune(&mut self, horizon: u64) -> u64 {
         let mut covered = 0;
-        while let Some(&(s, e)) = self.busy.front().filter(|&&(_, e)| e <= horizon) {
+        while let Some(&(s, e)) = self.busy.get(self.head).filter(|&&(_, e)| e <= horizon) {
             covered += e - s;
-            self.busy.pop_front();
+            self.head += 1;
+        }
+        if self.head == self.busy.len() {
+            self.busy.clear();
+            self.head = 0;
+        } else if self.head > DEAD_KEPT {
+            self.busy.drain(..self.head);
+            self.head = 0;
         }
         covered
     }
@@ -178,12 +194,12 @@ impl Calendar {
     /// The end of the last interval kept (0 if none): the resource is free from then on.
     #[inline(always)]
     pub fn end(&self) -> u64 {
-        self.busy.back().map_or(0, |&(_, e)| e)
+        self.busy.last().map_or(0, |&(_, e)| e)
     }
 
     /// Cycles covered by the intervals kept.
     pub fn covered(&self) -> u64 {
-        self.busy.iter().map(|&(s, e)| e - s).sum()
+        self.busy[self.head..].iter().map(|&(s, e)| e - s).sum()
     }
 }
 
