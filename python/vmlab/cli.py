@@ -18,7 +18,7 @@ PYTHON_COMMANDS = {
     "sweep": "Run a sweep spec (designs x swept keys x inputs x seeds) into a results store, resuming",
     "report": "Charts (PNG, SVG) and tables in an HTML page from a results store: vmlab report STORE -o DIR",
     "export": "A results store as one flat table: vmlab export STORE -o OUT.csv|OUT.parquet",
-    "reproduce": "Run a paper's experiments and regenerate its reproduction tables: vmlab reproduce PAPER|--all [--quick]",
+    "reproduce": "Run a paper's experiments and regenerate its reproduction tables: vmlab reproduce PAPER|--all [--quick] [-j N] [--backend local|ray] [--address ADDR]",
 }
 
 
