@@ -449,7 +449,7 @@ pub fn compare(
         if labels.contains(&label) {
             return Err(Error::arg("--designs", format!("two designs are labelled `{label}`")));
         }
-        let mut o = vec!["memory.data_refs=true".to_string(), "time.model=ooo".to_string()];
+        let mut o: Vec<String> = COMPARE_OVERRIDES.iter().map(|s| s.to_string()).collect();
         o.extend(overrides.iter().cloned());
         o.extend(own);
         labels.push(label);
@@ -465,37 +465,42 @@ pub fn compare(
     for (label, doc) in labels.iter().zip(run_many(&configs, source, threads, progress)?) {
         docs.push(doc.map_err(|e| Error::config(format!("design `{label}`"), e.to_string()))?);
     }
-    let base_cycles = docs[base]["time"]["cycles"].as_f64().unwrap_or(f64::NAN);
-    Ok(labels
-        .iter()
-        .zip(&docs)
-        .map(|(label, doc)| {
-            let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-            let cycles = g("/time/cycles");
-            serde_json::json!({
-                "design": label,
-                "kind": doc["page_table"]["kind"],
-                "baseline": labels[base],
-                "cycles": cycles,
-                "instructions": g("/time/instructions"),
-                "ipc": g("/time/ipc"),
-                "speedup": base_cycles / cycles,
-                "cpi_base": g("/time/cpi_stack/base"),
-                "cpi_data": g("/time/cpi_stack/data"),
-                "cpi_translation": g("/time/cpi_stack/translation"),
-                "cpi_os": g("/time/cpi_stack/os"),
-                "mlp": g("/time/mlp"),
-                "walks": g("/time/walks/count"),
-                "walk_latency": g("/time/walks/mean_latency"),
-                "walker_occupancy": g("/time/walks/walker_occupancy"),
-                "dram_gbs": g("/time/dram/bandwidth_gbs"),
-                "refs_per_walk": g("/walks/refs_per_walk"),
-                "pt_bytes": g("/page_table/bytes_at_peak"),
-                // With sampled timing (`[time.sampling]`): the 95% interval of the CPI.
-                "cpi_error": doc.pointer("/time/sampling/cpi_error").and_then(|v| v.as_f64()).unwrap_or(0.0),
-            })
-        })
-        .collect())
+    Ok(labels.iter().zip(&docs).map(|(label, doc)| compare_row(label, doc, &labels[base], &docs[base])).collect())
+}
+
+/// What [`compare`] sets before a design's overrides: the time model, with every
+/// program reference through the caches.
+pub const COMPARE_OVERRIDES: [&str; 2] = ["memory.data_refs=true", "time.model=ooo"];
+
+/// A design's stats document as its [`compare`] row beside the baseline's (NaN where
+/// the document has no such number): what `vmlab compare` prints, and what a
+/// reproduction that runs the documents itself (on Ray, say) derives from them.
+pub fn compare_row(label: &str, doc: &serde_json::Value, baseline_label: &str, baseline: &serde_json::Value) -> serde_json::Value {
+    let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    let cycles = g("/time/cycles");
+    let base_cycles = baseline.pointer("/time/cycles").and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    serde_json::json!({
+        "design": label,
+        "kind": doc["page_table"]["kind"],
+        "baseline": baseline_label,
+        "cycles": cycles,
+        "instructions": g("/time/instructions"),
+        "ipc": g("/time/ipc"),
+        "speedup": base_cycles / cycles,
+        "cpi_base": g("/time/cpi_stack/base"),
+        "cpi_data": g("/time/cpi_stack/data"),
+        "cpi_translation": g("/time/cpi_stack/translation"),
+        "cpi_os": g("/time/cpi_stack/os"),
+        "mlp": g("/time/mlp"),
+        "walks": g("/time/walks/count"),
+        "walk_latency": g("/time/walks/mean_latency"),
+        "walker_occupancy": g("/time/walks/walker_occupancy"),
+        "dram_gbs": g("/time/dram/bandwidth_gbs"),
+        "refs_per_walk": g("/walks/refs_per_walk"),
+        "pt_bytes": g("/page_table/bytes_at_peak"),
+        // With sampled timing (`[time.sampling]`): the 95% interval of the CPI.
+        "cpi_error": doc.pointer("/time/sampling/cpi_error").and_then(|v| v.as_f64()).unwrap_or(0.0),
+    })
 }
 
 /// Elphinstone's refill-cost and size measurements (a walk reference is one cache-line

@@ -264,6 +264,15 @@ fn compare(
     Ok(serde_json::to_string(&rows).expect("json"))
 }
 
+/// A stats document (JSON text) as its `compare` row (JSON text) beside the baseline's.
+#[pyfunction]
+fn compare_row(label: &str, doc: &str, baseline_label: &str, baseline: &str) -> PyResult<String> {
+    let parse =
+        |what: &str, text: &str| serde_json::from_str::<serde_json::Value>(text).map_err(|e| VmlabError::new_err(format!("{what}: not a stats document: {e}")));
+    let row = api::compare_row(label, &parse("doc", doc)?, baseline_label, &parse("baseline", baseline)?);
+    Ok(serde_json::to_string(&row).expect("json"))
+}
+
 /// The workload catalogue as JSON text.
 #[pyfunction]
 fn workloads() -> String {
@@ -341,6 +350,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(pt_compare, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
+    m.add_function(wrap_pyfunction!(compare_row, m)?)?;
+    m.add("COMPARE_OVERRIDES", api::COMPARE_OVERRIDES.to_vec())?;
     m.add_class::<TraceReader>()?;
     Ok(())
 }
