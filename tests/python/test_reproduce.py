@@ -280,3 +280,61 @@ def test_reproduce_takes_the_sweeps_executor_options(tmp_path):
     p = subprocess.run([*VMLAB, "reproduce", "--all", "--quick", "-j", "2", "--address", "auto", "-o", str(out)],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "an address is for --backend ray" in p.stderr and not out.exists()
+
+
+def test_romer_cache_chapter_5_sections_break_even_and_judge(monkeypatch):
+    """Table 5-2, Figures 5-4 and 5-6 (romer-cache.md) on two short synthetic inputs: the
+    tables, a verdict on each headline, and the break-even formula against runs."""
+    import math
+
+    from vmlab.reproduce import romer_cache as rc
+    from vmlab.reproduce._common import VERDICTS, Batch, take_headlines
+
+    take_headlines()
+    names = {"strawman": {"workload": "strawman", "accesses": 200_000},
+             "kv-64K": {"workload": "kv", "keys": "64K", "accesses": 200_000}}
+    b = Batch()
+    for n, src in names.items():
+        rc.add_cml_runs(b, n, src, quick=True)
+    # The column-associative L2 with 9-cycle slow lines, to check the formula against.
+    b.add(("strawman", "col-assoc", 9), "romer-cache", {"cache.l2.organisation": "column-associative",
+                                                        "cache.l2.slow_latency": 9}, names["strawman"])
+    b.run()
+    text = rc.cml_tables(b, list(names), quick=True)
+    assert not any("Table 5-2" in n or "Figure 5-4" in n for n in rc.NOT_BUILT)
+
+    rows = _rows(text, "Break-even L2 access times against CML")
+    assert [r[0] for r in rows] == list(names) + ["*mean*", "*std. dev.*"]  # DM beats both on neither
+    for n in names:
+        r = rc.break_evens(b, n)
+        per = lambda waits: waits / r["instructions"]
+        # Plugged back, each break-even gives CML's MCPI.
+        assert math.isclose(r["a2"] + (r["a2_cycles"] - r["base"]) * per(r["a2_waits"]), r["cml"], rel_tol=1e-9)
+        assert math.isclose(r["ca"] + (r["ca_cycles"] - r["ca_slow"]) * per(r["ca_waits"]), r["cml"], rel_tol=1e-9)
+        # A2 run one cycle slower costs at least the formula's extra (its write buffer
+        # can only stall more), and the column-associative L2's slow hits are its own.
+        assert r["a2_slower"] >= r["a2"] + per(r["a2_waits"]) - 1e-9
+        assert 0 <= r["ca_waits"] <= b[(n, "col-assoc")]["caches"]["l2"]["slow_hits"]
+    # The strawman's references all read the L2 (no writes): the formula is exact there.
+    s = rc.break_evens(b, "strawman")
+    assert math.isclose(s["a2_slower"], s["a2"] + s["a2_waits"] / s["instructions"], rel_tol=1e-9)
+    ca9 = b[("strawman", "col-assoc", 9)]["mcpi"]["mcpi"]
+    assert math.isclose(ca9, s["ca"] + (9 - s["ca_slow"]) * s["ca_waits"] / s["instructions"], rel_tol=1e-9)
+
+    lrus, hots = rc.cml_grid(True)
+    grid = _rows(text, "CML's L2 MCPI over the buffer's LRU and HOT segment sizes")
+    assert len(grid) == len(names) * len(hots) and all(len(r) == 2 + len(lrus) for r in grid)
+    pages = _rows(text, "CML at three page sizes' thresholds")
+    assert [r[0] for r in pages] == list(names)
+    for n in names:
+        for kib in rc.PAGE_KIB:
+            d = b[rc.page_key(n, kib)]["recolor"]["details"]
+            assert (d["recolor_threshold"], d["interrupt_threshold"]) == rc.thresholds(kib)
+    assert rc.thresholds(8) == (260, 320)  # Romer §5.3.1
+
+    heads = take_headlines()
+    assert [h.where.split(",")[0] for h in heads] == ["Table 5-2", "Table 5-2", "Fig. 5-4", "Fig. 5-6"]
+    for h in heads:
+        assert h.verdict in VERDICTS[:3] and h.paper and h.ours
+        assert (h.verdict == "match") == (not h.why)
+    assert heads[3].verdict != "match"  # thresholds only: at best the same shape
