@@ -74,14 +74,20 @@ def long_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
     out = []
     for name, (cmd, prepare) in LONG_PROGRAMS.items():
         path = cache_dir() / f"long-{name}"
-        if not path.exists():
-            p = subprocess.run(["bash", "-c", prepare], cwd=cache_dir(), stderr=subprocess.PIPE, text=True)
-            if p.returncode != 0:
-                notes.append(f"`{prepare}` failed, `{name}` skipped: {p.stderr.strip().splitlines()[-1:]}")
-                continue
-        if _traced(cmd, path, notes, cwd=cache_dir()):
+        if _prepared(cmd, prepare, path, notes):
             out.append((f"`{name}`", str(path)))
     return out
+
+
+def _prepared(cmd: list[str], prepare: str, path: Path, notes: list[str], engine: str = "lackey") -> bool:
+    """Whether `path` holds the trace of `cmd` run in the trace cache directory, tracing it
+    now (after the shell command `prepare` has made its input there) if it is not cached."""
+    if not path.exists():
+        p = subprocess.run(["bash", "-c", prepare], cwd=cache_dir(), stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            notes.append(f"`{prepare}` failed, `{' '.join(cmd)}` skipped: {p.stderr.strip().splitlines()[-1:]}")
+            return False
+    return _traced(cmd, path, notes, cwd=cache_dir(), engine=engine)
 
 
 # Programs of the kind in Elphinstone's conventional applications, at the sizes of his
@@ -99,37 +105,96 @@ COMPILED_PROGRAMS: dict[str, tuple[str, list[str], str]] = {
 
 def compiled_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
     """(label, .vmt path) of :data:`COMPILED_PROGRAMS`, built and traced on first use
-    (about 5 minutes in all) and cached under a name that hashes the source, the
-    arguments and the engine; none with ``quick``. Without a C compiler, the sources
-    (a repository checkout's bench/programs/) or the engine, a note says what was skipped."""
+    (about 5 minutes in all) and cached (:func:`_compiled`); none with ``quick``."""
     if quick:
-        return []
-    src_dir = Path(__file__).resolve().parents[3] / "bench" / "programs"
-    cc = shutil.which("cc")
-    if not cc or not src_dir.is_dir():
-        notes.append("the compiled programs (bench/programs/) were skipped: " +
-                     ("no C compiler (`cc`; run `make setup`)." if not cc else f"{src_dir} is missing (run from a repository checkout)."))
         return []
     out = []
     for name, (source, args, engine) in COMPILED_PROGRAMS.items():
-        need = "valgrind" if engine == "lackey" else "qemu-x86_64"
-        if not shutil.which(need):
-            notes.append(f"`{name}` skipped: its engine, {engine}, needs `{need}` (run `make setup`).")
-            continue
-        text = (src_dir / source).read_bytes()
-        key = hashlib.sha256(text + "\0".join(["", *args, engine]).encode()).hexdigest()[:12]
-        path = cache_dir() / f"prog-{name}-{key}.vmt"
-        if not path.exists():
-            binary = cache_dir() / f"prog-{name}-{key}"
-            p = subprocess.run([cc, "-O2", "-o", str(binary), str(src_dir / source), "-lm"], stderr=subprocess.PIPE, text=True)
-            if p.returncode != 0:
-                notes.append(f"building `{source}` failed, `{name}` skipped: {p.stderr.strip().splitlines()[-1:]}")
-                continue
-            ok = _traced([str(binary), *args], path, notes, engine=engine)
-            binary.unlink(missing_ok=True)
-            if not ok:
-                continue
-        out.append((f"`{' '.join([name, *args])}` ({engine})", str(path)))
+        if path := _compiled(name, source, args, engine, notes):
+            out.append((f"`{' '.join([name, *args])}` ({engine})", str(path)))
+    return out
+
+
+def _compiled(name: str, source: str, args: list[str], engine: str, notes: list[str]) -> Path | None:
+    """The trace of bench/programs/`source` built with `cc -O2` and run with `args` under
+    `engine`, built and traced if it is not cached under its name, which hashes the
+    source, the arguments and the engine. Without a C compiler, the sources (a
+    repository checkout's bench/programs/) or the engine: None, and a note says what was
+    skipped."""
+    src_dir = Path(__file__).resolve().parents[3] / "bench" / "programs"
+    cc = shutil.which("cc")
+    if not cc or not src_dir.is_dir():
+        note = ("the compiled programs (bench/programs/) were skipped: " +
+                ("no C compiler (`cc`; run `make setup`)." if not cc else f"{src_dir} is missing (run from a repository checkout)."))
+        if note not in notes:
+            notes.append(note)
+        return None
+    if _no_engine(name, engine, notes):
+        return None
+    text = (src_dir / source).read_bytes()
+    key = hashlib.sha256(text + "\0".join(["", *args, engine]).encode()).hexdigest()[:12]
+    path = cache_dir() / f"prog-{name}-{key}.vmt"
+    if not path.exists():
+        binary = cache_dir() / f"prog-{name}-{key}"
+        p = subprocess.run([cc, "-O2", "-o", str(binary), str(src_dir / source), "-lm"], stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            notes.append(f"building `{source}` failed, `{name}` skipped: {p.stderr.strip().splitlines()[-1:]}")
+            return None
+        ok = _traced([str(binary), *args], path, notes, engine=engine)
+        binary.unlink(missing_ok=True)
+        if not ok:
+            return None
+    return path
+
+
+def _no_engine(name: str, engine: str, notes: list[str]) -> bool:
+    """Whether `engine` cannot run here (a note then says `name` was skipped)."""
+    need = "valgrind" if engine == "lackey" else "qemu-x86_64"
+    if shutil.which(need):
+        return False
+    notes.append(f"`{name}` skipped: its engine, {engine}, needs `{need}` (run `make setup`).")
+    return True
+
+
+# Real programs at the papers' scale, for romer.md and itanium.md (not with `quick`):
+# each touches tens of thousands of 4 KiB pages, far beyond the TLBs' reach, and runs
+# 0.3 G references (25 to 30 of THROTTLE's 10 M-instruction windows). Traced with qemu
+# (10 to 20 s each; lackey would take minutes) on first use and cached. name ->
+# (command, how it is made): a shell command that makes the command's input in the
+# trace cache directory (where the command runs), or the bench/programs/ source the
+# command's program is built from (as COMPILED_PROGRAMS are).
+SCALE_PROGRAMS: dict[str, tuple[list[str], str]] = {
+    # xz -9 (a 64 MiB dictionary: its match finder hashes every position into a 64 MiB
+    # table) of the first 200,000 bytes of Debian 12's /usr/bin/localedef:
+    # 16,322 pages, 334 M records.
+    "xz": (["xz", "-9", "-c", "xz-input"], "head -c 200000 /usr/bin/localedef > xz-input"),
+    # 20 M random read-modify-write updates of a 128 MiB table: 32,931 pages, 320 M records.
+    "gups": (["gups", "27", "20000000"], "gups.c"),
+    # Three 2048 x 2048 matrices of doubles (32 MiB each), 4 rows of C: B is walked down
+    # its columns, a new page every step: 24,753 pages, 319 M records.
+    "mm": (["mm", "2048", "4"], "mm.c"),
+}
+
+
+def scale_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
+    """(label, .vmt path) of :data:`SCALE_PROGRAMS`, made and traced with qemu on first
+    use (about a minute in all) and cached under a name that hashes how each is made;
+    none with ``quick``. A program that cannot be made or traced here is skipped with a
+    note."""
+    if quick:
+        return []
+    out = []
+    for name, (cmd, how) in SCALE_PROGRAMS.items():
+        if how.endswith(".c"):
+            path = _compiled(cmd[0], how, cmd[1:], "qemu", notes)
+        elif _no_engine(name, "qemu", notes):
+            path = None
+        else:
+            key = hashlib.sha256("\0".join([how, *cmd]).encode()).hexdigest()[:12]
+            path = cache_dir() / f"scale-{name}-{key}.vmt"
+            path = path if _prepared(cmd, how, path, notes, engine="qemu") else None
+        if path:
+            out.append((f"`{' '.join(cmd)}` (qemu)", str(path)))
     return out
 
 
