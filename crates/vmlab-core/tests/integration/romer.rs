@@ -9,6 +9,8 @@ use vmlab::api::{run, RunRequest, SourceSpec};
 use vmlab::config::Config;
 use vmlab::mmu::pwc::PageWalkCache;
 use vmlab::pt::{PageTable, RadixPageTable};
+use vmlab::trace::vmt::VmtWriter;
+use vmlab::trace::{Record, TraceMeta};
 
 const BASE: u64 = 0x7f00_0000_0000;
 
@@ -146,4 +148,33 @@ fn bad_policy_settings_name_their_key() {
         let e = Config::load("romer", &[set.to_string()]).unwrap_err().to_string();
         assert!(e.contains(key), "{set}: {e}");
     }
+}
+
+/// §3.4.1: OFFLINE plans from the whole first pass, so a trace that ends with its
+/// process's exit (as every traced program's does) gets the plan it would get without
+/// the exit record: the exited process's charges are kept for the plan.
+#[test]
+fn offline_plans_from_a_process_that_exited() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut x = 1u64;
+    let mut recs: Vec<Record> = (0..1_500_000)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            Record::read(BASE + (((x >> 33) % (4 << 20)) & !7), 8, 1)
+        })
+        .collect();
+    let run_trace = |name: &str, recs: &[Record]| {
+        let path = dir.path().join(name);
+        let mut w = VmtWriter::create(&path, &TraceMeta::default()).unwrap();
+        w.write_all(recs).unwrap();
+        w.finish().unwrap();
+        run(&RunRequest { config: "romer".into(), overrides: vec!["os.policy.kind=offline".into()], source: SourceSpec::Trace(path), progress: false }).unwrap()
+    };
+    let running = run_trace("running.vmt", &recs);
+    recs.push(Record::Exit { pid: 1 });
+    let exited = run_trace("exited.vmt", &recs);
+    let planned = |d: &Value| f(d, "/policy/details/planned_superpages");
+    assert!(planned(&running) > 0.0);
+    assert_eq!(planned(&exited), planned(&running));
+    assert_eq!(f(&exited, "/tlb/dtlb/misses"), f(&running, "/tlb/dtlb/misses"));
 }

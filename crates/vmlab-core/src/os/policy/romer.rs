@@ -23,7 +23,7 @@
 //! dropped). A superpage that cannot be merged (it crosses a VMA, mixes permissions, or
 //! no free block exists) is not tried again (`promotions_failed`).
 
-use super::charges::SuperpageCharges;
+use super::charges::{Charges, SuperpageCharges};
 use super::{map_base_page, map_fresh, PageSizePolicy, TlbMiss};
 use crate::addr::{Asid, PageSize, Pid};
 use crate::config::Bytes;
@@ -180,6 +180,10 @@ pub struct OnlinePromotion {
     throttle: Option<Throttle>,
     /// The process of each ASID seen (OFFLINE's plan is per process).
     pids: FxHashMap<Asid, Pid>,
+    /// OFFLINE's first pass: the charges of the processes that exited, kept for the
+    /// plan, which is made when the pass ends (a traced program's space ends with its
+    /// exit record, before then).
+    exited: Vec<(Pid, u8, u64, Charges)>,
     failed: u64,
     /// Scratch: the superpages a miss brought to a threshold.
     ready: Vec<(u8, u64)>,
@@ -224,6 +228,7 @@ impl OnlinePromotion {
             max,
             throttle,
             pids: FxHashMap::default(),
+            exited: Vec::new(),
             failed: 0,
             ready: Vec::new(),
         }
@@ -250,21 +255,23 @@ impl OnlinePromotion {
 
     /// OFFLINE: choose the superpages to build from the first pass's charges.
     pub(crate) fn offline_plan(&self, rc: &RomerConfig, copy_cycles_per_kb: u64) -> OfflinePlan {
-        // Benefit: misses the superpage would have eliminated (its charges).
-        let mut benefit: FxHashMap<(Asid, u8, u64), f64> = FxHashMap::default();
+        // Benefit: misses the superpage would have eliminated (its charges), of the
+        // processes still running and of those that exited.
+        let mut benefit: FxHashMap<(Pid, u8, u64), f64> = FxHashMap::default();
         let mut heap = BinaryHeap::new();
-        for (asid, s, base, c) in self.charges.iter() {
+        let live = self.charges.iter().filter_map(|(asid, s, base, c)| self.pids.get(&asid).map(|&pid| (pid, s, base, c)));
+        for (pid, s, base, c) in live.chain(self.exited.iter().copied()) {
             let b = (c.prefetch + c.capacity) as f64;
             let r = rc.r(s, copy_cycles_per_kb);
             if b > r {
-                benefit.insert((asid, s, base), b);
-                heap.push(Candidate { ratio: b / r, asid, shift: s, base });
+                benefit.insert((pid, s, base), b);
+                heap.push(Candidate { ratio: b / r, pid, shift: s, base });
             }
         }
-        let mut chosen: FxHashSet<(Asid, u8, u64)> = FxHashSet::default();
+        let mut chosen: FxHashSet<(Pid, u8, u64)> = FxHashSet::default();
         let max = self.max.shift();
         while let Some(c) = heap.pop() {
-            let k = (c.asid, c.shift, c.base);
+            let k = (c.pid, c.shift, c.base);
             let b = benefit[&k];
             let r = rc.r(c.shift, copy_cycles_per_kb);
             if b <= r {
@@ -275,25 +282,24 @@ impl OnlinePromotion {
                 heap.push(Candidate { ratio: b / r, ..c });
                 continue;
             }
-            let inside_chosen = (c.shift + 1..=max).any(|s| chosen.contains(&(c.asid, s, c.base >> s << s)));
+            let inside_chosen = (c.shift + 1..=max).any(|s| chosen.contains(&(c.pid, s, c.base >> s << s)));
             if inside_chosen {
                 continue;
             }
             // Superpages chosen inside it are subsumed.
             for s in 13..c.shift {
                 for i in 0..1u64 << (c.shift - s) {
-                    chosen.remove(&(c.asid, s, c.base + (i << s)));
+                    chosen.remove(&(c.pid, s, c.base + (i << s)));
                 }
             }
             chosen.insert(k);
             for s in c.shift + 1..=max {
-                if let Some(a) = benefit.get_mut(&(c.asid, s, c.base >> s << s)) {
+                if let Some(a) = benefit.get_mut(&(c.pid, s, c.base >> s << s)) {
                     *a = (*a - b).max(0.0);
                 }
             }
         }
-        let pages = chosen.into_iter().filter_map(|(asid, s, base)| self.pids.get(&asid).map(|&pid| (pid, s, base))).collect();
-        OfflinePlan { pages, max: self.max }
+        OfflinePlan { pages: chosen, max: self.max }
     }
 }
 
@@ -301,7 +307,7 @@ impl OnlinePromotion {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Candidate {
     ratio: f64,
-    asid: Asid,
+    pid: Pid,
     shift: u8,
     base: u64,
 }
@@ -313,7 +319,7 @@ impl PartialOrd for Candidate {
 }
 impl Ord for Candidate {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.ratio.total_cmp(&o.ratio).then((o.asid, o.shift, o.base).cmp(&(self.asid, self.shift, self.base)))
+        self.ratio.total_cmp(&o.ratio).then((o.pid, o.shift, o.base).cmp(&(self.pid, self.shift, self.base)))
     }
 }
 
@@ -359,6 +365,11 @@ impl PageSizePolicy for OnlinePromotion {
     }
 
     fn space_gone(&mut self, asid: Asid) {
+        if self.variant == OnlineVariant::OfflineAnalysis {
+            if let Some(pid) = self.pids.remove(&asid) {
+                self.exited.extend(self.charges.iter().filter(|c| c.0 == asid).map(|(_, s, base, c)| (pid, s, base, c)));
+            }
+        }
         self.charges.drop_space(asid);
     }
 
