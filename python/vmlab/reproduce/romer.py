@@ -96,8 +96,8 @@ def improvement(d: dict, fixed: dict) -> float:
 
 def patterns(b: Batch, names: list[str], programs: list[str]) -> None:
     """The patterns §3.6 reports, checked on every synthetic workload and, except
-    OFFLINE's, on the real programs at scale (``programs``): OFFLINE builds nothing on a
-    traced program (romer.md, "Theirs next to ours")."""
+    OFFLINE's, on the real programs at scale (``programs``); OFFLINE's gap on those is
+    in romer.md's traced-programs row."""
     gap = lambda n: improvement(b[(n, "offline")], b[(n, "fixed")]) - improvement(b[(n, "approx-online")], b[(n, "fixed")])
     pattern_headline("APPROX-ONLINE comes within a few % of OFFLINE's improvement", "Table 3-5", "within a few % on most programs",
                      names, lambda n: gap(n) <= 5.0, lambda n: f"{gap(n):.1f} pts",
