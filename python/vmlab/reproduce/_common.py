@@ -317,36 +317,16 @@ def md_table(header: list[str], rows: list[list[Any]], title: str | None = None)
 
 
 # What `vmlab.compare` sets before every design's overrides.
-_TIME_MODEL = ["memory.data_refs=true", "time.model=ooo"]
-# compare's columns: column -> where in the stats document (docs/metrics.md).
-_COMPARE_COLUMNS = {
-    "cycles": "time/cycles", "instructions": "time/instructions", "ipc": "time/ipc",
-    "cpi_base": "time/cpi_stack/base", "cpi_data": "time/cpi_stack/data",
-    "cpi_translation": "time/cpi_stack/translation", "cpi_os": "time/cpi_stack/os", "mlp": "time/mlp",
-    "walks": "time/walks/count", "walk_latency": "time/walks/mean_latency",
-    "walker_occupancy": "time/walks/walker_occupancy", "dram_gbs": "time/dram/bandwidth_gbs",
-    "refs_per_walk": "walks/refs_per_walk", "pt_bytes": "page_table/bytes_at_peak",
-}
+_TIME_MODEL = list(_core.COMPARE_OVERRIDES)
 
 
-def _at(doc: dict, path: str) -> Any:
-    for part in path.split("/"):
-        doc = doc.get(part) if isinstance(doc, dict) else None
-    return doc
-
-
-def _number(v: Any, missing: float = math.nan) -> float:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else missing
-
-
-def compare_row(doc: dict, baseline: dict, baseline_label: str) -> dict:
-    """A stats document as its `vmlab.compare` row beside ``baseline``'s (the same
-    columns and values; NaN where the document has no such number)."""
-    row: dict[str, Any] = {"kind": _at(doc, "page_table/kind"), "baseline": baseline_label}
-    row.update({col: _number(_at(doc, path)) for col, path in _COMPARE_COLUMNS.items()})
-    row["speedup"] = _number(_at(baseline, "time/cycles")) / row["cycles"] if row["cycles"] else math.nan
-    row["cpi_error"] = _number(_at(doc, "time/sampling/cpi_error"), 0.0)
-    return row
+def compare_row(label: str, doc: dict, baseline_label: str, baseline: dict) -> dict:
+    """A stats document as its `vmlab.compare` row beside ``baseline``'s, by compare's
+    own code (`_core.compare_row`): the same columns and values, NaN where the document
+    has no such number."""
+    row = json.loads(_core.compare_row(label, json.dumps(doc), baseline_label, json.dumps(baseline)))
+    del row["design"]  # compare's index
+    return {k: math.nan if v is None else v for k, v in row.items()}
 
 
 def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overrides: list[str] | dict | None = None,
@@ -365,7 +345,7 @@ def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overr
         b.add(label, config, _TIME_MODEL + items(overrides) + items(o), source)
     docs = b.run(executor)
     first = next(iter(designs))
-    return {label: compare_row(docs[label], docs[first], first) for label in designs}
+    return {label: compare_row(label, docs[label], first, docs[first]) for label in designs}
 
 
 # Verdicts of a headline result, strongest first.
