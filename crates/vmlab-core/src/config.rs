@@ -215,6 +215,57 @@ pub struct SimConfig {
     /// (0 = none). The simulation itself is unchanged. docs/metrics.md, "Warm-up".
     #[serde(default)]
     pub warmup_accesses: u64,
+    /// `max_accesses` in instructions (`totals.instructions`: ticks and fetches): stop
+    /// after the first this many instructions and their references (0 = no limit).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub max_instructions: u64,
+    /// `warmup_accesses` in instructions: statistics count only what follows the first
+    /// this many instructions and their references (0 = none).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub warmup_instructions: u64,
+}
+
+impl SimConfig {
+    /// Whether a window is stated in instructions, which the trace must then count.
+    pub(crate) fn by_instructions(&self) -> bool {
+        self.max_instructions != 0 || self.warmup_instructions != 0
+    }
+
+    /// The key of the instruction window, for errors about it.
+    pub(crate) fn instruction_key(&self) -> &'static str {
+        if self.max_instructions != 0 {
+            "sim.max_instructions"
+        } else {
+            "sim.warmup_instructions"
+        }
+    }
+
+    /// One form of each key, a warm-up in runs of a fixed page size, and a warm-up
+    /// shorter than the run it is part of (in the same unit).
+    fn validate(&self, whole_run_policies: bool) -> Result<()> {
+        for (accesses, instructions, a, i) in [
+            (self.max_accesses, self.max_instructions, "sim.max_accesses", "sim.max_instructions"),
+            (self.warmup_accesses, self.warmup_instructions, "sim.warmup_accesses", "sim.warmup_instructions"),
+        ] {
+            if accesses != 0 && instructions != 0 {
+                return Err(Error::config(i, format!("{a} and {i} are the same limit in two units: set only one")));
+            }
+        }
+        let warmup = if self.warmup_instructions != 0 { "sim.warmup_instructions" } else { "sim.warmup_accesses" };
+        if (self.warmup_accesses != 0 || self.warmup_instructions != 0) && whole_run_policies {
+            return Err(Error::config(
+                warmup,
+                "page-size and recolouring policies count their work over the whole run; a warm-up needs os.policy.kind = \"fixed\" and no os.recolor",
+            ));
+        }
+        if self.max_accesses != 0 && self.warmup_accesses >= self.max_accesses {
+            return Err(Error::config("sim.warmup_accesses", "must be smaller than sim.max_accesses, or nothing is measured"));
+        }
+        if self.max_instructions != 0 && self.warmup_instructions >= self.max_instructions {
+            return Err(Error::config("sim.warmup_instructions", "must be smaller than sim.max_instructions, or nothing is measured"));
+        }
+        Ok(())
+    }
 }
 
 pub(crate) fn yes() -> bool {
@@ -332,15 +383,7 @@ impl Config {
         self.mmu.regions.validate(self.mmu.asid_tags, self.page_table.kind)?;
         self.mmu.refill.validate(self.page_table.stlb.entries, self.mmu.fixed_miss_cycles.is_some())?;
         self.os.recolor.validate(self)?;
-        if self.sim.warmup_accesses > 0 && (self.os.policy.kind != crate::os::policy::PolicyName::Fixed || !self.os.recolor.is_default()) {
-            return Err(Error::config(
-                "sim.warmup_accesses",
-                "page-size and recolouring policies count their work over the whole run; a warm-up needs os.policy.kind = \"fixed\" and no os.recolor",
-            ));
-        }
-        if self.sim.max_accesses != 0 && self.sim.warmup_accesses >= self.sim.max_accesses {
-            return Err(Error::config("sim.warmup_accesses", "must be smaller than sim.max_accesses, or nothing is measured"));
-        }
+        self.sim.validate(self.os.policy.kind != crate::os::policy::PolicyName::Fixed || !self.os.recolor.is_default())?;
         self.os.placement.validate(self)?;
         self.machine.fragmentation.validate()?;
         if self.tlb.is_empty() {

@@ -44,6 +44,22 @@ impl SamePage {
 /// How many records ahead the engine prefetches page-table entries.
 const PREFETCH_DISTANCE: usize = 12;
 
+/// With a window in instructions, the accesses by which the trace must have counted an
+/// instruction (a tick or a fetch); a trace that counts none is an error then, not a
+/// run that never stops.
+const INSTRUCTIONS_WITHIN: u64 = 1 << 16;
+
+/// Whether a record begins an instruction: a tick of at least one, or a fetch. (An
+/// access that is not a fetch belongs to the instruction before it.)
+#[inline(always)]
+fn begins_instruction(r: &Record) -> bool {
+    match r {
+        Record::Tick(n) => *n > 0,
+        Record::Access(a) => a.kind.is_instr(),
+        _ => false,
+    }
+}
+
 pub struct Engine<P: FastPaths> {
     pub os: Os<P>,
     /// The timing side: the TLBs, and the walker (walk caches, caches), which may run
@@ -71,10 +87,29 @@ pub struct Engine<P: FastPaths> {
     max_accesses: u64,
     /// Access count at which the statistics warm-up ends (`u64::MAX`: none, or done).
     warmup_at: u64,
+    /// The window in instructions: the warm-up ends, or the run stops, before the first
+    /// record that begins an instruction once this many have run (`u64::MAX`: none; the
+    /// warm-up's also once done).
+    max_instructions: u64,
+    warmup_instructions_at: u64,
+    /// Access count by which the trace must have counted an instruction, with a window
+    /// in instructions ([`INSTRUCTIONS_WITHIN`]; `u64::MAX`: none, or checked).
+    instructions_by: u64,
+    /// The window's key in instructions, for the error of a trace that counts none.
+    instruction_key: &'static str,
+    /// The next thresholds, kept up to date by [`Engine::update_stops`]: the access
+    /// count at which the warm-up ends, `sim.max_accesses` stops the run or the trace
+    /// must have counted an instruction, whichever comes first; and the instruction
+    /// count from which the warm-up's end or `sim.max_instructions` is due (at the next
+    /// record that begins an instruction).
+    access_stop: u64,
+    instruction_stop: u64,
     /// The counters at the end of the warm-up, subtracted by [`Engine::finish`].
     warmup_base: Option<Box<WarmupBase>>,
     /// The walk caches' counters at the end of the warm-up (subtracted in the stats).
     pub walk_cache_base: Vec<(String, crate::pt::CacheCounters)>,
+    /// The run's accesses and instructions at the end of the warm-up, once finished.
+    warmup_length: (u64, u64),
     /// The page-size policy watches last-level TLB misses.
     policy_misses: bool,
     /// The recolouring policy watches TLB misses and contents.
@@ -167,8 +202,15 @@ impl<P: FastPaths> Engine<P> {
             cur_asid: 0,
             max_accesses: cfg.sim.max_accesses,
             warmup_at: if cfg.sim.warmup_accesses == 0 { u64::MAX } else { cfg.sim.warmup_accesses },
+            max_instructions: if cfg.sim.max_instructions == 0 { u64::MAX } else { cfg.sim.max_instructions },
+            warmup_instructions_at: if cfg.sim.warmup_instructions == 0 { u64::MAX } else { cfg.sim.warmup_instructions },
+            instructions_by: if cfg.sim.by_instructions() { INSTRUCTIONS_WITHIN } else { u64::MAX },
+            instruction_key: cfg.sim.instruction_key(),
+            access_stop: 0,
+            instruction_stop: 0,
             warmup_base: None,
             walk_cache_base: Vec::new(),
+            warmup_length: (0, 0),
             policy_misses,
             recolor_tlb: false,
             recolor_on,
@@ -189,6 +231,7 @@ impl<P: FastPaths> Engine<P> {
             time_end: None,
         };
         e.refresh_policy_hooks();
+        e.update_stops();
         Ok(e)
     }
 
@@ -207,9 +250,25 @@ impl<P: FastPaths> Engine<P> {
         self.finish()
     }
 
-    /// Simulate one batch of records. Returns `true` once `sim.max_accesses` is reached
-    /// (the rest of the stream is then ignored). Call [`Engine::finish`] at the end.
+    /// Simulate one batch of records. Returns `true` once `sim.max_accesses` or
+    /// `sim.max_instructions` is reached (the rest of the stream is then ignored). Call
+    /// [`Engine::finish`] at the end.
     pub fn feed(&mut self, buf: &[Record]) -> Result<bool> {
+        // A window in instructions may be due before the batch's first record (the last
+        // batch ended with the references of its last instruction).
+        if self.run.instructions >= self.next_instruction_threshold() && self.instruction_window(buf.first())? {
+            return Ok(true);
+        }
+        // The loop counts instructions against a threshold only while there is one (it
+        // never comes back once passed).
+        if self.next_instruction_threshold() == u64::MAX {
+            self.feed_batch::<false>(buf)
+        } else {
+            self.feed_batch::<true>(buf)
+        }
+    }
+
+    fn feed_batch<const COUNT_INSTRUCTIONS: bool>(&mut self, buf: &[Record]) -> Result<bool> {
         if self.detach {
             self.detach_timing();
         }
@@ -222,6 +281,7 @@ impl<P: FastPaths> Engine<P> {
         // its write) need one prefetch.
         let mut prefetched = u64::MAX;
         let mut threshold = self.next_threshold();
+        let mut instruction_threshold = self.next_instruction_threshold();
         let mut i = 0;
         while i < buf.len() {
             if runs {
@@ -236,7 +296,7 @@ impl<P: FastPaths> Engine<P> {
                 // The next record first: it is the one that differs when only one
                 // access is on the page (gups's read; its write).
                 if buf.get(i + 1).is_some_and(on_page) && on_page(&buf[i]) {
-                    i = self.same_page_run(buf, i);
+                    i = self.same_page_run::<COUNT_INSTRUCTIONS>(buf, i);
                     if i == buf.len() {
                         break;
                     }
@@ -260,14 +320,12 @@ impl<P: FastPaths> Engine<P> {
             }
             self.record(r).map_err(|e| self.with_position(e))?;
             self.run.records += 1;
-            if self.run.accesses >= threshold {
-                if self.run.accesses >= self.warmup_at {
-                    self.end_warmup()?;
-                }
-                if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
+            if self.run.accesses >= threshold || (COUNT_INSTRUCTIONS && self.run.instructions >= instruction_threshold) {
+                if self.thresholds(buf.get(i + 1))? {
                     return Ok(true);
                 }
                 threshold = self.next_threshold();
+                instruction_threshold = self.next_instruction_threshold();
             }
             i += 1;
         }
@@ -285,14 +343,77 @@ impl<P: FastPaths> Engine<P> {
     }
 
     /// The access count at which the warm-up ends or `sim.max_accesses` stops the run,
-    /// whichever comes first.
+    /// or the trace must have counted an instruction, whichever comes first.
     #[inline(always)]
     fn next_threshold(&self) -> u64 {
-        if self.max_accesses == 0 {
-            self.warmup_at
-        } else {
-            self.warmup_at.min(self.max_accesses)
+        self.access_stop
+    }
+
+    /// The instruction count from which the warm-up's end or `sim.max_instructions` is
+    /// due at the next record that begins an instruction.
+    #[inline(always)]
+    fn next_instruction_threshold(&self) -> u64 {
+        self.instruction_stop
+    }
+
+    /// Recompute the next thresholds after one of them passed.
+    fn update_stops(&mut self) {
+        let max_accesses = if self.max_accesses == 0 { u64::MAX } else { self.max_accesses };
+        self.access_stop = self.warmup_at.min(self.instructions_by).min(max_accesses);
+        self.instruction_stop = self.warmup_instructions_at.min(self.max_instructions);
+    }
+
+    /// A threshold was reached by the record just simulated; `next` is the record after
+    /// it (`None` at the end of the batch). End the warm-up, or say that the run stops.
+    /// A count of accesses is due at the access that reaches it; a count of instructions
+    /// before the next record that begins an instruction, so that the last instruction's
+    /// references are in (at the end of the batch, [`Engine::feed`] checks the next
+    /// batch's first record).
+    #[cold]
+    #[inline(never)]
+    fn thresholds(&mut self, next: Option<&Record>) -> Result<bool> {
+        if self.run.accesses >= self.instructions_by {
+            self.instructions_counted()?;
         }
+        if self.run.accesses >= self.warmup_at {
+            self.end_warmup()?;
+        }
+        if self.max_accesses != 0 && self.run.accesses >= self.max_accesses {
+            return Ok(true);
+        }
+        if self.run.instructions >= self.next_instruction_threshold() {
+            return self.instruction_window(next);
+        }
+        Ok(false)
+    }
+
+    /// The instruction count has reached a threshold of the window in instructions: act
+    /// on it if `next` begins an instruction. Returns whether the run stops.
+    #[cold]
+    fn instruction_window(&mut self, next: Option<&Record>) -> Result<bool> {
+        if !next.is_some_and(begins_instruction) {
+            return Ok(false);
+        }
+        if self.run.instructions >= self.warmup_instructions_at {
+            self.end_warmup()?;
+        }
+        Ok(self.run.instructions >= self.max_instructions)
+    }
+
+    /// With a window in instructions: the trace must count them (ticks or fetches).
+    fn instructions_counted(&mut self) -> Result<()> {
+        self.instructions_by = u64::MAX;
+        self.update_stops();
+        if self.run.instructions == 0 && self.run.accesses > 0 {
+            let within = if self.run.accesses >= INSTRUCTIONS_WITHIN { format!(" in its first {INSTRUCTIONS_WITHIN} accesses") } else { String::new() };
+            return Err(Error::config(
+                self.instruction_key,
+                format!(
+                    "the trace counts no instructions{within} (no tick or instruction-fetch record), so a window in instructions cannot be measured; state it in accesses (sim.max_accesses, sim.warmup_accesses), or give the synthetic workload instrs_per_access or code"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Consume the records from `from` on that need nothing but counting, and return
@@ -300,18 +421,22 @@ impl<P: FastPaths> Engine<P> {
     /// process within one page that is the page of its side's same-page entry, with the
     /// permissions the access needs (the same-page path of `translate`). Only called
     /// while no per-access hook runs (data references, recolouring, background policy
-    /// work). Stops one access short of the warm-up's end and of `sim.max_accesses`, so
-    /// the ordinary path takes the access that reaches them. The counters end up exactly
-    /// as the ordinary path leaves them.
+    /// work). Stops one access short of the warm-up's end and of `sim.max_accesses`, and
+    /// one instruction short of the window in instructions, so the ordinary path takes
+    /// the record that reaches them (`COUNT_INSTRUCTIONS`: while there is one). The
+    /// counters end up exactly as the ordinary path leaves them.
     #[inline]
-    fn same_page_run(&mut self, buf: &[Record], from: usize) -> usize {
+    fn same_page_run<const COUNT_INSTRUCTIONS: bool>(&mut self, buf: &[Record], from: usize) -> usize {
         let Some(pid) = self.cur_pid else { return from };
         let stop = self.next_threshold();
-        if stop <= self.run.accesses {
+        let instruction_stop = if COUNT_INSTRUCTIONS { self.next_instruction_threshold() } else { u64::MAX };
+        if stop <= self.run.accesses || (COUNT_INSTRUCTIONS && instruction_stop <= self.run.instructions) {
             // A threshold is due after the very next record, whatever it is.
             return from;
         }
         let mut budget = stop - self.run.accesses - 1;
+        // Instructions the run may take without reaching the instruction threshold.
+        let mut instruction_budget = if COUNT_INSTRUCTIONS { instruction_stop - self.run.instructions - 1 } else { u64::MAX };
         let (sp, asid) = (&self.same_page, self.cur_asid);
         let mut by_kind = [0u64; 3];
         let mut ticks = 0u64;
@@ -321,14 +446,28 @@ impl<P: FastPaths> Engine<P> {
                 Record::Access(a) => {
                     let one_page = a.vaddr.wrapping_add(a.size.max(1) as u64 - 1) >> 12 == a.vaddr >> 12;
                     let need = Perms::needed_for(a.kind).bits();
-                    if budget == 0 || a.pid != pid || !one_page || !sp[a.kind.is_instr() as usize].covers(a.vaddr, asid, need) {
+                    let fetch = a.kind.is_instr();
+                    if budget == 0
+                        || (COUNT_INSTRUCTIONS && fetch as u64 > instruction_budget)
+                        || a.pid != pid
+                        || !one_page
+                        || !sp[fetch as usize].covers(a.vaddr, asid, need)
+                    {
                         break;
                     }
                     budget -= 1;
+                    if COUNT_INSTRUCTIONS {
+                        instruction_budget -= fetch as u64;
+                    }
                     by_kind[a.kind as usize] += 1;
                 }
                 // (A batch of ticks below 2^32 each cannot overflow `ticks`.)
-                Record::Tick(n) if n < 1 << 32 => ticks += n,
+                Record::Tick(n) if n < 1 << 32 && (!COUNT_INSTRUCTIONS || n <= instruction_budget) => {
+                    if COUNT_INSTRUCTIONS {
+                        instruction_budget -= n;
+                    }
+                    ticks += n;
+                }
                 _ => break,
             }
             i += 1;
@@ -861,6 +1000,8 @@ impl<P: FastPaths> Engine<P> {
         self.settle_cycles();
         self.time_base = self.mmu.walker().time_model().map(|tm| tm.snapshot());
         self.warmup_at = u64::MAX;
+        self.warmup_instructions_at = u64::MAX;
+        self.update_stops();
         self.fold_tlb_counts();
         let m = &mut self.mmu;
         self.warmup_base = Some(Box::new(WarmupBase {
@@ -888,18 +1029,32 @@ impl<P: FastPaths> Engine<P> {
 
     /// Whether the statistics warm-up ended (or there was none).
     pub fn warmed_up(&self) -> bool {
-        self.warmup_at == u64::MAX
+        self.warmup_at == u64::MAX && self.warmup_instructions_at == u64::MAX
+    }
+
+    /// The accesses and instructions of the run when the statistics warm-up ended
+    /// ((0, 0) without one); after [`Engine::finish`].
+    pub fn warmup_length(&self) -> (u64, u64) {
+        self.warmup_length
     }
 
     /// Once, at the end of a run: fold the TLB lookups and same-page hits into the per-structure
     /// counters, and subtract the warm-up's counts.
     pub fn finish(&mut self) -> Result<()> {
+        if self.instructions_by != u64::MAX {
+            self.instructions_counted()?;
+        }
+        // The trace ended with the references of the warm-up's last instruction.
+        if self.run.instructions >= self.warmup_instructions_at {
+            self.end_warmup()?;
+        }
         self.attach()?;
         self.settle_cycles();
         self.fold_tlb_counts();
         let instructions = self.run.instructions;
         self.time_end = self.mmu.walker_mut().time_model_mut().map(|tm| tm.finish(instructions));
         let Some(b) = self.warmup_base.take() else { return Ok(()) };
+        self.warmup_length = (b.run.accesses, b.run.instructions);
         self.run = self.run.since(&b.run);
         self.cycles = self.cycles.since(&b.cycles);
         let m = &mut self.mmu;

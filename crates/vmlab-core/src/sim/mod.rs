@@ -418,6 +418,7 @@ pub(crate) fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMe
         );
     }
     let fp = e.os.mm.pt.footprint();
+    let (warmup_accesses, warmup_instructions) = e.warmup_length();
     let w = &e.mmu().walker().walks;
     let instr = e.run.instructions;
     let translation_cycles = e.cycles.tlb + e.cycles.walk + e.cycles.fault;
@@ -437,8 +438,13 @@ pub(crate) fn document<P: FastPaths>(cfg: &Config, e: &Engine<P>, meta: &TraceMe
         "config_hash": cfg.hash(),
         "source": source,
         "totals": e.run,
-        // Counters cover the accesses after the first `accesses` (docs/metrics.md).
-        "warmup": {"accesses": cfg.sim.warmup_accesses, "completed": cfg.sim.warmup_accesses > 0 && e.warmed_up()},
+        // Counters cover the accesses after the first `accesses`, or what follows the
+        // first `instructions` (docs/metrics.md).
+        "warmup": {"accesses": cfg.sim.warmup_accesses, "instructions": cfg.sim.warmup_instructions,
+                   "completed": (cfg.sim.warmup_accesses > 0 || cfg.sim.warmup_instructions > 0) && e.warmed_up()},
+        // The warm-up and what the counters cover, in both units.
+        "window": {"warmup_accesses": warmup_accesses, "warmup_instructions": warmup_instructions,
+                   "accesses": e.run.accesses, "instructions": e.run.instructions},
         "tlb": tlb,
         "tlb_levels": tlb_levels,
         "tlb_levels_by_side": by_side,

@@ -455,6 +455,147 @@ fn warmup_counts_exactly_the_accesses_after_it() {
     assert!(e.to_string().contains("sim.warmup_accesses"), "{e}");
 }
 
+/// Groups of a tick of 2, a read, a fetch and a write: 3 instructions and 3 accesses
+/// each (the read belongs to the tick's last instruction, the write to the fetch's).
+fn instruction_groups(groups: u64) -> Vec<Record> {
+    let mut recs = vec![mmap(BASE, 64 << 20)];
+    for g in 0..groups {
+        let page = BASE + (((g * 7919) % 16_384) << 12);
+        recs.extend([Record::Tick(2), Record::read(page, 8, 1), Record::fetch(BASE + (g % 64) * 4, 4, 1), Record::write(page + 64, 8, 1)]);
+    }
+    recs
+}
+
+/// `sim.max_instructions` stops, and `sim.warmup_instructions` ends the warm-up, before
+/// the first record that begins an instruction once that many have run: the last
+/// instruction's references are in, and a tick that carries the count past the limit
+/// is taken whole. Whatever the batch boundaries.
+#[test]
+fn an_instruction_window_stops_and_warms_up_at_the_right_record() {
+    let recs = instruction_groups(4_000);
+    let sets = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // (limit, records, accesses, instructions): 9 ends after group 3's write; 10 is
+    // reached inside group 4's tick (11), whose read comes along.
+    for (limit, records, accesses, instructions) in [(9u64, 13u64, 9u64, 9u64), (10, 15, 10, 11), (9_000, 12_001, 9_000, 9_000), (9_001, 12_003, 9_001, 9_002)]
+    {
+        let o = sets(&[&format!("sim.max_instructions={limit}")]);
+        for batch in [1, 2, 3, 7, 4096, recs.len()] {
+            let d = document_in_batches(&o, &recs, batch);
+            let got = (u(&d, "/totals/records"), u(&d, "/totals/accesses"), u(&d, "/totals/instructions"));
+            assert_eq!(got, (records, accesses, instructions), "max {limit}, batches of {batch}");
+        }
+        // The warm-up ends at the same record: its counts are those of the run up to
+        // there, the rest is measured; every counter is the full run's minus the prefix's.
+        let o = sets(&[&format!("sim.warmup_instructions={limit}")]);
+        let prefix = document_in_batches(&[], &recs[..records as usize], recs.len());
+        let full = document_in_batches(&[], &recs, recs.len());
+        for batch in [1, 3, 4096, recs.len()] {
+            let w = document_in_batches(&o, &recs, batch);
+            assert_eq!(w["warmup"]["completed"], true);
+            assert_eq!((u(&w, "/warmup/instructions"), u(&w, "/warmup/accesses")), (limit, 0));
+            assert_eq!((u(&w, "/window/warmup_accesses"), u(&w, "/window/warmup_instructions")), (accesses, instructions), "warm-up {limit}");
+            assert_eq!((u(&w, "/window/accesses"), u(&w, "/window/instructions")), (12_000 - accesses, 12_000 - instructions));
+            for p in [
+                "/totals/records",
+                "/totals/accesses",
+                "/totals/instructions",
+                "/totals/fetches",
+                "/walks/count",
+                "/walks/refs",
+                "/cycles/walk",
+                "/tlb/l1d_4k/misses",
+                "/tlb/l1i_4k/lookups",
+                "/tlb_levels/0/lookups",
+                "/caches/l1d/walk_accesses",
+            ] {
+                assert_eq!(u(&w, p), u(&full, p) - u(&prefix, p), "warm-up {limit}, batches of {batch}: {p}");
+            }
+        }
+    }
+    // Without a window every document says so, in both units.
+    let d = document_in_batches(&[], &recs, recs.len());
+    assert_eq!(d["warmup"], serde_json::json!({"accesses": 0, "instructions": 0, "completed": false}));
+    assert_eq!(d["window"], serde_json::json!({"warmup_accesses": 0, "warmup_instructions": 0, "accesses": 12_000, "instructions": 12_000}));
+    // A warm-up in instructions longer than the trace never completes; one that ends
+    // with the trace's last instruction does (nothing is left to measure).
+    for (limit, completed) in [(12_001, false), (12_000, true)] {
+        let w = document_in_batches(&sets(&[&format!("sim.warmup_instructions={limit}")]), &recs, 4096);
+        assert_eq!((w["warmup"]["completed"].as_bool(), u(&w, "/totals/instructions")), (Some(completed), if completed { 0 } else { 12_000 }));
+    }
+    // The two units can be mixed: a warm-up in accesses, a stop in instructions.
+    let d = document_in_batches(&sets(&["sim.warmup_accesses=9", "sim.max_instructions=30"]), &recs, 5);
+    assert_eq!((u(&d, "/window/warmup_instructions"), u(&d, "/totals/accesses"), u(&d, "/totals/instructions")), (9, 21, 21));
+}
+
+/// On a trace of one instruction per access (a tick of 1 before each access, or every
+/// access a fetch), the window in instructions is the window in accesses: the same
+/// document but for the keys that state it, with the time model too.
+#[test]
+fn a_window_in_instructions_is_the_window_in_accesses_at_one_instruction_per_access() {
+    let doc = |workload: &str, params: &[(&str, &str)], overrides: &[&str]| {
+        let params: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let cfg = Config::load("ecpt-asplos22", &overrides.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let mut src = vmlab::trace::synth::open(workload, &params).unwrap();
+        let mut d = run(&cfg, &mut *src, &SourceInfo::default(), |_| {}).unwrap();
+        let o = d.as_object_mut().unwrap();
+        for k in ["config", "config_hash", "warmup"] {
+            o.remove(k);
+        }
+        d
+    };
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [&'a str]);
+    let cases: &[Case] = &[
+        ("gups", &[("footprint", "64M"), ("accesses", "40000"), ("instrs_per_access", "1")], &[]),
+        ("gups", &[("footprint", "64M"), ("accesses", "40000"), ("instrs_per_access", "1")], &["page_table.kind=nested-ecpt"]),
+        ("gups", &[("footprint", "64M"), ("accesses", "40000"), ("instrs_per_access", "1")], &["memory.data_refs=true", "time.model=ooo"]),
+        // Every access a fetch, no ticks.
+        ("strawman", &[("fetch", "1"), ("accesses", "40000"), ("instrs_per_access", "0")], &["memory.data_refs=true", "time.model=ooo"]),
+    ];
+    for (workload, params, design) in cases {
+        let with = |window: [&str; 2]| doc(workload, params, &[&design[..], &window[..]].concat());
+        let accesses = with(["sim.warmup_accesses=15000", "sim.max_accesses=35000"]);
+        let instructions = with(["sim.warmup_instructions=15000", "sim.max_instructions=35000"]);
+        assert_eq!(u(&accesses, "/window/accesses"), 20_000);
+        assert_eq!(u(&accesses, "/window/warmup_instructions"), 15_000);
+        assert!(*workload != "gups" || u(&accesses, "/walks/count") > 0);
+        assert_eq!(accesses, instructions, "{workload} {params:?} {design:?}");
+    }
+}
+
+/// The instruction keys' errors: one line naming the key (both keys when both forms
+/// of one are set), and a trace that counts no instructions.
+#[test]
+fn instruction_window_errors_name_the_key() {
+    let err = |o: &[&str]| Config::load("skylake", &o.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap_err().to_string();
+    for (o, keys) in [
+        (&["sim.max_accesses=10", "sim.max_instructions=40"][..], &["sim.max_accesses", "sim.max_instructions"][..]),
+        (&["sim.warmup_accesses=10", "sim.warmup_instructions=40"], &["sim.warmup_accesses", "sim.warmup_instructions"]),
+        (&["sim.warmup_instructions=40", "sim.max_instructions=40"], &["sim.warmup_instructions", "sim.max_instructions"]),
+        (&["sim.warmup_instructions=40", "os.policy.kind=asap"], &["sim.warmup_instructions"]),
+        (&["sim.warmup_instructions=40", "os.recolor.kind=periodic-color"], &["sim.warmup_instructions"]),
+        (&["sim.max_instructions=-1"], &["sim.max_instructions"]),
+        (&["sim.max_instructions=50M"], &["sim.max_instructions"]),
+        (&["sim.warmup_instructions=1.5"], &["sim.warmup_instructions"]),
+        (&["sim.max_instructionz=5"], &["max_instructionz"]),
+    ] {
+        let e = err(o);
+        assert!(keys.iter().all(|k| e.contains(k)) && !e.contains('\n'), "{o:?}: {e}");
+    }
+    // A trace without ticks or fetches: at the end of a short one, early in a long one.
+    let reads = |n: u64| {
+        let mut recs = vec![mmap(BASE, 64 << 20)];
+        recs.extend((0..n).map(|i| Record::read(BASE + ((i % 4096) << 12), 8, 1)));
+        recs
+    };
+    for (n, o) in [(100, "sim.warmup_instructions=10"), (200_000, "sim.max_instructions=10")] {
+        let e = simulate("skylake", &[o], reads(n)).unwrap_err().to_string();
+        let key = o.split('=').next().unwrap();
+        assert!(e.contains(key) && e.contains("counts no instructions") && !e.contains('\n'), "{e}");
+        assert_eq!(e.contains("first 65536 accesses"), n > 65_536, "{e}");
+    }
+    assert!(simulate("skylake", &["sim.max_instructions=10"], vec![mmap(BASE, 4096)]).is_ok(), "no access, nothing to count");
+}
+
 /// The hypervisor running out of host memory stops a nested run with a clear error,
 /// whether it happens backing a data page or a guest page-table page during a walk.
 #[test]
@@ -603,14 +744,19 @@ fn a_shared_mapping_split_by_munmap_still_shares_the_right_frames() {
 
 /// The document of `records` fed in batches of `batch` records.
 fn document_in_batches(overrides: &[String], records: &[Record], batch: usize) -> Value {
+    try_document_in_batches(overrides, records, batch).unwrap()
+}
+
+/// The same, or the simulation's error.
+fn try_document_in_batches(overrides: &[String], records: &[Record], batch: usize) -> vmlab::Result<Value> {
     let cfg = Config::load("skylake", overrides).unwrap();
     let mut sim = vmlab::sim::build(&cfg, &SourceInfo::default(), None).unwrap();
     for chunk in records.chunks(batch) {
-        if sim.feed(chunk).unwrap() {
+        if sim.feed(chunk)? {
             break;
         }
     }
-    sim.finish(&vmlab::trace::TraceMeta::default()).unwrap().0
+    Ok(sim.finish(&vmlab::trace::TraceMeta::default())?.0)
 }
 
 proptest! {
@@ -628,6 +774,7 @@ proptest! {
         warmup in prop_oneof![Just(0u64), 1u64..600],
         max in prop_oneof![Just(0u64), 1u64..1200],
         asid_tags in any::<bool>(),
+        units in (any::<bool>(), any::<bool>()),
     ) {
         // Each op repeats `run` times on its page, interleaving kinds, so same-page runs
         // are long and a threshold often falls inside one.
@@ -645,14 +792,23 @@ proptest! {
                 })
             })
             .collect();
-        let mut overrides = vec![format!("mmu.asid_tags={asid_tags}"), format!("sim.max_accesses={max}")];
-        if warmup > 0 && (max == 0 || warmup < max) {
-            overrides.push(format!("sim.warmup_accesses={warmup}"));
+        // Each limit in accesses or in instructions (ticks, fetches).
+        let unit = |instructions: bool| if instructions { "instructions" } else { "accesses" };
+        let mut overrides = vec![format!("mmu.asid_tags={asid_tags}"), format!("sim.max_{}={max}", unit(units.1))];
+        if warmup > 0 && (max == 0 || warmup < max || units.0 != units.1) {
+            overrides.push(format!("sim.warmup_{}={warmup}", unit(units.0)));
         }
-        let one_by_one = document_in_batches(&overrides, &records, 1);
-        let whole = document_in_batches(&overrides, &records, records.len());
-        prop_assert_eq!(&one_by_one["tlbs"], &whole["tlbs"]);
-        prop_assert_eq!(one_by_one, whole);
+        let one_by_one = try_document_in_batches(&overrides, &records, 1);
+        let whole = try_document_in_batches(&overrides, &records, records.len());
+        match (one_by_one, whole) {
+            (Ok(one_by_one), Ok(whole)) => {
+                prop_assert_eq!(&one_by_one["tlbs"], &whole["tlbs"]);
+                prop_assert_eq!(one_by_one, whole);
+            }
+            // A window in instructions over records that count none.
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "{:?} / {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
     }
 }
 

@@ -274,6 +274,8 @@ fn override_spec() -> impl Strategy<Value = String> {
         Just("pwc.entries"),
         Just("memory.latency"),
         Just("sim.warmup_accesses"),
+        Just("sim.warmup_instructions"),
+        Just("sim.max_instructions"),
         Just("mmu.regions.share"),
         Just("os.recolor.kind"),
         Just("tlb"),

@@ -33,6 +33,7 @@ fn documents_are_identical_with_the_memory_model_on_its_own_thread() {
     let cases: &[Case] = &[
         ("skylake", &[], "gups", gups),
         ("skylake", &["memory.data_refs=true", "sim.warmup_accesses=40000"], "gups", gups),
+        ("skylake", &["memory.data_refs=true", "sim.warmup_instructions=160002", "sim.max_instructions=500001"], "gups", gups),
         ("skylake", &["mmu.fixed_miss_cycles=40"], "gups", gups),
         // Virtual walk references: nested walks inside walks.
         ("skylake", &["page_table.kind=\"linear\""], "gups", gups),
