@@ -54,10 +54,14 @@ PAPER_HITS = ["paper (THP, mean of apps)", "99%", "99%", "86%", "99%", "80%", "9
 HIT_CACHES = ["stc", "pud_cwc", "pmd_cwc", "host_pud_cwc", "host_pmd_cwc", "host_step1_pte_cwc", "host_pte_cwc"]
 
 
-def overrides(kind: str, nested: bool, thp: bool, extra: dict, warmup: int) -> list[str]:
-    o = [f"page_table.kind={kind}"] + [f"{k}={v}" for k, v in extra.items()]
-    if warmup:
-        o.append(f"sim.warmup_accesses={warmup}")
+def warmup(accesses: int) -> list[str]:
+    """A window's overrides: a warm-up of ``accesses`` accesses (none for 0)."""
+    return [f"sim.warmup_accesses={accesses}"] if accesses else []
+
+
+def overrides(kind: str, nested: bool, thp: bool, extra: dict, window: list[str]) -> list[str]:
+    """A design's overrides; ``window``: its warm-up and limit (``warmup``, ``PAPER_WINDOW_OVERRIDES``)."""
+    o = [f"page_table.kind={kind}"] + [f"{k}={v}" for k, v in extra.items()] + window
     if thp:
         o.append("os.page_size=2M")
         if nested:
@@ -109,45 +113,56 @@ def ablation_row(name: str, r: dict, abridge: bool = False) -> list:
             f"{r['cycles']['translation_per_kilo_instruction']:.0f}"]
 
 
-# The input run over the paper's warm-up and window.
+# The paper's window (Table 2: 50 M instructions of warm-up, 500 M measured), stated in
+# instructions (`sim.warmup_instructions`, `sim.max_instructions`: ticks and fetches, as
+# the time model runs them). The synthetic workloads emit 4 instructions an access (their
+# default `instrs_per_access`), so the workload emits the window's 137.5 M accesses.
+PAPER_SCALE_WARMUP = 50_000_000
+PAPER_SCALE_MEASURED = 500_000_000
+PAPER_SCALE_INSTRS_PER_ACCESS = 4
+PAPER_SCALE_ACCESSES = (PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED) // PAPER_SCALE_INSTRS_PER_ACCESS
+PAPER_WINDOW_OVERRIDES = [f"sim.warmup_instructions={PAPER_SCALE_WARMUP}",
+                          f"sim.max_instructions={PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED}"]
+# The count-only input run over the paper's warm-up and window.
 PAPER_WINDOW = "GUPS over 16 GiB, the paper's window"
 
 
 def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     n = 600_000 if quick else 4_000_000
     warm = n // 2
-    inputs: list[tuple[str, dict, int]] = [
-        ("GUPS over 2 GiB", {"workload": "gups", "footprint": "2G", "accesses": n}, warm),
+    inputs: list[tuple[str, dict, list[str]]] = [
+        ("GUPS over 2 GiB", {"workload": "gups", "footprint": "2G", "accesses": n}, warmup(warm)),
         # Large footprint: 2 M pages; GUPS accesses come in read-write pairs, so the
         # warm-up's 3 M updates touch about 78% of them (the rest fault afterwards).
-        ("GUPS over 8 GiB", {"workload": "gups", "footprint": "8G", "accesses": 2 * n}, 3 * n // 2),
-        ("BFS on a power-law graph", {"workload": "graph", "accesses": n}, warm),
-        ("Key-value store (Zipf gets over a hash index)", {"workload": "kv", "accesses": n}, warm),
+        ("GUPS over 8 GiB", {"workload": "gups", "footprint": "8G", "accesses": 2 * n}, warmup(3 * n // 2)),
+        ("BFS on a power-law graph", {"workload": "graph", "accesses": n}, warmup(warm)),
+        ("Key-value store (Zipf gets over a hash index)", {"workload": "kv", "accesses": n}, warmup(warm)),
     ]
     if not quick:
-        # Near the paper's window (Table 2: 50 M instructions of warm-up, 500 M
-        # measured): 10 M + 100 M accesses, 40 M + 400 M instructions as vmlab counts
-        # them (4 a GUPS access), at a footprint beyond the others: counters only (no
+        # The paper's window, at a footprint beyond the others: counters only (no
         # ablation, no time model).
-        inputs.append((PAPER_WINDOW, {"workload": "gups", "footprint": "16G", "accesses": 110_000_000}, 10_000_000))
+        inputs.append((PAPER_WINDOW, {"workload": "gups", "footprint": "16G", "accesses": PAPER_SCALE_ACCESSES},
+                       PAPER_WINDOW_OVERRIDES))
     # Traced programs are short: counted whole, first touches included.
-    inputs += [(label, {"trace": path}, 0) for label, path in traces]
+    inputs += [(label, {"trace": path}, []) for label, path in traces]
     b = Batch()
-    for title, src, w in inputs:
+    for title, src, window in inputs:
         for thp in (False, True):
             for name, kind, nested, extra in DESIGNS:
-                b.add((title, thp, name), "ecpt-asplos22", overrides(kind, nested, thp, extra, w), src)
+                b.add((title, thp, name), "ecpt-asplos22", overrides(kind, nested, thp, extra, window), src)
             if title.startswith(("GUPS", "Key-value")) and title != PAPER_WINDOW:
                 acc: dict = dict(PLAIN)
                 for step, extra in ABLATION:
                     acc = {**acc, **extra}
-                    b.add((title, thp, "ablation", step), "ecpt-asplos22", overrides("nested-ecpt", True, thp, acc, w), src)
+                    b.add((title, thp, "ablation", step), "ecpt-asplos22", overrides("nested-ecpt", True, thp, acc, window), src)
     b.run()
 
     parts = [f"Synthetic runs: {n:,} accesses each, counted after a warm-up of the first {warm:,} "
              f"(`sim.warmup_accesses`; GUPS over 8 GiB: {2 * n:,} after {3 * n // 2:,}"
-             + ("" if quick else "; GUPS over 16 GiB: 100,000,000 accesses (400 M instructions) after 10,000,000 (40 M), "
-                "near the paper's 500 M instructions after 50 M")
+             + ("" if quick else f"; GUPS over 16 GiB: the paper's window, {PAPER_SCALE_MEASURED:,} instructions after "
+                f"{PAPER_SCALE_WARMUP:,} (`sim.warmup_instructions`, `sim.max_instructions`; "
+                f"{PAPER_SCALE_MEASURED // PAPER_SCALE_INSTRS_PER_ACCESS:,} accesses after "
+                f"{PAPER_SCALE_WARMUP // PAPER_SCALE_INSTRS_PER_ACCESS:,})")
              + "); traced programs are counted whole.\n"]
     def walked(title: str, thp: bool) -> bool:
         return any(b[(title, thp, name)]["walks"]["count"] for name, _, _, _ in DESIGNS)
@@ -295,7 +310,7 @@ def time_row(name: str, r: dict, base: dict, paper: str) -> list:
             f"{int(r['walks']):,}", f(r["walk_latency"], 0), f(r["walker_occupancy"]), f(r["mlp"], 1), f(r["dram_gbs"], 1)]
 
 
-def time_tables(inputs: list[tuple[str, dict, int]], ablation: tuple[str, ...] = TIME_ABLATION,
+def time_tables(inputs: list[tuple[str, dict, list[str]]], ablation: tuple[str, ...] = TIME_ABLATION,
                 walked=lambda title, thp: True, headlines: bool = True) -> str:
     """One `vmlab.compare` pass per input: every design with 4 KiB pages and with THP
     (not with a page size whose count-only runs made no walk: ``walked``). Cycles start
@@ -311,7 +326,7 @@ def time_tables(inputs: list[tuple[str, dict, int]], ablation: tuple[str, ...] =
              "with the same page size; walk cycles are from a walker's start to the walk's end (queueing for MSHRs, "
              "banks and the bus included, waiting for a walker not).\n"]
     summary = []
-    for title, src, warm in inputs:
+    for title, src, window in inputs:
         rows_spec = time_designs(title.startswith(ablation))
         sizes = [thp for thp in (False, True) if walked(title, thp)]
         if not sizes:
@@ -319,7 +334,7 @@ def time_tables(inputs: list[tuple[str, dict, int]], ablation: tuple[str, ...] =
         designs = {}
         for thp in sizes:
             for i, (name, kind, extra) in enumerate(rows_spec):
-                designs[f"{'thp' if thp else '4k'}{i}"] = overrides(kind, True, thp, extra, warm)
+                designs[f"{'thp' if thp else '4k'}{i}"] = overrides(kind, True, thp, extra, window)
         res = timed("ecpt-asplos22", designs, src, TIME_OVERRIDES)
         rows = []
         for thp in sizes:
@@ -370,18 +385,18 @@ def time_tables(inputs: list[tuple[str, dict, int]], ablation: tuple[str, ...] =
 MANY_MSHRS = {"cache.l1d.mshrs": 64, "cache.l2.mshrs": 64, "cache.llc.mshrs": 64}
 
 
-def why_table(inputs: list[tuple[str, dict, int]], walked=lambda title, thp: True) -> str:
+def why_table(inputs: list[tuple[str, dict, list[str]]], walked=lambda title, thp: True) -> str:
     """Nested radix and nested ECPT (advanced) on the synthetic inputs again, whole
     documents: where a walk's time goes (references, unloaded against loaded latency,
     MSHR and DRAM queueing), and nested ECPT once more with 64 MSHRs per level."""
     runs = {"radix": ("nested-radix", {}), "ecpt": ("nested-ecpt", {}), "ecpt64": ("nested-ecpt", MANY_MSHRS)}
     b = Batch()
     cases = [(title, thp) for title, _, _ in inputs for thp in (False, True) if walked(title, thp)]
-    for title, src, warm in inputs:
+    for title, src, window in inputs:
         for thp in (False, True):
             if walked(title, thp):
                 for k, (kind, extra) in runs.items():
-                    b.add((title, thp, k), "ecpt-asplos22", overrides(kind, True, thp, extra, warm) + TIMED, src)
+                    b.add((title, thp, k), "ecpt-asplos22", overrides(kind, True, thp, extra, window) + TIMED, src)
     b.run()
     rows = []
     for title, thp in cases:
@@ -409,15 +424,8 @@ def why_table(inputs: list[tuple[str, dict, int]], walked=lambda title, thp: Tru
 
 
 # The paper's graph applications at their footprint (Table 4: GraphBIG BFS and PageRank,
-# 9.3 GB) over its window (Table 2: 50 M instructions of warm-up, 500 M measured):
-# Graph500's kernels on a Kronecker graph of 2^25 vertices, 8.8 GiB. The window is
-# stated in instructions (`sim.warmup_instructions`, `sim.max_instructions`: ticks and
-# fetches, as the time model runs them); graph500 has 4 an access (its default
-# `instrs_per_access`), so the workload emits the window's 137.5 M accesses.
-PAPER_SCALE_WARMUP = 50_000_000
-PAPER_SCALE_MEASURED = 500_000_000
-PAPER_SCALE_INSTRS_PER_ACCESS = 4
-PAPER_SCALE_ACCESSES = (PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED) // PAPER_SCALE_INSTRS_PER_ACCESS
+# 9.3 GB) over its window (PAPER_WINDOW_OVERRIDES): Graph500's kernels on a Kronecker
+# graph of 2^25 vertices, 8.8 GiB.
 PAPER_SCALE = [
     ("Graph500 BFS, scale 25 (8.8 GiB)", {"workload": "graph500", "scale": "25", "kernel": "bfs", "accesses": PAPER_SCALE_ACCESSES}),
     ("Graph500 PageRank, scale 25 (8.8 GiB)", {"workload": "graph500", "scale": "25", "kernel": "pagerank", "accesses": PAPER_SCALE_ACCESSES}),
@@ -446,11 +454,10 @@ def paper_scale_time() -> str:
     header = ["design", "speed-up over nested radix", "paper (Fig. 9, mean of 11 apps)", "IPC", "CPI translation", "CPI data",
               "walk refs per walk", "of them from the L3 / DRAM", "walk cycles (loaded)", "walker occupancy", "CPI interval"]
     timing = TIMED + [f"{k}={v}" for k, v in SAMPLED.items()]
-    window = [f"sim.warmup_instructions={PAPER_SCALE_WARMUP}", f"sim.max_instructions={PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED}"]
     b = Batch()
     for title, src in PAPER_SCALE:
         for name, thp, l3, kind, extra in specs:
-            b.add((title, name, thp, l3), "ecpt-asplos22", overrides(kind, True, thp, extra, 0) + window + timing, src)
+            b.add((title, name, thp, l3), "ecpt-asplos22", overrides(kind, True, thp, extra, PAPER_WINDOW_OVERRIDES) + timing, src)
     b.run()
     # The window in both units, as the runs measured it (docs/metrics.md, `window`).
     win = b[(PAPER_SCALE[0][0], "Nested Radix", False, "")]["window"]
