@@ -15,15 +15,17 @@ def vmlab_cmd():
     return [str(VMLAB)] if VMLAB.exists() else [shutil.which("vmlab") or "vmlab"]
 
 
-def processes_with(marker):
-    """The pids of the processes whose command line holds `marker` (a traced program)."""
+def processes_with(marker, without=None):
+    """The pids of the processes whose command line holds `marker` (a traced program),
+    and not `without` if given."""
     alive = []
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if marker.encode() in f.read():
-                        alive.append(int(d))
+                    cmdline = f.read()
+                if marker.encode() in cmdline and (without is None or without.encode() not in cmdline):
+                    alive.append(int(d))
             except OSError:
                 pass
     return alive

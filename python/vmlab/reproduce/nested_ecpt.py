@@ -60,7 +60,7 @@ def warmup(accesses: int) -> list[str]:
 
 
 def overrides(kind: str, nested: bool, thp: bool, extra: dict, window: list[str]) -> list[str]:
-    """A design's overrides; ``window``: its warm-up and limit (``warmup``, ``PAPER_WINDOW_OVERRIDES``)."""
+    """A design's overrides; ``window``: its warm-up and limit (``warmup``, ``paper_window``)."""
     o = [f"page_table.kind={kind}"] + [f"{k}={v}" for k, v in extra.items()] + window
     if thp:
         o.append("os.page_size=2M")
@@ -121,8 +121,13 @@ PAPER_SCALE_WARMUP = 50_000_000
 PAPER_SCALE_MEASURED = 500_000_000
 PAPER_SCALE_INSTRS_PER_ACCESS = 4
 PAPER_SCALE_ACCESSES = (PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED) // PAPER_SCALE_INSTRS_PER_ACCESS
-PAPER_WINDOW_OVERRIDES = [f"sim.warmup_instructions={PAPER_SCALE_WARMUP}",
-                          f"sim.max_instructions={PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED}"]
+
+
+def paper_window() -> list[str]:
+    """The paper's window as a run's overrides."""
+    return [f"sim.warmup_instructions={PAPER_SCALE_WARMUP}", f"sim.max_instructions={PAPER_SCALE_WARMUP + PAPER_SCALE_MEASURED}"]
+
+
 # The count-only input run over the paper's warm-up and window.
 PAPER_WINDOW = "GUPS over 16 GiB, the paper's window"
 
@@ -142,7 +147,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         # The paper's window, at a footprint beyond the others: counters only (no
         # ablation, no time model).
         inputs.append((PAPER_WINDOW, {"workload": "gups", "footprint": "16G", "accesses": PAPER_SCALE_ACCESSES},
-                       PAPER_WINDOW_OVERRIDES))
+                       paper_window()))
     # Traced programs are short: counted whole, first touches included.
     inputs += [(label, {"trace": path}, []) for label, path in traces]
     b = Batch()
@@ -424,7 +429,7 @@ def why_table(inputs: list[tuple[str, dict, list[str]]], walked=lambda title, th
 
 
 # The paper's graph applications at their footprint (Table 4: GraphBIG BFS and PageRank,
-# 9.3 GB) over its window (PAPER_WINDOW_OVERRIDES): Graph500's kernels on a Kronecker
+# 9.3 GB) over its window (``paper_window``): Graph500's kernels on a Kronecker
 # graph of 2^25 vertices, 8.8 GiB.
 PAPER_SCALE = [
     ("Graph500 BFS, scale 25 (8.8 GiB)", {"workload": "graph500", "scale": "25", "kernel": "bfs", "accesses": PAPER_SCALE_ACCESSES}),
@@ -457,7 +462,7 @@ def paper_scale_time() -> str:
     b = Batch()
     for title, src in PAPER_SCALE:
         for name, thp, l3, kind, extra in specs:
-            b.add((title, name, thp, l3), "ecpt-asplos22", overrides(kind, True, thp, extra, PAPER_WINDOW_OVERRIDES) + timing, src)
+            b.add((title, name, thp, l3), "ecpt-asplos22", overrides(kind, True, thp, extra, paper_window()) + timing, src)
     b.run()
     # The window in both units, as the runs measured it (docs/metrics.md, `window`).
     win = b[(PAPER_SCALE[0][0], "Nested Radix", False, "")]["window"]
