@@ -35,7 +35,7 @@ test-rust: setup-base
 	cargo test -p vmlab-core -p vmlab-qemu --profile test-release
 
 test-python: setup
-	.venv/bin/python -m pytest -q tests/python
+	.venv/bin/python -m pytest -q --durations=15 tests/python
 
 bench: setup
 	.venv/bin/vmlab bench
