@@ -260,6 +260,33 @@ def test_a_batch_runs_in_worker_processes_with_the_in_process_documents(tmp_path
     assert timed("tiny", designs, GUPS, {"time.unknown_deps": "independent"}) == rows
 
 
+def test_pt_compare_runs_as_batch_runs_give_pt_compares_table(tmp_path):
+    """add_pt_designs/pt_frame: `vmlab.pt_compare`'s runs on the executor, the same
+    table (the speed columns aside: the runs are not timed one by one), overrides as a
+    dict or a list, designs by name or as "label:key=value"."""
+    import math
+
+    from vmlab.reproduce._common import Batch, add_pt_designs, pt_frame
+
+    designs = ["radix", "guarded16+stlb", "small:page_table.kind=hashed;page_table.hashed.buckets=64"]
+    trace = small_trace(tmp_path)
+    b = Batch()
+    add_pt_designs(b, "gups", designs, GUPS, config="tiny", overrides={"tlb.l1d.entries": 4})
+    add_pt_designs(b, "trace", designs, {"trace": str(trace)}, overrides=["tlb.l1d.entries=4"])
+    b.run()
+    for key, got, want in (("gups", pt_frame(b, "gups", designs),
+                            vmlab.pt_compare("tiny", designs=designs, overrides={"tlb.l1d.entries": 4}, **GUPS)),
+                           ("trace", pt_frame(b, "trace", designs),
+                            vmlab.pt_compare(trace=trace, designs=designs, overrides=["tlb.l1d.entries=4"]))):
+        assert list(got.index) == ["radix", "guarded16+stlb", "small"]
+        assert got["walks"].min() > 0, key
+        speed = ["sim_seconds", "accesses_per_second"]
+        assert all(math.isnan(x) for x in got[speed].to_numpy().ravel())
+        assert got.drop(columns=speed).equals(want.drop(columns=speed)), key
+    with pytest.raises(vmlab.VmlabError, match="nope"):
+        add_pt_designs(Batch(), "x", ["nope"], GUPS)
+
+
 def test_a_failing_run_names_its_key(tmp_path):
     from vmlab.reproduce._common import Batch
 

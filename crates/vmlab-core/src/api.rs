@@ -350,8 +350,14 @@ pub(crate) fn parse_params(workload: &str, items: &[String]) -> Result<Vec<(Stri
     Ok(out)
 }
 
+/// A `vmlab pt compare` design's row label: its name, or the label of a
+/// `"label:key=value;..."` design.
+pub fn pt_design_label(name: &str) -> &str {
+    name.split(':').next().unwrap_or(name)
+}
+
 /// Named page-table designs for `vmlab pt compare`: overrides on top of the config.
-pub(crate) fn pt_design(name: &str) -> Result<Vec<String>> {
+pub fn pt_design(name: &str) -> Result<Vec<String>> {
     let o = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     Ok(match name {
         "radix" => o(&["page_table.kind=radix"]),
@@ -512,30 +518,36 @@ pub fn pt_compare(config: &str, overrides: &[String], source: &SourceSpec, desig
     }
     let mut rows = Vec::new();
     for (k, d) in designs.iter().enumerate() {
-        let label = d.split(':').next().unwrap_or(d).to_string();
+        let label = pt_design_label(d);
         let mut o = overrides.to_vec();
         o.extend(pt_design(d)?);
         let t0 = std::time::Instant::now();
         let shown = format!("[{}/{}] {label}", k + 1, designs.len());
         let doc = run_named(&RunRequest { config: config.to_string(), overrides: o, source: source.clone(), progress }, &shown)?;
-        let secs = t0.elapsed().as_secs_f64();
-        let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
-        rows.push(serde_json::json!({
-            "design": label,
-            "kind": doc["page_table"]["kind"],
-            "walks": g("/walks/count"),
-            "refs_per_walk": g("/walks/refs_per_walk"),
-            "steps_per_walk": g("/walks/steps_per_walk"),
-            "cycles_per_walk": g("/walks/latency/mean"),
-            "translation_cpki": g("/cycles/translation_per_kilo_instruction"),
-            "nested_misses": g("/walks/nested_misses"),
-            "pt_bytes": g("/page_table/bytes_at_peak"),
-            "bytes_per_mapped_page": g("/page_table/bytes_per_mapped_page_at_peak"),
-            "mapped_pages": g("/page_table/peak_mapped_pages"),
-            // Wall-clock simulation speed (input generation or decoding included).
-            "sim_seconds": secs,
-            "accesses_per_second": g("/totals/accesses") / secs,
-        }));
+        rows.push(pt_compare_row(label, &doc, Some(t0.elapsed().as_secs_f64())));
     }
     Ok(rows)
+}
+
+/// A stats document as its `pt compare` row (`label`: the design's name). `secs`: the
+/// run's wall-clock seconds, when it was timed (the speed columns are NaN without).
+pub fn pt_compare_row(label: &str, doc: &serde_json::Value, secs: Option<f64>) -> serde_json::Value {
+    let g = |p: &str| doc.pointer(p).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    let secs = secs.unwrap_or(f64::NAN);
+    serde_json::json!({
+        "design": label,
+        "kind": doc["page_table"]["kind"],
+        "walks": g("/walks/count"),
+        "refs_per_walk": g("/walks/refs_per_walk"),
+        "steps_per_walk": g("/walks/steps_per_walk"),
+        "cycles_per_walk": g("/walks/latency/mean"),
+        "translation_cpki": g("/cycles/translation_per_kilo_instruction"),
+        "nested_misses": g("/walks/nested_misses"),
+        "pt_bytes": g("/page_table/bytes_at_peak"),
+        "bytes_per_mapped_page": g("/page_table/bytes_per_mapped_page_at_peak"),
+        "mapped_pages": g("/page_table/peak_mapped_pages"),
+        // Wall-clock simulation speed (input generation or decoding included).
+        "sim_seconds": secs,
+        "accesses_per_second": g("/totals/accesses") / secs,
+    })
 }

@@ -273,6 +273,21 @@ fn compare_row(label: &str, doc: &str, baseline_label: &str, baseline: &str) -> 
     Ok(serde_json::to_string(&row).expect("json"))
 }
 
+/// A `pt compare` design (a name or `"label:key=value;..."`) as its row label and the
+/// overrides it sets.
+#[pyfunction]
+fn pt_design(name: &str) -> PyResult<(String, Vec<String>)> {
+    Ok((api::pt_design_label(name).to_string(), api::pt_design(name).map_err(to_py)?))
+}
+
+/// A stats document (JSON text) as its `pt compare` row (JSON text), without the speed
+/// columns (NaN: the run was not timed here).
+#[pyfunction]
+fn pt_compare_row(label: &str, doc: &str) -> PyResult<String> {
+    let doc = serde_json::from_str::<serde_json::Value>(doc).map_err(|e| VmlabError::new_err(format!("doc: not a stats document: {e}")))?;
+    Ok(serde_json::to_string(&api::pt_compare_row(label, &doc, None)).expect("json"))
+}
+
 /// The workload catalogue as JSON text.
 #[pyfunction]
 fn workloads() -> String {
@@ -351,6 +366,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pt_compare, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     m.add_function(wrap_pyfunction!(compare_row, m)?)?;
+    m.add_function(wrap_pyfunction!(pt_design, m)?)?;
+    m.add_function(wrap_pyfunction!(pt_compare_row, m)?)?;
     m.add("COMPARE_OVERRIDES", api::COMPARE_OVERRIDES.to_vec())?;
     m.add_class::<TraceReader>()?;
     Ok(())

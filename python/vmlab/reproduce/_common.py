@@ -348,6 +348,33 @@ def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overr
     return {label: compare_row(label, docs[label], first, docs[first]) for label in designs}
 
 
+def add_pt_designs(b: Batch, key: Hashable, designs: list[str], source: dict, config: str = "skylake",
+                   overrides: list[str] | dict | None = None) -> None:
+    """Declare `vmlab.pt_compare`'s runs on ``b``: each design (a name or
+    ``"label:key=value;..."``) on ``source``, ``overrides`` then the design's, under the
+    key ``(key, label)``. :func:`pt_frame` gives their table once ``b`` has run."""
+    if isinstance(overrides, dict):
+        overrides = [f"{k}={v}" for k, v in overrides.items()]
+    for d in designs:
+        label, o = _core.pt_design(d)
+        b.add((key, label), config, list(overrides or []) + o, source)
+
+
+def pt_frame(b: Batch, key: Hashable, designs: list[str]):
+    """The `vmlab.pt_compare` table (a DataFrame indexed by design) of the runs
+    :func:`add_pt_designs` declared under ``key``, by pt compare's own code
+    (`_core.pt_compare_row`): the same columns and values, the speed columns NaN (the
+    runs were not timed one by one)."""
+    import pandas as pd
+
+    rows = []
+    for d in designs:
+        label = _core.pt_design(d)[0]
+        row = json.loads(_core.pt_compare_row(label, json.dumps(b[(key, label)])))
+        rows.append({k: math.nan if v is None else v for k, v in row.items()})
+    return pd.DataFrame(rows).set_index("design")
+
+
 # Verdicts of a headline result, strongest first.
 VERDICTS = ("match", "same shape", "differs", "not built")
 

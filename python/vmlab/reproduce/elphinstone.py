@@ -11,8 +11,7 @@ GPT spill-over effect.
 from __future__ import annotations
 
 from .. import _core
-from .. import api as vmlab
-from ._common import Batch, compiled_program_traces, headline, md_table, order_verdict
+from ._common import Batch, add_pt_designs, compiled_program_traces, headline, md_table, order_verdict, pt_frame
 
 DOC = "docs/reproductions/elphinstone.md"
 NOT_BUILT: list[str] = []
@@ -49,14 +48,29 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     thesis_conventional = {"guarded2": "24.2 B/page, 224 cycles", "guarded16": "17.9 B/page, 101 cycles",
                            "guarded256": "27.4 B/page, 80 cycles", "guarded16+stlb": "32 cycles (1×128K STLB)",
                            "mpt": "MPT: 124 cycles"}
-    small = {}
-    for label, path in traces:
-        small[label] = df = vmlab.pt_compare(trace=path, designs=DESIGNS, overrides=R4700)
-        parts.append(table(f"Conventional program: {label}", df, thesis_conventional))
     notes: list[str] = []
+    programs = compiled_program_traces(quick, notes)
+    sparse_pages = [64, 1024] if quick else [64, 512, 4096, 8192]
+    # Every input's designs in one batch: the inputs run side by side.
+    b = Batch()
+    for label, path in traces:
+        add_pt_designs(b, ("small", label), DESIGNS, {"trace": path}, overrides=R4700)
+    for label, path in programs:
+        add_pt_designs(b, ("sized", label), DESIGNS, {"trace": path}, overrides=R4700)
+    for pages in sparse_pages:
+        add_pt_designs(b, ("sparse", pages), DESIGNS, {"workload": "sparse", "pages": pages, "space": "1T", "accesses": acc},
+                       overrides=R4700)
+    add_pt_designs(b, "file", DESIGNS, {"workload": "sparse", "layout": "file", "pages": 256, "space": "1T", "accesses": acc},
+                   overrides=R4700)
+    pairs = pair_entry_runs(b, traces)
+    b.run()
+    small = {}
+    for label, _ in traces:
+        small[label] = df = pt_frame(b, ("small", label), DESIGNS)
+        parts.append(table(f"Conventional program: {label}", df, thesis_conventional))
     sized = {}
-    for label, path in compiled_program_traces(quick, notes):
-        sized[label] = df = vmlab.pt_compare(trace=path, designs=DESIGNS, overrides=R4700)
+    for label, _ in programs:
+        sized[label] = df = pt_frame(b, ("sized", label), DESIGNS)
         parts.append(table(f"Conventional program at the thesis's size: {label}", df, thesis_conventional))
     if sized:
         parts.append(size_table(sized))
@@ -64,13 +78,11 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     elif small:  # --quick: the first small program, far below the thesis's sizes
         gpt_bytes_headline(dict(list(small.items())[:1]), at_size=False)
     parts += [f"- {n}" for n in notes]
-    for pages in ([64, 1024] if quick else [64, 512, 4096, 8192]):
-        df = vmlab.pt_compare(workload="sparse", pages=pages, space="1T", accesses=acc, designs=DESIGNS, overrides=R4700)
+    for pages in sparse_pages:
         thesis = {"mpt": "MPT: 5–8 KB/page", "hashed": "HPT: 33–50 B/page once populated"}
-        parts.append(table(f"SPARSE-PAGE: {pages} random 4 KiB pages in 1 TiB", df, thesis))
-    df = vmlab.pt_compare(workload="sparse", layout="file", pages=256, space="1T", accesses=acc, designs=DESIGNS, overrides=R4700)
-    parts.append(table("SPARSE-FILE: 256 file-sized objects in 1 TiB", df))
-    parts.append(pair_entries(traces))
+        parts.append(table(f"SPARSE-PAGE: {pages} random 4 KiB pages in 1 TiB", pt_frame(b, ("sparse", pages), DESIGNS), thesis))
+    parts.append(table("SPARSE-FILE: 256 file-sized objects in 1 TiB", pt_frame(b, "file", DESIGNS)))
+    parts.append(pairs())
     parts.append(refill_handler(traces, quick))
     parts.append(cache_priming(traces, acc))
     parts.append(spill_over(quick))
@@ -149,18 +161,25 @@ def gpt_bytes_headline(sized: dict, at_size: bool = True) -> None:
 R4700_SINGLE = [R4700_TLB.format(pairs="false")] + R4700[1:]
 
 
-def pair_entries(traces: list[tuple[str, str]]) -> str:
-    """TLB refills with page-pair entries against single-page entries (§6.1)."""
+def pair_entry_runs(b: Batch, traces: list[tuple[str, str]]):
+    """TLB refills with page-pair entries against single-page entries (§6.1): the runs,
+    declared on ``b``; returns the function that makes the table once ``b`` has run."""
     designs = ["mpt", "hashed", "clustered", "guarded16", "guarded16+stlb", "inverted"]
-    rows = []
     for label, path in traces:
-        single = vmlab.pt_compare(trace=path, designs=designs, overrides=R4700_SINGLE)
-        pairs = vmlab.pt_compare(trace=path, designs=designs, overrides=R4700)
-        for d in designs:
-            a, b = int(single.loc[d, "walks"]), int(pairs.loc[d, "walks"])
-            rows.append([label if d == designs[0] else "", d, a, b, f"{b / a:.2f}" if a else "–"])
-    return md_table(["program", "design", "refills, 4K entries", "refills, pair entries", "ratio"], rows,
-                    "Page-pair TLB entries: refills of a 48-entry TLB with single-page and with pair entries")
+        add_pt_designs(b, ("single", label), designs, {"trace": path}, overrides=R4700_SINGLE)
+        add_pt_designs(b, ("pairs", label), designs, {"trace": path}, overrides=R4700)
+
+    def table() -> str:
+        rows = []
+        for label, _ in traces:
+            single, pairs = pt_frame(b, ("single", label), designs), pt_frame(b, ("pairs", label), designs)
+            for d in designs:
+                a, n = int(single.loc[d, "walks"]), int(pairs.loc[d, "walks"])
+                rows.append([label if d == designs[0] else "", d, a, n, f"{n / a:.2f}" if a else "–"])
+        return md_table(["program", "design", "refills, 4K entries", "refills, pair entries", "ratio"], rows,
+                        "Page-pair TLB entries: refills of a 48-entry TLB with single-page and with pair entries")
+
+    return table
 
 
 # The R4700 with its refills as code (mmu/refill.rs): a 16 KiB 2-way I-cache for the
@@ -288,11 +307,13 @@ def spill_over(quick: bool) -> str:
     sizes = [4, 16, 256]
     out = ["**Spill-over: GPT node-entry bytes per mapped page vs. mapped pages (SPARSE-PAGE, 48-bit VAs)**", "",
            "| pages | " + " | ".join(f"G{s}" for s in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+    b = Batch()
     for n in counts:
-        row = []
         for s in sizes:
-            r = vmlab.run("tiny", workload="sparse", pages=n, space="64T", accesses=n,
-                          overrides=["page_table.kind=guarded", f"page_table.guarded.node_entries={s}", "machine.phys_mem=1G"])
-            row.append(f"{r['page_table']['details']['entry_bytes_per_mapped_page']:.1f}")
+            b.add((n, s), "tiny", ["page_table.kind=guarded", f"page_table.guarded.node_entries={s}", "machine.phys_mem=1G"],
+                  {"workload": "sparse", "pages": n, "space": "64T", "accesses": n})
+    b.run()
+    for n in counts:
+        row = [f"{b[(n, s)]['page_table']['details']['entry_bytes_per_mapped_page']:.1f}" for s in sizes]
         out.append(f"| {n} | " + " | ".join(row) + " |")
     return "\n".join(out) + "\n"

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import api as vmlab
-from ._common import Batch, headline, judge, md_table, scale_program_traces, weakest
+from ._common import Batch, add_pt_designs, headline, judge, md_table, pt_frame, scale_program_traces, weakest
 
 DOC = "docs/reproductions/itanium.md"
 NOT_BUILT = [
@@ -35,21 +34,29 @@ def table(title: str, df) -> str:
 def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     n = "300k" if quick else "2M"
     parts = [f"Synthetic runs: {n} accesses each.\n"]
-    for label, path in traces:
-        parts.append(table(label, vmlab.pt_compare("itanium2", trace=path, designs=DESIGNS)))
     notes: list[str] = []
-    at_scale = {}  # the real programs at scale, whose VHPTs warm up
-    for label, path in scale_program_traces(quick, notes):
-        at_scale[label] = df = vmlab.pt_compare("itanium2", trace=path, designs=DESIGNS)
-        parts.append(table(label, df))
-    parts += [f"- {note}" for note in notes]
+    programs = scale_program_traces(quick, notes)  # the real programs at scale, whose VHPTs warm up
     inputs = [
         (f"GUPS over 64 MiB, {n} accesses", {"workload": "gups", "footprint": "64M"}),
         ("pointer chase over 256 MiB", {"workload": "pchase", "footprint": "256M"}),
         ("extreme: 10 processes × 256 shared pages", {"workload": "shared", "procs": "10", "pages": "256"}),
     ]
+    # Every input's designs in one batch: the inputs run side by side.
+    b = Batch()
+    for label, path in traces + programs:
+        add_pt_designs(b, label, DESIGNS, {"trace": path}, config="itanium2")
     for title, src in inputs:
-        df = vmlab.pt_compare("itanium2", designs=DESIGNS, accesses=n, **src)
+        add_pt_designs(b, title, DESIGNS, {**src, "accesses": n}, config="itanium2")
+    b.run()
+    for label, _ in traces:
+        parts.append(table(label, pt_frame(b, label, DESIGNS)))
+    at_scale = {}
+    for label, _ in programs:
+        at_scale[label] = df = pt_frame(b, label, DESIGNS)
+        parts.append(table(label, df))
+    parts += [f"- {note}" for note in notes]
+    for title, _ in inputs:
+        df = pt_frame(b, title, DESIGNS)
         parts.append(table(title, df))
         if title.startswith("extreme"):
             formats_headline(df, at_scale)
@@ -210,10 +217,14 @@ def long_vhpt_superpages(n: str) -> str:
     inputs = [(f"GUPS over 64 MiB, {n} accesses", {"workload": "gups", "footprint": "64M"}),
               (f"pointer chase over 256 MiB, {n} accesses", {"workload": "pchase", "footprint": "256M"})]
     designs = ["long-vhpt", "long-vhpt-pt"]
-    parts = []
+    b = Batch()
     for title, src in inputs:
-        small = vmlab.pt_compare("itanium2", designs=designs, accesses=n, **src)
-        large = vmlab.pt_compare("itanium2", designs=designs, overrides=SUPERPAGES, accesses=n, **src)
+        add_pt_designs(b, (title, "4K"), designs, {**src, "accesses": n}, config="itanium2")
+        add_pt_designs(b, (title, "2M"), designs, {**src, "accesses": n}, config="itanium2", overrides=SUPERPAGES)
+    b.run()
+    parts = []
+    for title, _ in inputs:
+        small, large = pt_frame(b, (title, "4K"), designs), pt_frame(b, (title, "2M"), designs)
         small.index = [f"{d}, 4K pages" for d in small.index]
         large.index = [f"{d}, 2M superpages" for d in large.index]
         parts.append(table(f"long-format VHPT with superpages: {title}", pd.concat([small, large])))
