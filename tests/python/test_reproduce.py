@@ -272,12 +272,12 @@ def test_pt_compare_runs_as_batch_runs_give_pt_compares_table(tmp_path):
     trace = small_trace(tmp_path)
     b = Batch()
     add_pt_designs(b, "gups", designs, GUPS, config="tiny", overrides={"tlb.l1d.entries": 4})
-    add_pt_designs(b, "trace", designs, {"trace": str(trace)}, overrides=["tlb.l1d.entries=4"])
+    add_pt_designs(b, "trace", designs, {"trace": str(trace)}, overrides=["memory.latency=150"])
     b.run()
     for key, got, want in (("gups", pt_frame(b, "gups", designs),
                             vmlab.pt_compare("tiny", designs=designs, overrides={"tlb.l1d.entries": 4}, **GUPS)),
                            ("trace", pt_frame(b, "trace", designs),
-                            vmlab.pt_compare(trace=trace, designs=designs, overrides=["tlb.l1d.entries=4"]))):
+                            vmlab.pt_compare(trace=trace, designs=designs, overrides=["memory.latency=150"]))):
         assert list(got.index) == ["radix", "guarded16+stlb", "small"]
         assert got["walks"].min() > 0, key
         speed = ["sim_seconds", "accesses_per_second"]
