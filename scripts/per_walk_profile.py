@@ -15,6 +15,9 @@ Instruction counts do not depend on what else the host is doing, unlike wall tim
 `--fixed` reports each function's (or line's) fixed part instead of its cost per walk:
 where start-up and the warm-up's faults go.
 
+`--per-access` divides by the accesses the longer run adds instead of its walks: the
+cost of one access, for runs that rarely walk (stream with data references).
+
 `--lines PATH_PART` reports source lines instead of functions (call lines left out),
 for the files whose path contains PATH_PART: where inside an inlined walk the
 instructions go. Run it on a binary built from the sources in the tree.
@@ -111,6 +114,7 @@ def main():
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--lines", metavar="PATH_PART", help="per source line instead of per function, for source files "
                     "whose path contains PATH_PART ('' for all; the sources must be the binary's)")
+    ap.add_argument("--per-access", action="store_true", help="instructions per access instead of per walk")
     ap.add_argument("--fixed", action="store_true", help="report each function's (or line's) fixed part "
                     "(start-up and warm-up: the shorter run less its walks at the per-walk rate, in instructions) "
                     "instead of its cost per walk")
@@ -119,9 +123,12 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         (doc1, f1), (doc2, f2) = run(a.binary, a.args, a.accesses, d), run(a.binary, a.args, 2 * a.accesses, d)
         w1, w2 = doc1["walks"]["count"], doc2["walks"]["count"]
+        unit = "walk"
+        if a.per_access:
+            w1, w2, unit = a.accesses, 2 * a.accesses, "access"
         if w2 <= w1:
             sys.exit("per_walk_profile: the longer run made no more walks; nothing to divide by")
-        print(f"walks: {w1} and {w2}")
+        print(f"{unit}s: {w1} and {w2}")
         for thread in sorted(set(f1) & set(f2)):
             (c1, t1), (c2, t2) = functions(f1[thread]), functions(f2[thread])
 
@@ -133,7 +140,7 @@ def main():
                 return x1 - per_walk(x1, x2) * w1
 
             value = fixed if a.fixed else per_walk
-            print(f"\nthread {thread}: {per_walk(t1, t2):,.1f} instructions per walk; fixed part {fixed(t1, t2) / 1e6:,.1f} M")
+            print(f"\nthread {thread}: {per_walk(t1, t2):,.1f} instructions per {unit}; fixed part {fixed(t1, t2) / 1e6:,.1f} M")
             if a.lines is not None:
                 (l1, _), (l2, text) = source_lines(f1[thread], a.lines), source_lines(f2[thread], a.lines)
                 rows = sorted((value(l1[k], l2[k]), k) for k in set(l1) | set(l2))

@@ -2,8 +2,8 @@
 # Write the stats documents of a fixed set of runs to OUTDIR, one JSON file per run:
 # every preset, every page-table kind (nested ones included), and the engine paths a
 # speed change can disturb (THP, warm-up, shared pages, pointer chase, sparse, TPS, data
-# references, G2, hybrid). A change meant to alter no result must leave every file
-# byte-identical:
+# references, the time model, G2, hybrid). A change meant to alter no result must leave
+# every file byte-identical:
 #
 #   BIN=/path/to/old/vmlab scripts/stats_documents.sh /tmp/before
 #   BIN=target/release/vmlab scripts/stats_documents.sh /tmp/after
@@ -45,4 +45,10 @@ run pchase --config skylake --workload pchase footprint=64M accesses=200000
 run sparse --config skylake --workload sparse accesses=200000
 run tps-stream --config tps --workload stream footprint=64M accesses=300000
 run data-refs --config skylake --set memory.data_refs=true --workload gups footprint=64M accesses=300000
+# Data references in same-page runs, and repeated references to one line (writes too),
+# counted and timed, every reference or a sample.
+run data-refs-stream --config skylake --set memory.data_refs=true --workload stream footprint=64M stride=8 write_ratio=0.25 accesses=300000
+run timed --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --workload gups footprint=64M accesses=200000
+run timed-sampled --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --set time.sampling.period=10000 --workload stream footprint=64M accesses=300000
+run timed-sampled-gups --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --set time.sampling.period=10000 --workload gups footprint=64M accesses=300000
 exit $status
