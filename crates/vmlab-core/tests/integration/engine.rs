@@ -767,7 +767,8 @@ proptest! {
     /// runs in bulk. Every counter must come out the same: accesses of two processes
     /// (implied switches), reads, writes and fetches on a few pages, page-crossing
     /// sizes, ticks, a warm-up and `max_accesses` that can fall inside a run, and with
-    /// and without ASID tags (flushes on a switch).
+    /// and without ASID tags (flushes on a switch); without data references, with them,
+    /// and with the time model timing them all or a sample.
     #[test]
     fn same_page_runs_count_exactly_what_the_per_record_path_counts(
         ops in proptest::collection::vec((0u8..8, 0u64..12, 1u32..3, prop_oneof![4 => Just(8u16), 1 => 1u16..9000], 1usize..24), 1..120),
@@ -775,6 +776,7 @@ proptest! {
         max in prop_oneof![Just(0u64), 1u64..1200],
         asid_tags in any::<bool>(),
         units in (any::<bool>(), any::<bool>()),
+        data in 0u8..4,
     ) {
         // Each op repeats `run` times on its page, interleaving kinds, so same-page runs
         // are long and a threshold often falls inside one.
@@ -795,6 +797,9 @@ proptest! {
         // Each limit in accesses or in instructions (ticks, fetches).
         let unit = |instructions: bool| if instructions { "instructions" } else { "accesses" };
         let mut overrides = vec![format!("mmu.asid_tags={asid_tags}"), format!("sim.max_{}={max}", unit(units.1))];
+        let timed = ["memory.data_refs=true", "time.model=\"ooo\""];
+        let sampled = ["time.sampling.period=40", "time.sampling.unit=10", "time.sampling.warmup=10"];
+        overrides.extend(timed.iter().chain(&sampled).take([0, 1, 2, 5][data as usize]).map(|s| s.to_string()));
         if warmup > 0 && (max == 0 || warmup < max || units.0 != units.1) {
             overrides.push(format!("sim.warmup_{}={warmup}", unit(units.0)));
         }
