@@ -372,10 +372,16 @@ SORT_CHECK = """<script>addEventListener("load", () => {
 
 
 def _chromium_run(browser, page: str, tmp_path, *flags) -> subprocess.CompletedProcess:
-    """Headless chromium on `page`, logging the page's console messages on stderr."""
-    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
-                           "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0", *flags, page],
-                          capture_output=True, text=True, timeout=120)
+    """Headless chromium on `page`, logging the page's console messages on stderr. A
+    browser that crashes (killed by a signal: it has segfaulted on a loaded host) runs
+    once more: its crash is not the page's behaviour under test."""
+    for attempt in range(2):
+        p = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / f'profile{attempt}'}",
+                            "--virtual-time-budget=10000", "--enable-logging=stderr", "--v=0", *flags, page],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode >= 0:
+            break
+    return p
 
 
 def _console(stderr: str) -> list[str]:
