@@ -243,6 +243,11 @@ def _sweep_source(src: dict) -> dict:
     return {"workload": src["workload"], "params": {k: str(v) for k, v in src.items() if k != "workload"}}
 
 
+def override_list(o: list[str] | dict | None) -> list[str]:
+    """Overrides as ``key=value`` strings, from a dict or a list (or none)."""
+    return [f"{k}={v}" for k, v in o.items()] if isinstance(o, dict) else list(o or [])
+
+
 class Batch:
     """Runs declared first, then simulated together on the sweep executor
     (:func:`executing`): the runs that read one input share one pass over it, and
@@ -254,9 +259,7 @@ class Batch:
 
     def add(self, key: Hashable, config: str, overrides: list[str] | dict, source: dict) -> None:
         """``source``: {"trace": path} or {"workload": name, **params}."""
-        if isinstance(overrides, dict):
-            overrides = [f"{k}={v}" for k, v in overrides.items()]
-        self._runs[key] = (config, list(overrides), dict(source))
+        self._runs[key] = (config, override_list(overrides), dict(source))
 
     def run(self, executor: Executor | None = None) -> dict[Hashable, dict]:
         """Simulate the runs added since the last call (on ``executor``, else the one
@@ -337,12 +340,9 @@ def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overr
     compare row (cycles, ipc, cpi_data, cpi_translation, walker_occupancy, mlp, ...,
     speedup over the first design; docs/metrics.md, `time`)."""
 
-    def items(o: list[str] | dict | None) -> list[str]:
-        return [f"{k}={v}" for k, v in o.items()] if isinstance(o, dict) else list(o or [])
-
     b = Batch()
     for label, o in designs.items():
-        b.add(label, config, _TIME_MODEL + items(overrides) + items(o), source)
+        b.add(label, config, _TIME_MODEL + override_list(overrides) + override_list(o), source)
     docs = b.run(executor)
     first = next(iter(designs))
     return {label: compare_row(label, docs[label], first, docs[first]) for label in designs}
@@ -353,11 +353,9 @@ def add_pt_designs(b: Batch, key: Hashable, designs: list[str], source: dict, co
     """Declare `vmlab.pt_compare`'s runs on ``b``: each design (a name or
     ``"label:key=value;..."``) on ``source``, ``overrides`` then the design's, under the
     key ``(key, label)``. :func:`pt_frame` gives their table once ``b`` has run."""
-    if isinstance(overrides, dict):
-        overrides = [f"{k}={v}" for k, v in overrides.items()]
     for d in designs:
         label, o = _core.pt_design(d)
-        b.add((key, label), config, list(overrides or []) + o, source)
+        b.add((key, label), config, override_list(overrides) + o, source)
 
 
 def pt_frame(b: Batch, key: Hashable, designs: list[str]):
