@@ -298,7 +298,9 @@ impl Tlb {
     /// mmu/mod.rs) but a page-pair entry's invalid half.
     #[inline(always)]
     pub(crate) fn probe(&mut self, va: u64, asid: Asid, shift: u8) -> Option<TlbPayload> {
-        let vpn = va >> shift;
+        // An any-size probe passes `ANY_SIZE` (255) and never reads `vpn`: a wrapping
+        // shift keeps that well defined (a plain `>>` by 255 is an overflow).
+        let vpn = va.wrapping_shr(shift as u32);
         match self.layout {
             Layout::PackedLru(w) => {
                 let (set, k) = (self.store.set_of(vpn), key(vpn, shift));

@@ -74,6 +74,10 @@ pub struct OsConfig {
     /// Cycles charged per page fault (kernel entry, allocation, zeroing not modelled).
     #[serde(default)]
     pub fault_cycles: u64,
+    /// Fault in every page of a mapping when it is made (MAP_POPULATE), as a program
+    /// that initialises its memory before its region of interest leaves it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub populate: bool,
     /// Live processes at once. Each costs host memory (its address space, page-index
     /// and page-table nodes: about 100 KiB for a process of a few scattered pages), so
     /// a trace naming many pids is an error naming this key, not gigabytes.

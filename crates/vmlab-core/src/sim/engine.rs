@@ -73,6 +73,8 @@ pub struct Engine<P: FastPaths> {
     asid_tags: bool,
     data_refs: bool,
     fault_cycles: u64,
+    /// `os.populate`: every new mapping is faulted in whole.
+    populate: bool,
     /// Whether the sides share a level-1 structure (then one side's lookups disturb
     /// the other's fast path).
     shared_l1: bool,
@@ -194,6 +196,7 @@ impl<P: FastPaths> Engine<P> {
             asid_tags: cfg.mmu.asid_tags,
             data_refs: cfg.memory.data_refs,
             fault_cycles: cfg.os.fault_cycles,
+            populate: cfg.os.populate,
             shared_l1,
             same_page: [SamePage::default(); 2],
             same_page_hits,
@@ -524,6 +527,9 @@ impl<P: FastPaths> Engine<P> {
                 }
                 self.os.event(other)?;
                 self.apply_shootdowns();
+                if let (true, &Record::Mmap { pid, start, len, prot, .. }) = (self.populate, other) {
+                    self.populate(pid, start, len, prot)?;
+                }
                 if let Record::Exit { pid } = *other {
                     if self.cur_pid == Some(pid) {
                         // Gone: a later record of the same pid is a new process, created
@@ -970,6 +976,31 @@ impl<P: FastPaths> Engine<P> {
         let t = self.os.fault(pid, va, kind)?;
         self.apply_shootdowns();
         Ok(t)
+    }
+
+    /// `os.populate`: fault in every page of a new mapping, as MAP_POPULATE does (or a
+    /// program that writes its memory before its region of interest). A writable
+    /// mapping is faulted by writes, an execute-only one by fetches, the rest by reads;
+    /// PROT_NONE populates nothing. Each fault goes through the page-size policy like a
+    /// demand fault (so THP maps huge pages, TPS fills and promotes its reservations);
+    /// no TLB is filled.
+    #[cold]
+    fn populate(&mut self, pid: Pid, start: u64, len: u64, prot: u8) -> Result<()> {
+        use crate::trace::record::prot::{EXEC, READ, WRITE};
+        let kind = match prot {
+            p if p & WRITE != 0 => AccessKind::Write,
+            p if p & READ != 0 => AccessKind::Read,
+            p if p & EXEC != 0 => AccessKind::Fetch,
+            _ => return Ok(()),
+        };
+        let (mut va, end) = (PageSize::K4.align_down(start), start.saturating_add(len));
+        while va < end {
+            self.cycles.fault += self.fault_cycles;
+            let t = self.os.fault(pid, va, kind)?;
+            va = t.size.align_down(va).saturating_add(t.size.bytes());
+        }
+        self.apply_shootdowns();
+        Ok(())
     }
 
     fn apply_shootdowns(&mut self) {

@@ -44,6 +44,34 @@ fn dense_aligned_gigabyte_radix_has_515_nodes() {
 }
 
 #[test]
+fn populate_maps_every_page_of_a_mapping_before_its_first_access() {
+    // A 4 MiB writable mapping, a read-only page, a PROT_NONE page, then one access.
+    let recs = || {
+        vec![
+            mmap(BASE, 4 << 20),
+            Record::Mmap { pid: 1, start: BASE + (8 << 20), len: 4096, prot: 1, flags: MapFlags::PRIVATE },
+            Record::Mmap { pid: 1, start: BASE + (12 << 20), len: 4096, prot: 0, flags: MapFlags::PRIVATE },
+            Record::write(BASE + 4096, 8, 1),
+        ]
+    };
+    let doc = simulate("tiny", &["os.populate=true"], recs()).unwrap();
+    assert_eq!(u(&doc, "/faults/demand"), 1024 + 1);
+    assert_eq!(u(&doc, "/page_table/mapped_pages"), 1024 + 1);
+    // The access walks (no TLB was filled) but does not fault: its page was written.
+    assert_eq!(u(&doc, "/walks/count"), 1);
+    assert_eq!(u(&doc, "/walks/faulting"), 0);
+    assert_eq!(u(&doc, "/faults/protection"), 0);
+    // Without it, only the touched page is mapped.
+    let doc = simulate("tiny", &[], recs()).unwrap();
+    assert_eq!(u(&doc, "/faults/demand"), 1);
+    assert_eq!(u(&doc, "/page_table/mapped_pages"), 1);
+    // Through the page-size policy: THP maps the aligned 4 MiB as two 2 MiB pages.
+    let doc = simulate("skylake", &["os.populate=true", "os.page_size=2M"], recs()).unwrap();
+    assert_eq!(u(&doc, "/page_sizes/2M"), 2);
+    assert_eq!(u(&doc, "/faults/demand"), 2 + 1);
+}
+
+#[test]
 fn a_faulting_translation_is_one_miss_one_walk_one_fault() {
     let doc = simulate("tiny", &[], vec![Record::read(BASE, 8, 1)]).unwrap();
     assert_eq!(u(&doc, "/tlb/l1d/misses"), 1);
