@@ -103,6 +103,22 @@ COMPILED_PROGRAMS: dict[str, tuple[str, list[str], str]] = {
 }
 
 
+# A real program that maps tens of thousands of pages, for the pages whose designs
+# matter at scale (nested-ecpt.md, tps.md): bench/programs/gups.c, random updates of a
+# 256 MiB table (65,536 pages), 4 M of them, traced with qemu (not with --quick).
+LARGE_PROGRAM = ("gups", "gups.c", ["28", "4000000"], "qemu")
+
+
+def large_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
+    """(label, .vmt path) of :data:`LARGE_PROGRAM`, built and traced on first use and
+    cached (:func:`_compiled`); none with ``quick``."""
+    if quick:
+        return []
+    name, source, args, engine = LARGE_PROGRAM
+    path = _compiled(name, source, args, engine, notes)
+    return [(f"`{' '.join([name, *args])}` ({engine})", str(path))] if path else []
+
+
 def compiled_program_traces(quick: bool, notes: list[str]) -> list[tuple[str, str]]:
     """(label, .vmt path) of :data:`COMPILED_PROGRAMS`, built and traced on first use
     (about 5 minutes in all) and cached (:func:`_compiled`); none with ``quick``."""

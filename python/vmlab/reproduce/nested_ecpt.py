@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import Batch, count_verdict, headline, judge, md_table, timed
+from ._common import Batch, count_verdict, headline, judge, large_program_traces, md_table, timed
 
 DOC = "docs/reproductions/nested-ecpt.md"
 NOT_BUILT: list[str] = []
@@ -149,7 +149,8 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         inputs.append((PAPER_WINDOW, {"workload": "gups", "footprint": "16G", "accesses": PAPER_SCALE_ACCESSES},
                        paper_window() + ["os.populate=true"]))
     # Traced programs are short: counted whole, first touches included.
-    inputs += [(label, {"trace": path}, []) for label, path in traces]
+    notes: list[str] = []
+    inputs += [(label, {"trace": path}, []) for label, path in traces + large_program_traces(quick, notes)]
     b = Batch()
     for title, src, window in inputs:
         for thp in (False, True):
@@ -251,6 +252,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
                              headlines=quick))
     if not quick:
         parts.append(paper_scale_time())
+    parts += [f"- {n}" for n in notes]
     return "\n".join(parts)
 
 
