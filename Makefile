@@ -31,7 +31,7 @@ test:
 # `test-release` (Cargo.toml): the same code, less optimised.
 test-rust: setup-base
 	cargo fmt --all --check
-	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu --all-targets -- -D warnings
+	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu -p vmlab-bench --all-targets -- -D warnings
 	cargo test -p vmlab-core -p vmlab-qemu --profile test-release
 
 test-python: setup
@@ -39,7 +39,7 @@ test-python: setup
 
 bench: setup
 	.venv/bin/vmlab bench
-	cargo bench -p vmlab-core
+	cargo bench -p vmlab-bench
 
 # Refresh pgo/vmlab.profdata.xz after changing a hot path.
 pgo:
