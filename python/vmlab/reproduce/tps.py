@@ -295,7 +295,9 @@ def beyond_time() -> str:
 # default 10 M rows. On the paper's 64 GB machine (§IV-A), which holds the largest.
 PAPER_REGIME = {
     "GUPS, 8 GiB": {"workload": "gups", "footprint": "8G"},
-    "Graph500 BFS, scale 24 (4.4 GiB)": {"workload": "graph500", "scale": "24"},
+    # Each search first resets every parent (2^24 sequential writes): a longer run, so
+    # that most of it is the searches.
+    "Graph500 BFS, scale 24 (4.4 GiB)": {"workload": "graph500", "scale": "24", "accesses": "80M"},
     "XSBench, large (5.9 GB)": {"workload": "xsbench", "size": "large"},
     "YCSB on DBx1000, 10 M rows (12.4 GB)": {"workload": "ycsb"},
 }
@@ -307,7 +309,8 @@ def paper_regime(n: str) -> str:
     """The paper's benchmarks at their sizes, populated first: L1 DTLB misses and walk
     references of reservation THP and TPS, then the same runs under the time model; the
     abstract's three claims are judged on these runs."""
-    sources = {w: {**src, "accesses": n} for w, src in PAPER_REGIME.items()}
+    sources = {w: {"accesses": n, **src} for w, src in PAPER_REGIME.items()}
+    longer = "; ".join(f"{w}: {src['accesses']}" for w, src in PAPER_REGIME.items() if "accesses" in src)
     b = Batch()
     for w, src in sources.items():
         for c in REGIME_CONFIGS:
@@ -327,7 +330,8 @@ def paper_regime(n: str) -> str:
                          largest])
     parts = ["## The paper's regime: its benchmarks beyond the STLB's reach, initialised first\n",
              f"GUPS over 8 GiB, Graph500 BFS at scale 24, XSBench at its \"large\" size and DBx1000's YCSB table at its "
-             f"default 10 M rows, all beyond reservation THP's STLB reach (3 GiB of 2M pages), {n} accesses each, with "
+             f"default 10 M rows, all beyond reservation THP's STLB reach (3 GiB of 2M pages), {n} accesses each"
+             + (f" ({longer}, so that its searches run past the first one's reset of the parents)" if longer else "") + ", with "
              "every page mapped before the first (`os.populate = true`: the programs' initialisation writes all of their "
              "memory before the paper measures them) on the paper's 64 GB (`machine.phys_mem`); unfragmented. The "
              "abstract's claims below are judged on these runs.\n",
@@ -337,11 +341,11 @@ def paper_regime(n: str) -> str:
     for result, paper, value, f in (("L1 DTLB misses removed vs reservation THP, TPS at 100%", "97–98%", 0.975, l1),
                                     ("Page-walk references removed vs reservation THP, TPS at 100%", "≈ 98%", 0.98, refs)):
         xs = [removed(w, "TPS 100%", f) for w in sources]
-        verdicts = [judge(value, x, neutral=0.0, tol=0.02) for x in xs]
+        verdicts = [judge(value, x, neutral=0.0) for x in xs]
         headline(result, "abstract, §IV", paper, span(xs), weakest(verdicts),
-                 "; ".join(f"{w}: {100 * x:.1f}%" for w, x in zip(sources, xs) if judge(value, x, neutral=0.0, tol=0.02) != "match")
+                 "; ".join(f"{w}: {100 * x:.1f}%" for w, x in zip(sources, xs) if judge(value, x, neutral=0.0) != "match")
                  + " (tps.md, \"The paper's regime\")")
-    parts.append(time_tables(n, sources, POPULATED, "every page mapped first", "Time, the paper's regime", regime_why))
+    parts.append(time_tables(n, sources, POPULATED, "every page mapped first" + (f"; {longer}" if longer else ""), "Time, the paper's regime", regime_why))
     return "\n".join(parts)
 
 
