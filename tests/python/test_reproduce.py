@@ -179,6 +179,8 @@ def test_tps_in_the_papers_regime_populates_first_and_judges_its_headlines_there
         assert int(tps100[3].replace(",", "")) < int(thp[3].replace(",", ""))
     time_rows = _rows(text, "Time, the paper's regime")
     assert time_rows[0][2] == "1.00" and time_rows[1][3] == "1.157"
+    channels = _rows(text, "GUPS, 64 MiB, the paper's regime, with one and two DRAM channels")
+    assert [r[0] for r in channels] == ["1", "2"] and all(float(r[1]) > 0 for r in channels)
     heads = {h.result: h for h in take_headlines()}
     assert set(heads) == {"L1 DTLB misses removed vs reservation THP, TPS at 100%",
                           "Page-walk references removed vs reservation THP, TPS at 100%",
