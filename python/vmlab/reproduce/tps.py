@@ -337,7 +337,9 @@ def paper_regime(n: str) -> str:
              "abstract's claims below are judged on these runs.\n",
              md_table(["workload", "config", "L1 DTLB misses", "walk refs", "L1 misses removed vs THP", "walk refs removed vs THP",
                        "bloat %", "largest page mapped"], rows, "The paper's regime, unfragmented")]
-    span = lambda xs: f"{100 * min(xs):.1f}% to {100 * max(xs):.1f}% (the paper's four benchmarks, initialised first)"
+    def span(xs: list[float]) -> str:
+        lo, hi = f"{100 * min(xs):.1f}%", f"{100 * max(xs):.1f}%"
+        return f"{lo if lo == hi else f'{lo} to {hi}'} (the paper's four benchmarks, initialised first)"
     for result, paper, value, f in (("L1 DTLB misses removed vs reservation THP, TPS at 100%", "97–98%", 0.975, l1),
                                     ("Page-walk references removed vs reservation THP, TPS at 100%", "≈ 98%", 0.98, refs)):
         xs = [removed(w, "TPS 100%", f) for w in sources]

@@ -997,7 +997,17 @@ impl<P: FastPaths> Engine<P> {
         while va < end {
             self.cycles.fault += self.fault_cycles;
             let t = self.os.fault(pid, va, kind)?;
-            va = t.size.align_down(va).saturating_add(t.size.bytes());
+            let next = t.size.align_down(va).saturating_add(t.size.bytes());
+            if t.size != PageSize::K4 {
+                // The initialisation writes the rest of this larger page too (a policy
+                // that promotes at a threshold maps frames no fault has touched yet).
+                let asid = self.os.asid_of(pid)?;
+                let frame = self.os.mm.pt.mapped_frame(asid, va, &t);
+                for k in 0..(next.min(end) - va).div_ceil(4096) {
+                    self.os.mm.touched.touch(frame + k * 4096);
+                }
+            }
+            va = next;
         }
         self.apply_shootdowns();
         Ok(())

@@ -69,6 +69,11 @@ fn populate_maps_every_page_of_a_mapping_before_its_first_access() {
     let doc = simulate("skylake", &["os.populate=true", "os.page_size=2M"], recs()).unwrap();
     assert_eq!(u(&doc, "/page_sizes/2M"), 2);
     assert_eq!(u(&doc, "/faults/demand"), 2 + 1);
+    // TPS at 50% grows a region once half of it is populated: the rest, mapped with it,
+    // was written by the initialisation too, so none of it is bloat.
+    let doc = simulate("tps", &["os.populate=true", "os.policy.threshold=0.5"], recs()).unwrap();
+    assert_eq!(u(&doc, "/page_sizes/4M"), 1);
+    assert_eq!(u(&doc, "/policy/bloat_bytes"), 0);
 }
 
 #[test]
