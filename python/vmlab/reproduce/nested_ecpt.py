@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import Batch, count_verdict, headline, judge, large_program_traces, md_table, timed
+from ._common import Batch, count_verdict, headline, judge, md_table, timed
 
 DOC = "docs/reproductions/nested-ecpt.md"
 NOT_BUILT: list[str] = []
@@ -147,10 +147,9 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
         # The paper's window, at a footprint beyond the others: counters only (no
         # ablation, no time model).
         inputs.append((PAPER_WINDOW, {"workload": "gups", "footprint": "16G", "accesses": PAPER_SCALE_ACCESSES},
-                       paper_window() + ["os.populate=true"]))
+                       paper_window()))
     # Traced programs are short: counted whole, first touches included.
-    notes: list[str] = []
-    inputs += [(label, {"trace": path}, []) for label, path in traces + large_program_traces(quick, notes)]
+    inputs += [(label, {"trace": path}, []) for label, path in traces]
     b = Batch()
     for title, src, window in inputs:
         for thp in (False, True):
@@ -168,8 +167,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
              + ("" if quick else f"; GUPS over 16 GiB: the paper's window, {PAPER_SCALE_MEASURED:,} instructions after "
                 f"{PAPER_SCALE_WARMUP:,} (`sim.warmup_instructions`, `sim.max_instructions`; "
                 f"{PAPER_SCALE_MEASURED // PAPER_SCALE_INSTRS_PER_ACCESS:,} accesses after "
-                f"{PAPER_SCALE_WARMUP // PAPER_SCALE_INSTRS_PER_ACCESS:,}), all of its memory mapped first "
-                "(`os.populate`, as after the program's initialisation)")
+                f"{PAPER_SCALE_WARMUP // PAPER_SCALE_INSTRS_PER_ACCESS:,})")
              + "); traced programs are counted whole.\n"]
     def walked(title: str, thp: bool) -> bool:
         return any(b[(title, thp, name)]["walks"]["count"] for name, _, _, _ in DESIGNS)
@@ -252,7 +250,6 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
                              headlines=quick))
     if not quick:
         parts.append(paper_scale_time())
-    parts += [f"- {n}" for n in notes]
     return "\n".join(parts)
 
 
@@ -431,21 +428,13 @@ def why_table(inputs: list[tuple[str, dict, list[str]]], walked=lambda title, th
                     "Where the time goes (the synthetic inputs' time runs again, whole documents)")
 
 
-# The paper's applications at their footprints (Table 4) over its window
-# (``paper_window``): GraphBIG's BFS and PageRank (9.3 GB) as Graph500's kernels on a
-# Kronecker graph of 2^25 vertices (8.8 GiB); HPCC GUPS and SysBench's random memory
-# test over 64 GiB (the paper's 64.0 GB).
+# The paper's graph applications at their footprint (Table 4: GraphBIG BFS and PageRank,
+# 9.3 GB) over its window (``paper_window``): Graph500's kernels on a Kronecker
+# graph of 2^25 vertices, 8.8 GiB.
 PAPER_SCALE = [
     ("Graph500 BFS, scale 25 (8.8 GiB)", {"workload": "graph500", "scale": "25", "kernel": "bfs", "accesses": PAPER_SCALE_ACCESSES}),
     ("Graph500 PageRank, scale 25 (8.8 GiB)", {"workload": "graph500", "scale": "25", "kernel": "pagerank", "accesses": PAPER_SCALE_ACCESSES}),
-    ("GUPS, 64 GiB", {"workload": "gups", "footprint": "64G", "accesses": PAPER_SCALE_ACCESSES}),
-    ("SysBench memory, random, 64 GiB", {"workload": "sysbench", "block_size": "64G", "mode": "rnd", "accesses": PAPER_SCALE_ACCESSES}),
 ]
-# The paper measures a region of interest after the program's initialisation, which has
-# written all of its memory (§8): `os.populate` faults every mapping in at once, so the
-# window starts with every page mapped. The paper's 80 GB of memory (Table 2) holds the
-# 64 GiB inputs with their page tables, in the guest and in the host.
-PAPER_MACHINE = {"os.populate": "true", "machine.phys_mem": '"80G"', "page_table.nested.host_phys_mem": '"80G"'}
 # Sampled timing (docs/config.md `[time.sampling]`): 1,000 references measured in every
 # 100,000; each row gives its CPI's 95% interval.
 SAMPLED = {"time.sampling.period": 100000}
@@ -473,18 +462,13 @@ def paper_scale_time() -> str:
     b = Batch()
     for title, src in PAPER_SCALE:
         for name, thp, l3, kind, extra in specs:
-            b.add((title, name, thp, l3), "ecpt-asplos22", overrides(kind, True, thp, {**extra, **PAPER_MACHINE}, paper_window()) + timing,
-                  src)
+            b.add((title, name, thp, l3), "ecpt-asplos22", overrides(kind, True, thp, extra, paper_window()) + timing, src)
     b.run()
     # The window in both units, as the runs measured it (docs/metrics.md, `window`).
     win = b[(PAPER_SCALE[0][0], "Nested Radix", False, "")]["window"]
     parts = ["### Time at the paper's footprint and window\n",
-             "The paper's graph applications run over 9.3 GB and its GUPS and SysBench over 64.0 GB (Table 4); here "
-             "Graph500's BFS and PageRank run over 8.8 GiB (`graph500 scale=25`), GUPS over 64 GiB (`gups footprint=64G`) "
-             "and SysBench's memory test over one random 64 GiB block (`sysbench block_size=64G mode=rnd`), with all of "
-             "their memory mapped before the window as after the programs' initialisation (`os.populate = true`) in the "
-             "paper's 80 GB (`machine.phys_mem`, `page_table.nested.host_phys_mem`), over the paper's window: "
-             f"{win['warmup_instructions']:,} instructions of warm-up "
+             "The paper's graph applications run over 9.3 GB (Table 4); here Graph500's BFS and PageRank run over 8.8 GiB "
+             f"(`graph500 scale=25`) over the paper's window: {win['warmup_instructions']:,} instructions of warm-up "
              f"(`sim.warmup_instructions`; {win['warmup_accesses']:,} accesses) and {win['instructions']:,} measured "
              f"({win['accesses']:,} accesses), timed by sampling (`time.sampling.period = 100000`: each row's CPI within the "
              "95% interval shown). Speed-up over nested radix with the same page size and L3; the rows marked 16 MiB L3 give "
@@ -514,28 +498,21 @@ def paper_scale_headlines(summary: list[tuple[str, bool, str, float, dict]]) -> 
     reason in the measured numbers."""
     g = lambda v: math.prod(v) ** (1 / len(v))
     pick = lambda name, thp, l3="": [(x, d) for n, t, v, x, d in summary if n == name and t == thp and v == l3]
-    def span(xs: list[float], f: str = "{:.0f}") -> str:
-        lo, hi = f.format(min(xs)), f.format(max(xs))
-        return lo if lo == hi else f"{lo}–{hi}"
+    span = lambda xs, f="{:.0f}": f"{f.format(min(xs))}–{f.format(max(xs))}"
     where = "(nested-ecpt.md, \"Time at the paper's footprint and window\")"
+    radix, adv = pick("Nested Radix", False), pick("Nested ECPT (advanced)", False)
     whole_l3 = WHOLE_L3_LABEL
-    walked = lambda runs: [(x, d) for x, d in runs if d["time"]["walks"]["count"]]
-    cycles = lambda runs: [d["time"]["walks"]["mean_latency"] for _, d in walked(runs)]
-    dram = lambda runs: [d["caches"]["llc"]["walk_misses"] / d["walks"]["count"] for _, d in walked(runs) if d["walks"]["count"]]
-    cpi = lambda runs: [d["time"]["cpi_stack"]["translation"] for _, d in runs]
-
-    def why(thp: bool) -> str:
-        radix, adv = pick("Nested Radix", thp), pick("Nested ECPT (advanced)", thp)
-        text = (f"at the paper's footprints nested ECPT's walks take {span(cycles(adv))} cycles against nested radix's "
-                f"{span(cycles(radix))}: they read DRAM {span(dram(adv), '{:.1f}')} times a walk against "
-                f"{span(dram(radix), '{:.1f}')}; translation costs nested radix {span(cpi(radix), '{:.2f}')} cycles per "
-                "instruction")
-        if not thp:
-            whole = pick("Nested Radix", False, whole_l3) + pick("Nested ECPT (advanced)", False, whole_l3)
-            text += (f"; with the chip's whole 16 MiB L3 (walks read DRAM at most {max(dram(whole)):.2f} times) nested ECPT "
-                     f"still runs at {span([x for x, _ in pick('Nested ECPT (advanced)', False, whole_l3)], '{:.2f}')}× "
-                     "of nested radix")
-        return f"{text} {where}"
+    whole = pick("Nested Radix", False, whole_l3) + pick("Nested ECPT (advanced)", False, whole_l3)
+    cycles = lambda runs: [d["time"]["walks"]["mean_latency"] for _, d in runs]
+    dram = lambda runs: [d["caches"]["llc"]["walk_misses"] / max(d["walks"]["count"], 1) for _, d in runs]
+    why = {False: (f"at the paper's graph footprint nested ECPT's walks take {span(cycles(adv))} cycles against nested radix's "
+                   f"{span(cycles(radix))}: they read DRAM {span(dram(adv), '{:.1f}')} times a walk against "
+                   f"{span(dram(radix), '{:.1f}')}; with the chip's whole 16 MiB L3 (walks read DRAM at most "
+                   f"{max(dram(whole)):.2f} times) its three dependent steps still run at "
+                   f"{span([x for x, _ in pick('Nested ECPT (advanced)', False, whole_l3)], '{:.2f}')}× of nested radix {where}"),
+           True: (f"with THP no design walks often at the paper's graph footprint (translation at most "
+                  f"{max(d['time']['cpi_stack']['translation'] for n, t, v, x, d in summary if t):.2f} cycles per instruction), "
+                  f"so none gains {where}")}
     for thp in (False, True):
         pages = "THP" if thp else "4 KiB pages"
         for name, result, paper, tol in (("Nested ECPT (advanced)", "Nested ECPT (advanced)", PAPER_ADVANCED[thp], 0.1),
@@ -544,5 +521,5 @@ def paper_scale_headlines(summary: list[tuple[str, bool, str, float, dict]]) -> 
             if xs:
                 # Judged as shown (two decimals): 1.00 is no speed-up.
                 headline(f"{result} speed-up over nested radix, {pages}", "§9.1, Fig. 9", f"{paper:.2f}",
-                         f"{g(xs):.2f} (geometric mean, Graph500 BFS and PageRank over 8.8 GiB, GUPS and SysBench over 64 GiB)",
-                         judge(paper, round(g(xs), 2), neutral=1.0, tol=tol), why(thp))
+                         f"{g(xs):.2f} (geometric mean, Graph500 BFS and PageRank over 8.8 GiB)",
+                         judge(paper, round(g(xs), 2), neutral=1.0, tol=tol), why[thp])
