@@ -77,6 +77,13 @@ fn populate_maps_every_page_of_a_mapping_before_its_first_access() {
 }
 
 #[test]
+fn populating_more_than_memory_is_a_clear_error() {
+    let e = simulate("tiny", &["os.populate=true", "machine.phys_mem=64K"], vec![mmap(BASE, 1 << 20)]).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("physical memory exhausted") && msg.contains("machine.phys_mem"), "{msg}");
+}
+
+#[test]
 fn a_faulting_translation_is_one_miss_one_walk_one_fault() {
     let doc = simulate("tiny", &[], vec![Record::read(BASE, 8, 1)]).unwrap();
     assert_eq!(u(&doc, "/tlb/l1d/misses"), 1);
