@@ -993,6 +993,7 @@ impl<P: FastPaths> Engine<P> {
             p if p & EXEC != 0 => AccessKind::Fetch,
             _ => return Ok(()),
         };
+        let asid = self.os.asid_of(pid)?;
         let (mut va, end) = (PageSize::K4.align_down(start), start.saturating_add(len));
         while va < end {
             self.cycles.fault += self.fault_cycles;
@@ -1001,7 +1002,6 @@ impl<P: FastPaths> Engine<P> {
             if t.size != PageSize::K4 {
                 // The initialisation writes the rest of this larger page too (a policy
                 // that promotes at a threshold maps frames no fault has touched yet).
-                let asid = self.os.asid_of(pid)?;
                 let frame = self.os.mm.pt.mapped_frame(asid, va, &t);
                 for k in 0..(next.min(end) - va).div_ceil(4096) {
                     self.os.mm.touched.touch(frame + k * 4096);
