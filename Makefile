@@ -28,11 +28,13 @@ test:
 # clippy and rustfmt for the style checks (warnings are errors).
 # vmlab-core only: vmlab-py is an extension module (no libpython to link a test binary
 # against); the Python tests below exercise it. Built with the quick-to-build profile
-# `test-release` (Cargo.toml): the same code, less optimised.
+# `test-release` (Cargo.toml): the same code, less optimised. MAKEFLAGS is cleared for
+# the tests: make keeps its jobserver's descriptors from a recipe it does not mark
+# recursive, and rustdoc (the doc-tests) would warn that it cannot open them.
 test-rust: setup-base
 	cargo fmt --all --check
 	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu -p vmlab-bench --all-targets -- -D warnings
-	cargo test -p vmlab-core -p vmlab-qemu --profile test-release
+	MAKEFLAGS= cargo test -p vmlab-core -p vmlab-qemu --profile test-release
 
 test-python: setup
 	.venv/bin/python -m pytest -q --durations=15 tests/python
