@@ -113,8 +113,9 @@ def test_time_tables_put_the_papers_speedups_beside_ours():
 def test_the_paper_scale_time_table_judges_the_headlines_on_its_own_runs(monkeypatch):
     """The section run at the paper's footprint (here a tiny graph): every design beside
     nested radix with the same pages and L3, the DRAM reads of a walk, the sampled CPI's
-    interval, and the four speed-up headlines taken from these runs. The window is in
-    instructions (4 a graph500 access), stated in both units."""
+    interval, the advanced design's walk caches and steps, and the four speed-up
+    headlines taken from these runs. The window is in instructions (4 a graph500
+    access), stated in both units."""
     from vmlab.reproduce import nested_ecpt
     from vmlab.reproduce._common import take_headlines
 
@@ -124,7 +125,7 @@ def test_the_paper_scale_time_table_judges_the_headlines_on_its_own_runs(monkeyp
     monkeypatch.setattr(nested_ecpt, "PAPER_SCALE_MEASURED", 120_000)
     monkeypatch.setattr(nested_ecpt, "SAMPLED", {"time.sampling.period": 10_000})
     take_headlines()
-    text = nested_ecpt.paper_scale_time()
+    text = nested_ecpt.paper_scale_time(nested_ecpt.paper_scale_runs())
     assert "40,000 instructions of warm-up (`sim.warmup_instructions`; 10,000 accesses) and 120,000 measured (30,000 accesses)" in text
     rows = _rows(text, "Time, PageRank, scale 12")
     names = [r[0] for r in rows]
@@ -136,6 +137,11 @@ def test_the_paper_scale_time_table_judges_the_headlines_on_its_own_runs(monkeyp
     for r in rows:
         from_l3, from_dram = (float(x) for x in r[7].split(" / "))
         assert 0 <= from_l3 + from_dram <= float(r[6]) and r[10].startswith("±")
+    caches = _rows(text, "Walk caches at the paper's footprints and window")
+    assert [r[0] for r in caches] == ["paper (THP, mean of apps)", "PageRank, scale 12", "PageRank, scale 12 + THP"]
+    for r in caches[1:]:
+        assert all(x == "–" or 0 <= int(x.rstrip("%")) <= 100 for x in r[2:])
+        assert len(r[1].split(" / ")) <= 3 and all(float(x) >= 1 for x in r[1].split(" / "))
     heads = {h.result: h for h in take_headlines()}
     assert len(heads) == 4
     adv = heads["Nested ECPT (advanced) speed-up over nested radix, 4 KiB pages"]

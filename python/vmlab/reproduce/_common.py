@@ -103,10 +103,10 @@ COMPILED_PROGRAMS: dict[str, tuple[str, list[str], str]] = {
 }
 
 
-# A real program that maps tens of thousands of pages, for a page whose designs matter
-# at scale (tps.md): bench/programs/gups.c, random updates of a 256 MiB table (65,698
-# pages touched with its code and libraries), 4 M of them, traced with qemu (not with
-# --quick).
+# A real program that maps tens of thousands of pages, for the pages whose designs
+# matter at scale (nested-ecpt.md, tps.md): bench/programs/gups.c, random updates of a
+# 256 MiB table (65,698 pages touched with its code and libraries), 4 M of them, traced
+# with qemu (not with --quick).
 LARGE_PROGRAM = ("gups", "gups.c", ["28", "4000000"], "qemu")
 
 
