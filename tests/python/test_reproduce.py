@@ -405,3 +405,32 @@ def test_romer_cache_chapter_5_sections_break_even_and_judge(monkeypatch):
         assert h.verdict in VERDICTS[:3] and h.paper and h.ours
         assert (h.verdict == "match") == (not h.why)
     assert heads[3].verdict != "match"  # thresholds only: at best the same shape
+
+
+def test_the_gcwc_headline_weighs_its_rates_as_the_papers_application_mix():
+    """Per input, a gCWC PMD rate of 100% or 25% is not the paper's 86%; the paper's
+    mean over 11 applications (nine within 17.3 GB, two at 64 GB) is matched only when
+    the 64 GiB inputs are there to weigh in, and the reasons come from the runs: the
+    inputs whose steps 1-2 are direct, the ones that fault, step 3's PMD-hCWC."""
+    from vmlab.reproduce import nested_ecpt
+    from vmlab.reproduce._common import take_headlines
+
+    def run(steps, pmd, host_pmd=1.0, walks=1000, faults=0):
+        caches = {"pmd_cwc": {"hit_rate": pmd, "lookups": walks}, "host_pmd_cwc": {"hit_rate": host_pmd, "lookups": walks}}
+        return {"walks": {"parallel_refs_per_step": steps, "count": walks}, "walk_caches": caches, "faults": {"count": faults}}
+
+    small = [("GUPS over 8 GiB", run([1.0, 1.0, 3.5], 1.0, 0.5)), ("cold", run([4.0, 4.0], 1.0, walks=129, faults=158))]
+    big = [("GUPS, 64 GiB, timed", run([2.5, 2.5, 3.2], 0.25, 0.06))]
+    take_headlines()
+    nested_ecpt.step_and_cwc_headlines(small, [])
+    steps, cwc = take_headlines()
+    assert cwc.verdict == "differs" and "average" not in cwc.why
+    assert steps.verdict == "differs" and "1 of 2 inputs" in steps.why and "129 walks, all of them faults" in steps.why
+    assert "step 3 reads 3.5–3.5 on GUPS over 8 GiB" in steps.why and "50%–50%" in steps.why
+    nested_ecpt.step_and_cwc_headlines(small + big, [big[0][0]])
+    steps, cwc = take_headlines()
+    # (9 x 100% + 2 x 25%) / 11 = 86%.
+    assert cwc.verdict == "same shape" and "average 86%" in cwc.why and "GUPS, 64 GiB, timed: 25%" in cwc.ours
+    assert "GUPS, 64 GiB, timed 2.5 / 2.5 (gCWC PMD 25%)" in steps.why
+    nested_ecpt.step_and_cwc_headlines(small + [("GUPS, 64 GiB, timed", run([2.5, 2.5, 3.2], 0.9))], ["GUPS, 64 GiB, timed"])
+    assert take_headlines()[1].verdict == "differs"
