@@ -449,6 +449,13 @@ def order_verdict(paper: list[str], ours: list[str], close: bool) -> str:
     return "match" if close else "same shape"
 
 
+def span(xs: list[float], fmt: str = "{:.0f}", sep: str = "–") -> str:
+    """The range of ``xs`` as shown (each end formatted by ``fmt``): one number when
+    both ends show the same."""
+    lo, hi = fmt.format(min(xs)), fmt.format(max(xs))
+    return lo if lo == hi else f"{lo}{sep}{hi}"
+
+
 def count_verdict(held: int, total: int) -> str:
     """A pattern the paper reports for every program, checked on ``total`` inputs."""
     return "match" if held == total else "same shape" if 2 * held > total else "differs"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import Batch, count_verdict, headline, judge, large_program_traces, md_table, timed
+from ._common import Batch, count_verdict, headline, judge, large_program_traces, md_table, span, timed
 
 DOC = "docs/reproductions/nested-ecpt.md"
 NOT_BUILT: list[str] = []
@@ -208,7 +208,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     big: list[str] = []
     if scale:
         thp_runs += [(f"{title}, timed", r) for title, r in scale.advanced(True)]
-        big = [f"{title}, timed" for title, src in PAPER_SCALE if PAPER_BIG in (src.get("footprint"), src.get("block_size"))]
+        big = [f"{title}, timed" for title in paper_big_inputs()]
     if thp_runs:
         step_and_cwc_headlines(thp_runs, big)
 
@@ -486,6 +486,11 @@ PAPER_SCALE = [
     ("GUPS, 64 GiB", {"workload": "gups", "footprint": PAPER_BIG, "accesses": PAPER_SCALE_ACCESSES}),
     ("SysBench memory, random, 64 GiB", {"workload": "sysbench", "block_size": PAPER_BIG, "mode": "rnd", "accesses": PAPER_SCALE_ACCESSES}),
 ]
+def paper_big_inputs() -> list[str]:
+    """The titles of the paper-scale inputs at the paper's 64 GB footprint."""
+    return [title for title, src in PAPER_SCALE if PAPER_BIG in (src.get("footprint"), src.get("block_size"))]
+
+
 # The paper measures a region of interest after the program's initialisation, which has
 # written all of its memory (§8): `os.populate` faults every mapping in at once, so the
 # window starts with every page mapped. The paper's 80 GB of memory (Table 2) holds the
@@ -588,12 +593,9 @@ def paper_scale_headlines(summary: list[tuple[str, str, bool, str, float, dict]]
     """Fig. 9's speed-ups, geometric means over the paper-scale inputs, each with its
     reason in the measured numbers."""
     g = lambda v: math.prod(v) ** (1 / len(v))
-    big = [t for t, src in PAPER_SCALE if PAPER_BIG in (src.get("footprint"), src.get("block_size"))]
+    big = paper_big_inputs()
     def pick(name: str, thp: bool, l3: str = "", inputs: list[str] | None = None) -> list[tuple[float, dict]]:
         return [(x, d) for ti, n, t, v, x, d in summary if n == name and t == thp and v == l3 and (inputs is None or ti in inputs)]
-    def span(xs: list[float], f: str = "{:.0f}") -> str:
-        lo, hi = f.format(min(xs)), f.format(max(xs))
-        return lo if lo == hi else f"{lo}–{hi}"
     where = "(nested-ecpt.md, \"Time at the paper's footprint and window\")"
     whole_l3 = WHOLE_L3_LABEL
     walked = lambda runs: [(x, d) for x, d in runs if d["time"]["walks"]["count"]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ._common import Batch, headline, judge, large_program_traces, md_table, timed, weakest
+from ._common import Batch, headline, judge, large_program_traces, md_table, span, timed, weakest
 
 DOC = "docs/reproductions/tps.md"
 NOT_BUILT: list[str] = []
@@ -337,14 +337,12 @@ def paper_regime(n: str) -> str:
              "abstract's claims below are judged on these runs.\n",
              md_table(["workload", "config", "L1 DTLB misses", "walk refs", "L1 misses removed vs THP", "walk refs removed vs THP",
                        "bloat %", "largest page mapped"], rows, "The paper's regime, unfragmented")]
-    def span(xs: list[float]) -> str:
-        lo, hi = f"{100 * min(xs):.1f}%", f"{100 * max(xs):.1f}%"
-        return f"{lo if lo == hi else f'{lo} to {hi}'} (the paper's four benchmarks, initialised first)"
+    paper_span = lambda xs: f"{span([100 * x for x in xs], '{:.1f}%', ' to ')} (the paper's four benchmarks, initialised first)"
     for result, paper, value, f in (("L1 DTLB misses removed vs reservation THP, TPS at 100%", "97–98%", 0.975, l1),
                                     ("Page-walk references removed vs reservation THP, TPS at 100%", "≈ 98%", 0.98, refs)):
         xs = [removed(w, "TPS 100%", f) for w in sources]
         verdicts = [judge(value, x, neutral=0.0) for x in xs]
-        headline(result, "abstract, §IV", paper, span(xs), weakest(verdicts),
+        headline(result, "abstract, §IV", paper, paper_span(xs), weakest(verdicts),
                  "; ".join(f"{w}: {100 * x:.1f}%" for w, x in zip(sources, xs) if judge(value, x, neutral=0.0) != "match")
                  + " (tps.md, \"The paper's regime\")")
     parts.append(time_tables(n, sources, POPULATED, "every page mapped first" + (f"; {longer}" if longer else ""), "Time, the paper's regime", regime_why))
