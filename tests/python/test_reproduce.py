@@ -39,6 +39,21 @@ def test_quick_itanium_runs_traced_programs_and_says_what_is_not_built(tmp_path,
     assert text.count("**long-format VHPT with superpages:") == 2 and text.count("| long-vhpt-pt, 2M superpages |") == 2
     assert "(traced)" in text  # valgrind is installed by `make setup`
     assert list((tmp_path / "cache" / "traces").glob("*.vmt"))
+    # Run time (§4): every input's three designs timed, each against the short format's.
+    timed = _rows(text, "Run time, short and long VHPT")
+    assert [r[1] for r in timed] == ["short-vhpt", "long-vhpt", "long-vhpt-pt"] * (len(timed) // 3) and len(timed) >= 9
+    for r in timed:
+        cycles, ipc = int(r[2].replace(",", "")), float(r[3])
+        assert cycles > 0 and 0 < ipc <= 6, r  # the preset's core issues 6 a cycle at most
+        assert r[1] != "short-vhpt" or r[8] == "+0.0%", r
+    # Figure 2 in run time: sharing is faster while the shared pages fit the L2 DTLB (128
+    # entries) and changes nothing once every access walks either way.
+    fig2 = {int(r[0]): r for r in _rows(text, "extreme: 10 processes × p shared pages")}
+    speedup = {p: float(r[11].rstrip("×")) for p, r in fig2.items()}
+    assert all(speedup[p] > 1.2 for p in (16, 32, 64, 128)), speedup
+    assert all(speedup[p] == 1.0 for p in (256, 512, 1024)), speedup
+    for p, r in fig2.items():
+        assert (int(r[9].replace(",", "")) == int(r[10].replace(",", ""))) == (int(r[1]) == int(r[2])), r
 
 
 def test_a_user_trace_is_included_and_a_missing_one_is_named(tmp_path, monkeypatch):

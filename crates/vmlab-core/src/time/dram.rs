@@ -34,7 +34,9 @@ pub struct DramTiming {
     pub t_cas: u64,
     pub t_rcd: u64,
     pub t_rp: u64,
-    /// One 64-byte burst on a channel's data bus (its peak bandwidth).
+    /// Bytes one request moves: a line of the last cache level.
+    pub burst_bytes: u64,
+    /// One burst on a channel's data bus (`burst_bytes` at its peak bandwidth).
     pub t_burst: u64,
     /// Controller and interconnect, each way together.
     pub controller: u64,
@@ -248,9 +250,6 @@ pub struct Dram {
     pub last_unloaded: u64,
 }
 
-/// Bytes per burst (one cache line).
-pub const BURST_BYTES: u64 = 64;
-
 impl Dram {
     pub fn new(t: DramTiming) -> Dram {
         let n = (t.channels * t.banks) as usize;
@@ -334,7 +333,7 @@ impl Dram {
 
     /// Peak bytes per cycle over all channels.
     pub fn peak_bytes_per_cycle(&self) -> f64 {
-        self.t.channels as f64 * BURST_BYTES as f64 / self.t.t_burst as f64
+        self.t.channels as f64 * self.t.burst_bytes as f64 / self.t.t_burst as f64
     }
 }
 
@@ -343,7 +342,7 @@ mod tests {
     use super::*;
 
     fn ddr() -> Dram {
-        Dram::new(DramTiming { channels: 1, banks: 8, row_shift: 13, t_cas: 50, t_rcd: 50, t_rp: 50, t_burst: 10, controller: 20 })
+        Dram::new(DramTiming { channels: 1, banks: 8, row_shift: 13, t_cas: 50, t_rcd: 50, t_rp: 50, burst_bytes: 64, t_burst: 10, controller: 20 })
     }
 
     #[test]

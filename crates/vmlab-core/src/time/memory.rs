@@ -7,7 +7,7 @@
 //! came back; a reference to a line whose fill is still in flight at a level waits
 //! for that fill instead of starting another (a secondary miss, merged).
 
-use super::dram::{Calendar, Dram, BURST_BYTES};
+use super::dram::{Calendar, Dram};
 use crate::mem::MEMORY;
 
 /// The miss status holding registers of one cache.
@@ -303,7 +303,7 @@ impl TimedMemory {
 
     /// Bytes DRAM transferred so far.
     pub fn dram_bytes(&self) -> u64 {
-        (self.dram.counters.reads + self.dram.counters.writes) * BURST_BYTES
+        (self.dram.counters.reads + self.dram.counters.writes) * self.dram.timing().burst_bytes
     }
 }
 
@@ -313,7 +313,7 @@ mod tests {
     use crate::time::dram::DramTiming;
 
     fn mem(mshrs: u32) -> TimedMemory {
-        let dram = Dram::new(DramTiming { channels: 1, banks: 16, row_shift: 13, t_cas: 50, t_rcd: 50, t_rp: 50, t_burst: 4, controller: 20 });
+        let dram = Dram::new(DramTiming { channels: 1, banks: 16, row_shift: 13, t_cas: 50, t_rcd: 50, t_rp: 50, burst_bytes: 64, t_burst: 4, controller: 20 });
         let paths = crate::mem::Paths { data: &[0, 1], instr: &[], walk: &[0, 1] };
         TimedMemory::new(&[(4, 64, mshrs), (40, 64, 64)], paths, dram)
     }

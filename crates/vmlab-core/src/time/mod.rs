@@ -210,10 +210,11 @@ impl TimeConfig {
         (ns * self.frequency_ghz).round() as u64
     }
 
-    /// The DRAM's timing in core cycles.
-    pub fn dram_timing(&self) -> DramTiming {
+    /// The DRAM's timing in core cycles, for a last cache level of `line`-byte lines
+    /// (a request moves one of them).
+    pub fn dram_timing(&self, line: u64) -> DramTiming {
         let d = &self.dram;
-        let burst_ns = dram::BURST_BYTES as f64 / d.channel_gbs;
+        let burst_ns = line as f64 / d.channel_gbs;
         DramTiming {
             channels: d.channels,
             banks: d.banks,
@@ -221,6 +222,7 @@ impl TimeConfig {
             t_cas: self.cycles(d.t_cas_ns),
             t_rcd: self.cycles(d.t_rcd_ns),
             t_rp: self.cycles(d.t_rp_ns),
+            burst_bytes: line,
             t_burst: (burst_ns * self.frequency_ghz).ceil().max(1.0) as u64,
             controller: self.cycles(d.controller_ns),
         }
@@ -408,8 +410,11 @@ impl TimeStats {
 impl TimeModel {
     /// The time model of `t` over the hierarchy `mem` built from `caches`.
     pub fn new(t: &TimeConfig, caches: &BTreeMap<String, CacheConfig>, mem: &MemoryHierarchy) -> TimeModel {
+        // DRAM moves lines of the last level (the largest, should its caches differ).
+        let last = caches.values().map(|c| c.level).max();
+        let line = caches.values().filter(|c| Some(c.level) == last).map(|c| c.line.0).max().unwrap_or(64);
         let caches: Vec<(u32, u64, u32)> = caches.values().map(|c| (c.latency, c.line.0, c.mshrs.unwrap_or(DEFAULT_MSHRS))).collect();
-        let timed = TimedMemory::new(&caches, mem.paths(), Dram::new(t.dram_timing()));
+        let timed = TimedMemory::new(&caches, mem.paths(), Dram::new(t.dram_timing(line)));
         TimeModel {
             core: Core::new(t.core_settings()),
             l1i_latency: timed.first_latency(Path::Instr),
@@ -846,7 +851,7 @@ impl TimeModel {
         let dr = &d.dram;
         let (reads, writes) = (dr.reads, dr.writes);
         let (hits, misses, conflicts) = (dr.row_hits, dr.row_misses, dr.row_conflicts);
-        let bytes = (reads + writes) * dram::BURST_BYTES;
+        let bytes = (reads + writes) * self.mem.dram.timing().burst_bytes;
         let seconds = cycles as f64 / (self.frequency_ghz * 1e9);
         let peak = self.mem.dram.peak_bytes_per_cycle();
         let walk_cycles = d.walk_cycles as f64;

@@ -89,6 +89,14 @@ fn a_stream_reaches_the_dram_bandwidth_and_never_passes_it() {
     let gbs = f(&d, "time.dram.bandwidth_gbs");
     assert!((0.8 * 19.2..=19.2).contains(&gbs), "{gbs} GB/s of 19.2");
     assert!(f(&d, "time.dram.row_hit_rate") > 0.9, "a stream takes row hits");
+    // A request moves a line of the last level: with 128-byte lines (Itanium 2's L2 and
+    // L3) each read is one 128-byte burst, half as many of them, at the same peak.
+    let wide = timed("stream", &["footprint=1G", "accesses=2M"], &["cache.l2.line=128", "cache.llc.line=128"]);
+    assert_eq!(f(&wide, "time.dram.bytes"), 128.0 * (f(&wide, "time.dram.reads") + f(&wide, "time.dram.writes")));
+    let reads = f(&wide, "time.dram.reads");
+    assert!((reads - f(&d, "time.dram.reads") / 2.0).abs() < 0.01 * reads, "{reads} 128-byte reads");
+    let wide_gbs = f(&wide, "time.dram.bandwidth_gbs");
+    assert!((0.8 * 19.2..=19.2).contains(&wide_gbs), "{wide_gbs} GB/s of 19.2 with 128-byte bursts");
 }
 
 #[test]
