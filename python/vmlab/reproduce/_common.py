@@ -338,6 +338,9 @@ def md_table(header: list[str], rows: list[list[Any]], title: str | None = None)
 
 # What `vmlab.compare` sets before every design's overrides.
 _TIME_MODEL = list(_core.COMPARE_OVERRIDES)
+# Sampled timing (docs/config.md `[time.sampling]`) for the long runs: 1,000 references
+# measured in every 100,000; a row gives its CPI's 95% interval.
+SAMPLED = {"time.sampling.period": 100000}
 
 
 def compare_row(label: str, doc: dict, baseline_label: str, baseline: dict) -> dict:

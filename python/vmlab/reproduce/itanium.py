@@ -16,7 +16,8 @@ import math
 import pandas as pd
 
 from .. import _core
-from ._common import Batch, add_pt_designs, compare_row, headline, judge, md_table, pt_frame, scale_program_traces, span
+from ._common import (SAMPLED, Batch, add_pt_designs, compare_row, headline, judge, md_table, override_list, pt_frame,
+                      scale_program_traces, span)
 
 DOC = "docs/reproductions/itanium.md"
 NOT_BUILT = [
@@ -75,9 +76,8 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
 # 900 MHz Itanium 2 and its zx1 memory (docs/config.md, Presets), as `vmlab compare`
 # runs it. The synthetic inputs carry their own dependences; the traced programs' loads
 # are taken as independent (the preset's `time.unknown_deps`). The programs at scale
-# (0.3 G references each) are timed by sampling: 1,000 references in every 100,000.
+# (0.3 G references each) are timed by sampling (`SAMPLED`).
 TIMED = list(_core.COMPARE_OVERRIDES)
-SAMPLED = ["time.sampling.period=100000"]
 EXTREME = "extreme: 10 processes × 256 shared pages"
 
 
@@ -87,7 +87,8 @@ def run_time(inputs: list[tuple[str, dict, bool]], at_scale: dict[str, pd.DataFr
     programs at scale (``at_scale``: their count tables, for the reasons)."""
     b = Batch()
     for title, src, sampled in inputs:
-        add_pt_designs(b, ("time", title), DESIGNS, src, config="itanium2", overrides=TIMED + (SAMPLED if sampled else []))
+        timing = TIMED + override_list(SAMPLED if sampled else None)
+        add_pt_designs(b, ("time", title), DESIGNS, src, config="itanium2", overrides=timing)
     b.run()
     rows, res = [], {}
     for title, _, sampled in inputs:

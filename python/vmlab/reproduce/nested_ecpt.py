@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ._common import Batch, count_verdict, headline, judge, large_program_traces, md_table, span, timed
+from ._common import (SAMPLED, Batch, count_verdict, headline, judge, large_program_traces, md_table, override_list, span,
+                      timed)
 
 DOC = "docs/reproductions/nested-ecpt.md"
 NOT_BUILT: list[str] = []
@@ -496,9 +497,6 @@ def paper_big_inputs() -> list[str]:
 # window starts with every page mapped. The paper's 80 GB of memory (Table 2) holds the
 # 64 GiB inputs with their page tables, in the guest and in the host.
 PAPER_MACHINE = {"os.populate": "true", "machine.phys_mem": '"80G"', "page_table.nested.host_phys_mem": '"80G"'}
-# Sampled timing (docs/config.md `[time.sampling]`): 1,000 references measured in every
-# 100,000; each row gives its CPI's 95% interval.
-SAMPLED = {"time.sampling.period": 100000}
 # The paper's L3 is 8 slices of 2 MiB shared by its 8 cores (Table 2); the preset gives
 # one core its slice. The whole chip's L3 for one program bounds what sharing could give.
 WHOLE_L3 = {"cache.llc.size": '"16M"'}
@@ -528,7 +526,7 @@ def paper_scale_runs(b: Batch | None = None) -> PaperScale:
     specs = [(name, False, "", kind, extra) for name, kind, extra in time_designs(False)]
     specs += [(name, True, "", kind, extra) for name, kind, extra in time_designs(False) if name in ends or name == "Plain (§3)"]
     specs += [(name, False, WHOLE_L3_LABEL, kind, {**extra, **WHOLE_L3}) for name, kind, extra in time_designs(False) if name in ends]
-    timing = TIMED + [f"{k}={v}" for k, v in SAMPLED.items()]
+    timing = TIMED + override_list(SAMPLED)
     own = b is None
     b = Batch() if b is None else b
     for title, src in PAPER_SCALE:
