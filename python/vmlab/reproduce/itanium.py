@@ -106,7 +106,7 @@ def run_time(inputs: list[tuple[str, dict, bool]], at_scale: dict[str, pd.DataFr
         "The runs above again under the time model (`time.model = \"ooo\"`, `memory.data_refs = true`, as "
         "`vmlab compare -c itanium2` sets them): the preset's 900 MHz in-order Itanium 2 (6-wide, a 16-instruction "
         "window standing in for stall-on-use), one hardware walker, and the zx1's 6.4 GB/s bus to DDR-266 "
-        "(a closed-bank miss about 100 cycles). The program's data now shares the caches with the VHPT. "
+        "(a random miss about 100 cycles). The program's data now shares the caches with the VHPT. "
         "The programs at scale are timed by sampling (`time.sampling.period = 100000`; ± is the CPI's 95% interval). "
         "The last column is the run time against the short format's: the paper's \"< 2%\" (§4, §6).\n",
         md_table(["input", "design", "cycles", "IPC", "CPI translation", "CPI data", "walk cycles", "walker busy",

@@ -100,6 +100,22 @@ fn a_stream_reaches_the_dram_bandwidth_and_never_passes_it() {
 }
 
 #[test]
+fn the_itanium2_presets_random_miss_costs_the_papers_memory_latency() {
+    // Chapman et al. §4.1: memory about 100 cycles on the rx2600. A pointer chase at
+    // random over 256 MiB (1G pages: no walk) misses every cache and opens another row
+    // each time: the L3's 14 cycles and a row conflict, about what `memory.latency` (100)
+    // charges every miss in count-only runs.
+    let sets = ["memory.data_refs=true", "time.model=\"ooo\"", "time.unknown_deps=\"previous-load\"", "os.page_size=1G", "tlb.l1d.page_sizes=[\"1G\"]"];
+    let overrides = sets.iter().map(|s| s.to_string()).collect();
+    let source = workload("pchase", &["footprint=256M", "accesses=100k"]);
+    let d = run(&RunRequest { config: "itanium2".into(), overrides, source, progress: false }).unwrap();
+    let latency = f(&d, "time.latency.data_unloaded");
+    assert!((97.0..=103.0).contains(&latency), "{latency} cycles a miss");
+    assert!(f(&d, "time.dram.row_hit_rate") < 0.01, "every miss a row conflict");
+    assert_eq!(f(&d, "time.dram.bytes"), 128.0 * f(&d, "time.dram.reads"), "128-byte lines");
+}
+
+#[test]
 fn a_second_walker_overlaps_walks() {
     let gups = ["footprint=4G", "accesses=200k"];
     let one = timed("gups", &gups, &["time.walkers=1"]);
