@@ -538,14 +538,16 @@ def _is_number(v: Any) -> bool:
 
 
 def _fmt(v: Any) -> str:
-    """A number to 4 significant digits (whole numbers in full, with thousands separators)."""
+    """A number to 4 significant digits; from 1,000 on, its whole part in full with
+    thousands separators, whether or not it has a fraction ("3,758" and "3,773", not
+    "3773" for 3773.4)."""
     if v is None or _is_number(v) and math.isnan(v):
         return "–"
     if not _is_number(v):
         return str(v)
     f = float(v)
-    if f.is_integer() and abs(f) < 1e15:
-        return f"{int(f):,}"
+    if abs(f) < 1e15 and (f.is_integer() or abs(f) >= 1000):
+        return f"{f:,.0f}"
     return f"{f:.4g}"
 
 

@@ -112,6 +112,13 @@ def test_report_writes_a_chart_and_a_table_per_section_at_the_page_width(page):
     assert not list(out.glob(".*vmlab-tmp*")), "temporary files left behind"
 
 
+def test_numbers_read_alike_whole_or_not():
+    # Thousands separators on every number from 1,000 on, not only whole ones.
+    assert [_fmt(x) for x in (3758, 3773.4, 3773.6, -12345.5, 999.94, 0.012345, 1e16)] == \
+        ["3,758", "3,773", "3,774", "-12,346", "999.9", "0.01235", "1e+16"]
+    assert _fmt(float("nan")) == _fmt(None) == "–" and _fmt("gups") == "gups"
+
+
 def test_the_run_table_lists_every_run(store, page):
     _, text = page
     rows = Page(text).sections["runs"]["rows"]
