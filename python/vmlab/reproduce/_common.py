@@ -336,8 +336,8 @@ def md_table(header: list[str], rows: list[list[Any]], title: str | None = None)
     return "\n".join(out) + "\n"
 
 
-# What `vmlab.compare` sets before every design's overrides.
-_TIME_MODEL = list(_core.COMPARE_OVERRIDES)
+# What `vmlab.compare` sets before every design's overrides: the time model on.
+TIME_MODEL = list(_core.COMPARE_OVERRIDES)
 # Sampled timing (docs/config.md `[time.sampling]`) for the long runs: 1,000 references
 # measured in every 100,000; a row gives its CPI's 95% interval.
 SAMPLED = {"time.sampling.period": 100000}
@@ -362,7 +362,7 @@ def timed(config: str, designs: dict[str, list[str] | dict], source: dict, overr
 
     b = Batch()
     for label, o in designs.items():
-        b.add(label, config, _TIME_MODEL + override_list(overrides) + override_list(o), source)
+        b.add(label, config, TIME_MODEL + override_list(overrides) + override_list(o), source)
     docs = b.run(executor)
     first = next(iter(designs))
     return {label: compare_row(label, docs[label], first, docs[first]) for label in designs}

@@ -16,8 +16,8 @@ import math
 import pandas as pd
 
 from .. import _core
-from ._common import (SAMPLED, Batch, add_pt_designs, compare_row, headline, judge, md_table, override_list, pt_frame,
-                      scale_program_traces, span)
+from ._common import (SAMPLED, TIME_MODEL, Batch, add_pt_designs, compare_row, headline, judge, md_table, override_list,
+                      pt_frame, scale_program_traces, span)
 
 DOC = "docs/reproductions/itanium.md"
 NOT_BUILT = [
@@ -43,7 +43,7 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     inputs = [
         (f"GUPS over 64 MiB, {n} accesses", {"workload": "gups", "footprint": "64M"}),
         ("pointer chase over 256 MiB", {"workload": "pchase", "footprint": "256M"}),
-        ("extreme: 10 processes × 256 shared pages", {"workload": "shared", "procs": "10", "pages": "256"}),
+        (EXTREME, {"workload": "shared", "procs": "10", "pages": "256"}),
     ]
     # Every input's designs in one batch: the inputs run side by side.
     b = Batch()
@@ -72,22 +72,22 @@ def tables(quick: bool, traces: list[tuple[str, str]]) -> str:
     return "\n".join(parts)
 
 
-# The time model (§4's run time, Fig. 2): the preset's `[time]` section, the rx2600's
-# 900 MHz Itanium 2 and its zx1 memory (docs/config.md, Presets), as `vmlab compare`
-# runs it. The synthetic inputs carry their own dependences; the traced programs' loads
-# are taken as independent (the preset's `time.unknown_deps`). The programs at scale
-# (0.3 G references each) are timed by sampling (`SAMPLED`).
-TIMED = list(_core.COMPARE_OVERRIDES)
+# The extreme benchmark among §4's inputs (its title in `tables`).
 EXTREME = "extreme: 10 processes × 256 shared pages"
 
 
+# The time model (§4's run time, Fig. 2): the preset's `[time]` section, the rx2600's
+# 900 MHz Itanium 2 and its zx1 memory (docs/config.md, Presets), as `vmlab compare`
+# runs it (`TIME_MODEL`). The synthetic inputs carry their own dependences; the traced
+# programs' loads are taken as independent (the preset's `time.unknown_deps`). The
+# programs at scale (0.3 G references each) are timed by sampling (`SAMPLED`).
 def run_time(inputs: list[tuple[str, dict, bool]], at_scale: dict[str, pd.DataFrame]) -> str:
     """§4's comparison in run time: each design on each input (title, source, sampled)
     under the time model, and the formats headline from the extreme benchmark and the
     programs at scale (``at_scale``: their count tables, for the reasons)."""
     b = Batch()
     for title, src, sampled in inputs:
-        timing = TIMED + override_list(SAMPLED if sampled else None)
+        timing = TIME_MODEL + override_list(SAMPLED if sampled else None)
         add_pt_designs(b, ("time", title), DESIGNS, src, config="itanium2", overrides=timing)
     b.run()
     rows, res = [], {}
@@ -106,7 +106,8 @@ def run_time(inputs: list[tuple[str, dict, bool]], at_scale: dict[str, pd.DataFr
         "The runs above again under the time model (`time.model = \"ooo\"`, `memory.data_refs = true`, as "
         "`vmlab compare -c itanium2` sets them): the preset's 900 MHz in-order Itanium 2 (6-wide, a 16-instruction "
         "window standing in for stall-on-use), one hardware walker, and the zx1's 6.4 GB/s bus to DDR-266 "
-        "(a random miss about 100 cycles). The program's data now shares the caches with the VHPT. "
+        "(a random miss about 100 cycles). Here the program's data shares the caches with the VHPT, where the count "
+        "tables above have the walks alone in them. "
         "The programs at scale are timed by sampling (`time.sampling.period = 100000`; ± is the CPI's 95% interval). "
         "The last column is the run time against the short format's: the paper's \"< 2%\" (§4, §6).\n",
         md_table(["input", "design", "cycles", "IPC", "CPI translation", "CPI data", "walk cycles", "walker busy",
@@ -209,6 +210,11 @@ def region_page_sizes(quick: bool, n: str, traces: list[tuple[str, str]]) -> str
     return "\n".join(parts)
 
 
+def extreme(n: str, p: int, side: str) -> dict:
+    """The extreme benchmark's source: 10 processes sharing p pages (`side` = data or instr)."""
+    return {"workload": "shared", "procs": "10", "pages": str(p), "side": side, "accesses": n}
+
+
 def extreme_off_on(n: str, pages: list[int], switch: str, side: str, overrides: list[str] | None = None
                    ) -> list[tuple[int, dict, dict]]:
     """The extreme benchmark (10 processes, `side` = data or instr) for each page count,
@@ -216,9 +222,8 @@ def extreme_off_on(n: str, pages: list[int], switch: str, side: str, overrides: 
     stats documents."""
     b = Batch()
     for p in pages:
-        src = {"workload": "shared", "procs": "10", "pages": str(p), "side": side, "accesses": n}
         for on in (False, True):
-            b.add((p, on), "itanium2", (overrides or []) + [f"{switch}={str(on).lower()}"], src)
+            b.add((p, on), "itanium2", (overrides or []) + [f"{switch}={str(on).lower()}"], extreme(n, p, side))
     b.run()
     return [(p, b[(p, False)], b[(p, True)]) for p in pages]
 
@@ -242,11 +247,10 @@ def extreme_sharing(n: str) -> str:
     then timed (the figure's execution time), with the short format ("Plain") timed
     beside."""
     runs = extreme_off_on(n, SHARED_PAGES, "mmu.regions.share", "data")
-    times = {p: (a, s) for p, a, s in extreme_off_on(n, SHARED_PAGES, "mmu.regions.share", "data", TIMED)}
+    times = {p: (a, s) for p, a, s in extreme_off_on(n, SHARED_PAGES, "mmu.regions.share", "data", TIME_MODEL)}
     plain = Batch()
     for p in SHARED_PAGES:
-        src = {"workload": "shared", "procs": "10", "pages": str(p), "side": "data", "accesses": n}
-        plain.add(p, "itanium2", TIMED + _core.pt_design("short-vhpt")[1], src)
+        plain.add(p, "itanium2", TIME_MODEL + _core.pt_design("short-vhpt")[1], extreme(n, p, "data"))
     plain.run()
     cyc = lambda d: d["time"]["cycles"]
     gain = {p: cyc(a) / cyc(s) for p, (a, s) in times.items()}

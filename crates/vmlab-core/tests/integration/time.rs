@@ -15,9 +15,14 @@ fn workload(name: &str, params: &[&str]) -> SourceSpec {
 
 /// A timed run on the skylake preset with `sets` on top.
 fn timed(name: &str, params: &[&str], sets: &[&str]) -> Value {
+    timed_on("skylake", name, params, sets)
+}
+
+/// A timed run on `config` with `sets` on top.
+fn timed_on(config: &str, name: &str, params: &[&str], sets: &[&str]) -> Value {
     let mut overrides = vec!["memory.data_refs=true".to_string(), "time.model=\"ooo\"".to_string()];
     overrides.extend(sets.iter().map(|s| s.to_string()));
-    run(&RunRequest { config: "skylake".into(), overrides, source: workload(name, params), progress: false }).unwrap()
+    run(&RunRequest { config: config.into(), overrides, source: workload(name, params), progress: false }).unwrap()
 }
 
 fn f(doc: &Value, path: &str) -> f64 {
@@ -105,10 +110,8 @@ fn the_itanium2_presets_random_miss_costs_the_papers_memory_latency() {
     // random over 256 MiB (1G pages: no walk) misses every cache and opens another row
     // each time: the L3's 14 cycles and a row conflict, about what `memory.latency` (100)
     // charges every miss in count-only runs.
-    let sets = ["memory.data_refs=true", "time.model=\"ooo\"", "time.unknown_deps=\"previous-load\"", "os.page_size=1G", "tlb.l1d.page_sizes=[\"1G\"]"];
-    let overrides = sets.iter().map(|s| s.to_string()).collect();
-    let source = workload("pchase", &["footprint=256M", "accesses=100k"]);
-    let d = run(&RunRequest { config: "itanium2".into(), overrides, source, progress: false }).unwrap();
+    let sets = ["time.unknown_deps=\"previous-load\"", "os.page_size=1G", "tlb.l1d.page_sizes=[\"1G\"]"];
+    let d = timed_on("itanium2", "pchase", &["footprint=256M", "accesses=100k"], &sets);
     let latency = f(&d, "time.latency.data_unloaded");
     assert!((97.0..=103.0).contains(&latency), "{latency} cycles a miss");
     assert!(f(&d, "time.dram.row_hit_rate") < 0.01, "every miss a row conflict");
