@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ._common import (SAMPLED, Batch, count_verdict, headline, judge, large_program_traces, md_table, override_list, span,
-                      timed)
+from ._common import (SAMPLED, TIME_MODEL, Batch, count_verdict, headline, judge, large_program_traces, md_table,
+                      override_list, span, timed)
 
 DOC = "docs/reproductions/nested-ecpt.md"
 NOT_BUILT: list[str] = []
@@ -317,7 +317,7 @@ PAPER_RANGE = ("1.04–1.33", "1.05–1.59")
 # programs only (lackey logs say nothing of them).
 TIME_OVERRIDES = {"time.unknown_deps": "independent"}
 # The same, for runs that keep whole documents (`Batch`) rather than `vmlab.compare` rows.
-TIMED = [f"{k}={v}" for k, v in {"time.model": "ooo", "memory.data_refs": "true", **TIME_OVERRIDES}.items()]
+TIMED = TIME_MODEL + override_list(TIME_OVERRIDES)
 # The inputs whose time table runs every step of the ablation (the others: its two
 # ends), to keep the full reproduction within about 20 minutes on two busy cores.
 TIME_ABLATION = ("Key-value",)
