@@ -144,6 +144,39 @@ impl Calendar {
         self.gap(at, len).1
     }
 
+    /// Where a request of `len` cycles that can pause runs: from the first free cycle
+    /// at or after `at`, through every free stretch after it, until `len` free cycles
+    /// are used. Returns (start, end). A page walker serves walks this way in time
+    /// order: a walk ready early takes the stretch before one reserved for later, and
+    /// what is left of it runs after that one (its start there is `end - len`).
+    #[inline(always)]
+    pub fn fill(&self, at: u64, len: u64) -> (u64, u64) {
+        let b = &self.busy[self.head..];
+        if let [(s, e)] = *b {
+            return match () {
+                _ if e <= at || s >= at + len => (at, at + len),
+                _ if s > at => (at, e + len - (s - at)),
+                _ => (e, e + len),
+            };
+        }
+        let mut i = b.len();
+        while i > 0 && b[i - 1].1 > at {
+            i -= 1;
+        }
+        let (mut t, mut left, mut start) = (at, len, None);
+        for &(s, e) in &b[i..] {
+            if s > t {
+                let start = *start.get_or_insert(t);
+                if s - t >= left {
+                    return (start, t + left);
+                }
+                left -= s - t;
+            }
+            t = t.max(e);
+        }
+        (start.unwrap_or(t), t + left)
+    }
+
     /// Mark `start..end` busy, whatever it overlaps (the union is kept).
     pub fn occupy(&mut self, start: u64, end: u64) {
         if end <= start {
@@ -406,6 +439,41 @@ mod tests {
             c.prune(next(60));
             let (at, len) = (next(250), 1 + next(50));
             assert_eq!(c.earliest(at, len), c.gap(at, len).1, "{c:?} at {at} len {len}");
+        }
+    }
+
+    #[test]
+    fn a_pausing_request_fills_every_idle_stretch_until_it_is_done() {
+        let mut c = Calendar::default();
+        c.occupy(100, 200);
+        c.occupy(230, 300);
+        // Fits before the first: no pause.
+        assert_eq!(c.fill(20, 50), (20, 70));
+        // 40 cycles before 100, 30 in 200..230, the last 30 from 300.
+        assert_eq!(c.fill(60, 100), (60, 330));
+        // Ready inside a reservation: from its end, then pausing at the next.
+        assert_eq!(c.fill(150, 40), (200, 310));
+        assert_eq!(c.fill(500, 10), (500, 510));
+        // Never later than the first gap that fits it whole.
+        let mut x = 7u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for _ in 0..5000 {
+            let mut c = Calendar::default();
+            for _ in 0..1 + next(4) {
+                let s = next(200);
+                c.occupy(s, s + 1 + next(40));
+            }
+            c.prune(next(60));
+            let (at, len) = (next(250), 1 + next(50));
+            let (start, end) = c.fill(at, len);
+            let whole = c.earliest(at, len);
+            assert!(start >= at && start <= whole && end <= whole + len, "{c:?} at {at} len {len}: {start}..{end}");
+            // The free cycles in start..end are exactly len.
+            let busy: u64 = c.busy[c.head..].iter().map(|&(s, e)| e.min(end).saturating_sub(s.max(start))).sum();
+            assert_eq!(end - start - busy, len, "{c:?} at {at} len {len}: {start}..{end}");
         }
     }
 

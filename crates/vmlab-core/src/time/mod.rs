@@ -661,14 +661,18 @@ impl TimeModel {
             self.handler_cycles += end - start;
             end
         } else {
-            // The walker that is idle first for as long as the walk takes unloaded.
-            // (Walks are timed once, in trace order: one placed earlier in trace order
-            // but later in time may still overlap the loaded excess of this one.)
+            // The walker that finishes the walk first, as long as it takes unloaded,
+            // using every idle stretch from when it is ready: walks are timed once, in
+            // trace order, so one placed earlier in trace order may be reserved for a
+            // later time, and a walker serves the walk ready first (`Calendar::fill`).
+            // Its references are timed in its last stretch, where it ends. (One placed
+            // later in time may still overlap the loaded excess of this one.)
             let need = self.unloaded_walk(&items).max(1);
-            let (w, start) = self.walkers.iter().map(|c| c.earliest(at, need)).enumerate().min_by_key(|&(_, s)| s).expect("at least one walker");
+            let (w, (first, done)) = self.walkers.iter().map(|c| c.fill(at, need)).enumerate().min_by_key(|&(_, (_, e))| e).expect("at least one walker");
+            let start = done - need;
             self.walker_wait += start - at;
             let end = self.time_walk(&items, start);
-            self.walkers[w].occupy(start, end);
+            self.walkers[w].occupy(first, end);
             self.walk_cycles += end - start;
             end
         };

@@ -119,6 +119,18 @@ fn the_itanium2_presets_random_miss_costs_the_papers_memory_latency() {
 }
 
 #[test]
+fn walks_of_dependent_accesses_leave_no_walker_idle_while_walks_wait() {
+    // A key-value store's chain and value reads depend on the reads before them, so
+    // their walks are ready late in time though early in the trace. With walks made
+    // long (pwc.latency), both walkers are the bound: a walker serves whichever walk is
+    // ready, so they are never idle while a walk waits (docs/validation.md, model check 3).
+    let d = timed("kv", &["keys=1M", "accesses=100k"], &["pwc.latency=258"]);
+    let occupancy = f(&d, "time.walks.walker_occupancy");
+    assert!(occupancy > 0.98, "the walkers are busy {occupancy:.3} of the time");
+    assert!(f(&d, "time.walks.walker_wait_cycles") > f(&d, "time.walks.count") * 100.0, "walks wait for a walker");
+}
+
+#[test]
 fn a_second_walker_overlaps_walks() {
     let gups = ["footprint=4G", "accesses=200k"];
     let one = timed("gups", &gups, &["time.walkers=1"]);
