@@ -43,6 +43,26 @@ def test_a_command_blocked_on_a_fifo_stops_on_a_signal(tmp_path, what):
     assert out.read_bytes() == b"old" and sorted(x.name for x in tmp_path.iterdir()) == ["fifo", "out.vmt"]
 
 
+def test_a_repeated_sigterm_still_stops_the_command_cleanly(tmp_path):
+    # SIGTERM's handler is not one-shot (SIGINT's is): a second SIGTERM, as a process
+    # manager or a signal sent to the process group as well may deliver, asks for the
+    # same stop instead of killing the process with the default action.
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    p = subprocess.Popen(vmlab_cmd() + ["run", "-c", "tiny", "-t", str(fifo)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    try:
+        _, err = p.communicate(timeout=15)
+    finally:
+        p.kill()
+    assert p.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "vmlab: interrupted by SIGTERM"
+
+
 def test_a_stalled_writer_does_not_hold_a_command_past_a_signal(tmp_path):
     trace = tmp_path / "g.vmt"
     subprocess.run(vmlab_cmd() + ["generate", "gups", "accesses=100k", "-o", str(trace)], check=True, stderr=subprocess.DEVNULL)

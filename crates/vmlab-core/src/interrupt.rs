@@ -8,8 +8,11 @@
 //! within one batch with [`Error::Interrupted`]; what it was writing is dropped
 //! unfinished (files::AtomicFile) and a traced program is killed (trace/live.rs).
 //!
-//! The handlers are one-shot (`SA_RESETHAND`): a second Ctrl-C kills the process at
-//! once, as it would without vmlab's handling. Work blocked where no loop runs (opening
+//! SIGINT's handler is one-shot (`SA_RESETHAND`): a second Ctrl-C kills the process at
+//! once, as it would without vmlab's handling. SIGTERM's stays: a SIGTERM repeated by
+//! whatever sent the first (a process manager, a signal forwarded to the process group
+//! as well) asks for the same stop, and the stop still ends with 128 + 15 and its
+//! outputs removed instead of the default action's bare death. Work blocked where no loop runs (opening
 //! a FIFO nobody writes, a read that never returns) cannot see the request: the
 //! handlers' watchdog ends the process [`GRACE`] after the signal, removing the
 //! temporary files of unfinished outputs first ([`pending`]).
@@ -116,7 +119,7 @@ pub fn install_handlers() {
         // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags), and a null
         // new action only reads the current one; the handler does one atomic store, which
         // is async-signal-safe; SA_RESTART keeps reads and writes from failing with EINTR,
-        // and SA_RESETHAND makes a second signal take the default action.
+        // and SA_RESETHAND makes a second SIGINT take the default action.
         unsafe {
             let mut current: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 || current.sa_sigaction == libc::SIG_IGN {
@@ -124,7 +127,7 @@ pub fn install_handlers() {
             }
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+            action.sa_flags = libc::SA_RESTART | if signal == libc::SIGINT { libc::SA_RESETHAND } else { 0 };
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }

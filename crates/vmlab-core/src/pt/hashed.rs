@@ -38,7 +38,8 @@ pub enum HashFunction {
     /// A multiplicative mix of block number and ASID (spreads clustered addresses).
     Mix,
     /// Itanium's long-format VHPT: block number (the VPN, with `subblock = 1`) xor the
-    /// RID, the ASID with its low bytes swapped (Chapman et al. §2.3.2, §3.1).
+    /// RID, Linux/ia64's (context × 8 + region) with the context's low bytes swapped
+    /// (`super::rid_xor_vpn`; Chapman et al. §2.3.2, §3.1).
     #[serde(rename = "rid-xor-vpn")]
     RidXorVpn,
 }
@@ -217,7 +218,7 @@ impl HashTable {
                 let x = (block ^ ((asid as u64) << 48)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
                 x ^ (x >> 29)
             }
-            (HashFunction::RidXorVpn, _) => super::rid_xor_vpn(block, asid, true),
+            (HashFunction::RidXorVpn, _) => super::rid_xor_vpn(block, block << self.block_shift, asid, true),
         };
         (h & mask) as usize
     }
@@ -842,7 +843,7 @@ mod tests {
     fn long_format_vhpt_as_the_page_table() {
         let mut mem = BuddyAllocator::new(1 << 30).unwrap();
         let cfg = HashedConfig {
-            buckets: 1024,
+            buckets: 16384,
             subblock: 1,
             bucket_bytes: 32,
             hash: HashFunction::RidXorVpn,
@@ -855,20 +856,21 @@ mod tests {
         for asid in [1, 2] {
             pt.create_space(&mut mem, asid).unwrap();
         }
-        // RIDs 1 and 2 swizzle to 0x100 and 0x200: the same VPN lands in different entries.
+        // Contexts 1 and 2 swizzle to 0x100 and 0x200, so their region-0 RIDs are 0x800
+        // and 0x1000: the same VPN lands in different entries.
         pt.map(&mut mem, 1, 0x5000, 0x1000, PageSize::K4, Perms::RW_USER).unwrap();
         pt.map(&mut mem, 2, 0x5000, 0x2000, PageSize::K4, Perms::RW_USER).unwrap();
         let mut path = WalkPath::new();
         assert_eq!(pt.walk(2, 0x5000, &mut NoWalkCaches, &mut path).unwrap().pa, 0x2000);
         assert_eq!((path.steps(), path.extra_cycles()), (1, 0));
         // A collision on purpose: VPN v of RID 2 meets VPN 5 of RID 1 where
-        // v ^ 0x200 == 5 ^ 0x100, i.e. v = 0x305.
-        pt.map(&mut mem, 2, 0x305 << 12, 0x3000, PageSize::K4, Perms::RW_USER).unwrap();
+        // v ^ 0x1000 == 5 ^ 0x800 i.e. v = 0x1805.
+        pt.map(&mut mem, 2, 0x1805 << 12, 0x3000, PageSize::K4, Perms::RW_USER).unwrap();
         path.clear();
-        assert_eq!(pt.walk(2, 0x305 << 12, &mut NoWalkCaches, &mut path).unwrap().pa, 0x3000);
+        assert_eq!(pt.walk(2, 0x1805 << 12, &mut NoWalkCaches, &mut path).unwrap().pa, 0x3000);
         assert_eq!((path.steps(), path.extra_cycles()), (2, 100), "head mismatch, trap, chain entry");
-        // 32-byte entries: the 1024-entry table is 32 KiB.
-        assert_eq!(pt.footprint().bytes, (32 << 10) + 4096, "table + one chain slab frame");
+        // 32-byte entries: the 16384-entry table is 512 KiB.
+        assert_eq!(pt.footprint().bytes, (512 << 10) + 4096, "table + one chain slab frame");
     }
 
     #[test]

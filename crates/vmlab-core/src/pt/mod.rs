@@ -46,12 +46,21 @@ use crate::error::Result;
 use crate::os::buddy::BuddyAllocator;
 use serde::Serialize;
 
-/// Itanium's long-VHPT hash input: RID xor VPN. The RID is the ASID, with its two low
-/// bytes swapped when `swizzle` (Linux's fix for collisions between neighbouring
-/// address spaces, Chapman et al. §3.1).
+/// Itanium's long-VHPT hash input: RID xor VPN, with a process's RIDs allocated as
+/// Linux/ia64 does: eight per context, RID = context × 8 + VRN (the region, the VA's top
+/// three bits; "a linear mapping from context ID to RID", Chapman et al. §3.1), with the
+/// context's two low bytes swapped when `swizzle` (the paper's fix for collisions between
+/// neighbouring contexts, which forked processes with the same layout are). A global RID
+/// (a shared region's, mmu/regions.rs) is used as it is. `va` is any address of the page
+/// or block `vpn` numbers (only its region is read).
 #[inline(always)]
-pub(crate) fn rid_xor_vpn(vpn: u64, asid: Asid, swizzle: bool) -> u64 {
-    let rid = if swizzle { asid.swap_bytes() } else { asid } as u64;
+pub(crate) fn rid_xor_vpn(vpn: u64, va: u64, asid: Asid, swizzle: bool) -> u64 {
+    let rid = if asid >= crate::mmu::regions::GLOBAL_RID_BASE {
+        asid as u64
+    } else {
+        let context = if swizzle { asid.swap_bytes() } else { asid } as u64;
+        context << 3 | va >> 61
+    };
     vpn ^ rid
 }
 
@@ -206,5 +215,40 @@ pub trait PageTable: 'static {
     /// Extra kind-specific numbers for the stats document (e.g. nodes per level).
     fn details(&self) -> serde_json::Value {
         serde_json::Value::Null
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rid_xor_vpn;
+    use std::collections::HashSet;
+
+    /// Slots of a 131072-entry RID-xor-VPN table (Itanium 2's 4 MiB long VHPT) that ten
+    /// forked processes (contexts 1 to 10) fill with the same `pages` VPNs of region 0.
+    fn slots(pages: u64, swizzle: bool) -> usize {
+        let base = 0x10_0000u64; // VPN of 4 GiB: aligned to any power of two up to 2^20 pages
+        (1..=10u16).flat_map(|ctx| (base..base + pages).map(move |vpn| rid_xor_vpn(vpn, vpn << 12, ctx, swizzle) & (131_072 - 1))).collect::<HashSet<_>>().len()
+    }
+
+    /// Chapman et al. §3.1: contexts allocated in sequence with the same layout collide
+    /// under RID xor VPN; swapping the context's low bytes spreads them. With Linux's
+    /// eight RIDs per context, 10 × 1024 shared pages take 10,240 distinct slots when
+    /// swizzled and 1,024 (all ten on the same ones) when not.
+    #[test]
+    fn swizzled_contexts_spread_forked_processes_over_the_table() {
+        assert_eq!(slots(1024, true), 10 * 1024);
+        assert_eq!(slots(1024, false), 1024);
+    }
+
+    /// A context's regions have RIDs of their own (context × 8 + VRN), and a global RID
+    /// is used as it is.
+    #[test]
+    fn the_rid_is_context_times_eight_plus_the_region() {
+        let vpn = 0x1234u64;
+        assert_eq!(rid_xor_vpn(vpn, 0, 3, false), vpn ^ 24);
+        assert_eq!(rid_xor_vpn(vpn, 4 << 61, 3, false), vpn ^ (24 + 4));
+        assert_eq!(rid_xor_vpn(vpn, 4 << 61, 3, true), vpn ^ ((0x300 << 3) + 4));
+        let global = crate::mmu::regions::GLOBAL_RID_BASE + 5;
+        assert_eq!(rid_xor_vpn(vpn, 1 << 61, global, true), vpn ^ global as u64);
     }
 }

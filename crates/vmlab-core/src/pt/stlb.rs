@@ -46,8 +46,9 @@ pub struct StlbConfig {
     pub index_fn: StlbIndex,
     /// VA bits below the index for `index = "bits"`: 12 by 4 KiB page, 13 by page pair.
     pub index_shift: u8,
-    /// Swap the two low bytes of the ASID to form the RID (Linux's fix for RID xor VPN
-    /// collisions between neighbouring address spaces, Chapman et al. §3.1).
+    /// Swap the two low bytes of the context (the ASID) before forming its RIDs (context
+    /// × 8 + region, `super::rid_xor_vpn`): Linux's fix for RID xor VPN collisions
+    /// between neighbouring address spaces, Chapman et al. §3.1.
     pub swizzle_rid: bool,
     /// Cycles charged on a miss for entering the software refill handler.
     pub miss_cycles: u64,
@@ -119,7 +120,7 @@ impl<P: PageTable> SoftwareTlb<P> {
     fn set_of(&self, va: u64, asid: Asid) -> usize {
         let x = match self.cfg.index_fn {
             StlbIndex::Bits => va >> self.cfg.index_shift,
-            StlbIndex::RidXorVpn => super::rid_xor_vpn(va >> 12, asid, self.cfg.swizzle_rid),
+            StlbIndex::RidXorVpn => super::rid_xor_vpn(va >> 12, va, asid, self.cfg.swizzle_rid),
         };
         (x as usize) & (self.sets - 1)
     }
