@@ -423,21 +423,33 @@ mod tests {
         assert!(c.busy.is_empty());
     }
 
-    #[test]
-    fn the_one_interval_shortcut_finds_what_the_gap_search_finds() {
-        let mut x = 3u64;
-        let mut next = |m: u64| {
+    /// A seeded linear congruential generator: `next(m)` is in 0..m.
+    fn lcg(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed;
+        move |m| {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (x >> 33) % m
-        };
+        }
+    }
+
+    /// A calendar of 1 to `most` random intervals, pruned at a random horizon, and a
+    /// request (ready time, length) to place in it.
+    fn random_case(next: &mut impl FnMut(u64) -> u64, most: u64) -> (Calendar, u64, u64) {
+        let mut c = Calendar::default();
+        for _ in 0..1 + next(most) {
+            let s = next(200);
+            c.occupy(s, s + 1 + next(40));
+        }
+        c.prune(next(60));
+        let (at, len) = (next(250), 1 + next(50));
+        (c, at, len)
+    }
+
+    #[test]
+    fn the_one_interval_shortcut_finds_what_the_gap_search_finds() {
+        let mut next = lcg(3);
         for _ in 0..5000 {
-            let mut c = Calendar::default();
-            for _ in 0..1 + next(3) {
-                let s = next(200);
-                c.occupy(s, s + 1 + next(40));
-            }
-            c.prune(next(60));
-            let (at, len) = (next(250), 1 + next(50));
+            let (c, at, len) = random_case(&mut next, 3);
             assert_eq!(c.earliest(at, len), c.gap(at, len).1, "{c:?} at {at} len {len}");
         }
     }
@@ -455,19 +467,9 @@ mod tests {
         assert_eq!(c.fill(150, 40), (200, 310));
         assert_eq!(c.fill(500, 10), (500, 510));
         // Never later than the first gap that fits it whole.
-        let mut x = 7u64;
-        let mut next = |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (x >> 33) % m
-        };
+        let mut next = lcg(7);
         for _ in 0..5000 {
-            let mut c = Calendar::default();
-            for _ in 0..1 + next(4) {
-                let s = next(200);
-                c.occupy(s, s + 1 + next(40));
-            }
-            c.prune(next(60));
-            let (at, len) = (next(250), 1 + next(50));
+            let (c, at, len) = random_case(&mut next, 4);
             let (start, end) = c.fill(at, len);
             let whole = c.earliest(at, len);
             assert!(start >= at && start <= whole && end <= whole + len, "{c:?} at {at} len {len}: {start}..{end}");
