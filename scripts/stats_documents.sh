@@ -51,4 +51,9 @@ run data-refs-stream --config skylake --set memory.data_refs=true --workload str
 run timed --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --workload gups footprint=64M accesses=200000
 run timed-sampled --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --set time.sampling.period=10000 --workload stream footprint=64M accesses=300000
 run timed-sampled-gups --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --set time.sampling.period=10000 --workload gups footprint=64M accesses=300000
+# Timed same-page runs with instruction fetches, a warm-up and a window in instructions
+# (the memory thread sends their ops from the run loop), and large ticks.
+run timed-fetches --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --set sim.warmup_instructions=300000 --set sim.max_instructions=1500000 --workload stream footprint=64M stride=16 code=64K instrs_per_access=3 accesses=400000
+run timed-warmup --config skylake --set memory.data_refs=true --set 'time.model="ooo"' --set time.sampling.period=10000 --set sim.warmup_accesses=150000 --workload kv accesses=300000
+run data-refs-fetches --config skylake --set memory.data_refs=true --set sim.warmup_accesses=100000 --workload stream footprint=16M stride=8 code=16K write_ratio=0.5 accesses=300000
 exit $status

@@ -207,6 +207,8 @@ struct LineStore {
     /// the tags whose fingerprint matches, where comparing 16 tags takes eight.
     /// Empty otherwise.
     fps: Vec<[u8; 16]>,
+    /// The ways when `fps` is in use (8, 12 or 16), else 0: one test picks the lookup.
+    fp_ways: u8,
     ways: usize,
     set_index: SetIndex,
     order: Order,
@@ -223,8 +225,9 @@ impl LineStore {
             Replacement::Plru => Order::Plru { bits: vec![0; sets] },
             Replacement::Random => Order::Random { rng: Xoshiro256PlusPlus::seed_from_u64(seed) },
         };
-        let fps = if repl == Replacement::Lru && matches!(ways, 8 | 12 | 16) { vec![[fingerprint(INVALID); 16]; sets] } else { Vec::new() };
-        Ok(LineStore { tags: vec![INVALID; lines], fps, ways, set_index: SetIndex::new(sets), order })
+        let fp_ways = if repl == Replacement::Lru && matches!(ways, 8 | 12 | 16) { ways as u8 } else { 0 };
+        let fps = if fp_ways > 0 { vec![[fingerprint(INVALID); 16]; sets] } else { Vec::new() };
+        Ok(LineStore { tags: vec![INVALID; lines], fps, fp_ways, ways, set_index: SetIndex::new(sets), order })
     }
 
     #[inline]
@@ -235,12 +238,11 @@ impl LineStore {
     /// Look up `line` in the set of `idx_line`; on a miss allocate it if `allocate`.
     #[inline(always)]
     fn access(&mut self, idx_line: u64, line: u64, write: bool, allocate: bool) -> Probe {
-        if !self.fps.is_empty() {
-            return match self.ways {
-                8 => self.access_lru_fp::<8>(idx_line, line, write, allocate),
-                12 => self.access_lru_fp::<12>(idx_line, line, write, allocate),
-                _ => self.access_lru_fp::<16>(idx_line, line, write, allocate),
-            };
+        match self.fp_ways {
+            8 => return self.access_lru_fp::<8>(idx_line, line, write, allocate),
+            12 => return self.access_lru_fp::<12>(idx_line, line, write, allocate),
+            16 => return self.access_lru_fp::<16>(idx_line, line, write, allocate),
+            _ => {}
         }
         let set = self.set_of(idx_line);
         if let Order::Lru { recency } = &mut self.order {
@@ -323,7 +325,8 @@ impl LineStore {
         let fp = fingerprint(line);
         let want = line << 1;
         let fps = &mut self.fps[set];
-        let tags = &mut self.tags.as_chunks_mut::<W>().0[set];
+        // (A range, not `as_chunks_mut`: that divides the length by W on every lookup.)
+        let tags = &mut self.tags[set * W..set * W + W];
         let mut candidates = crate::host::byte_match_mask(fps, fp) & ((1u64 << W) - 1);
         // Tags are unique in a set: the first candidate that matches is the one.
         let mut hits = 0;

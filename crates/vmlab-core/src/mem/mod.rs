@@ -53,7 +53,11 @@ pub struct MemoryHierarchy {
     /// references through `Cache::program_access` (set-associative, write-back, no
     /// victim cache): a program reference then skips `access_path`'s general cases.
     program_refs_plain: [bool; 2],
-    pub memory_latency: u32,
+    /// Per position on the data (`[0]`) and instruction (`[1]`) path: the miss cycles a
+    /// program reference that misses there adds to the level (the climb to the next
+    /// level's latency, or to memory's from the last), for `program_ref_plain`.
+    program_climb: [Vec<u32>; 2],
+    memory_latency: u32,
     /// References that missed every level (to DRAM).
     pub memory_accesses: u64,
     /// Dirty lines the last level wrote back to memory.
@@ -145,6 +149,11 @@ impl MemoryHierarchy {
         let walk_reads_plain = walk_levels.iter().all(|&i| caches[i].serves_walk_reads_plainly());
         let plain = |path: &[usize]| path.iter().all(|&i| caches[i].serves_program_refs_plainly());
         let program_refs_plain = [plain(&data_path), plain(&instr_path)];
+        let climb = |path: &[usize]| -> Vec<u32> {
+            let below = path.iter().skip(1).map(|&i| caches[i].latency).chain([memory.latency]);
+            path.iter().zip(below).map(|(&i, next)| next.saturating_sub(caches[i].latency)).collect()
+        };
+        let program_climb = [climb(&data_path), climb(&instr_path)];
         Ok(MemoryHierarchy {
             caches,
             data_path,
@@ -153,6 +162,7 @@ impl MemoryHierarchy {
             walk_reads_plain,
             walk_levels,
             program_refs_plain,
+            program_climb,
             memory_latency: memory.latency,
             memory_accesses: 0,
             memory_writes: 0,
@@ -343,32 +353,27 @@ impl MemoryHierarchy {
     fn program_ref_plain<const WRITE: bool>(&mut self, instr: bool, va: u64, pa: u64) -> u32 {
         let mut write = WRITE;
         let path = if instr { &self.instr_path } else { &self.data_path };
+        let climb = &self.program_climb[instr as usize];
         let caches = &mut self.caches;
         let mut spills = Spills::default();
-        let mut missed: Option<usize> = None;
-        for &id in path {
-            if let Some(k) = missed {
-                // The level above missed: its share is the climb to this level.
-                let up = caches[k].latency;
-                caches[k].counters.miss_cycles += caches[id].latency.saturating_sub(up) as u64;
-            }
+        for (&id, &up) in path.iter().zip(climb) {
             match caches[id].program_access(va, pa, write) {
                 Outcome::Hit(latency) => {
                     self.served = id as u8;
                     self.write_back_all(instr, spills);
                     return latency;
                 }
-                Outcome::Miss(spilled) => Self::note_spill(&mut self.spilled, &mut spills, id, spilled),
+                Outcome::Miss(spilled) => {
+                    // Every miss goes on to the next level: its share is the climb there
+                    // (`access_path` adds the same, a level later).
+                    caches[id].counters.miss_cycles += up as u64;
+                    Self::note_spill(&mut self.spilled, &mut spills, id, spilled)
+                }
             }
             if write {
                 // The level holds the write if it allocated the line; it reads it from below.
                 write = !caches[id].write_allocate;
             }
-            missed = Some(id);
-        }
-        if let Some(k) = missed {
-            let up = caches[k].latency;
-            caches[k].counters.miss_cycles += self.memory_latency.saturating_sub(up) as u64;
         }
         let latency = self.reach_memory(pa);
         self.write_back_all(instr, spills);

@@ -236,7 +236,8 @@ const BUFFERS: usize = 4;
 /// State a worker thread owns and updates op by op, in the order the ops were sent.
 pub trait OpSink: Send + 'static {
     type Op: Copy + Send + 'static;
-    fn apply(&mut self, op: Self::Op);
+    /// (By reference: the buffer is read in place, a large op is not copied first.)
+    fn apply(&mut self, op: &Self::Op);
 
     /// Write `op` into the buffer slot `dst`, which the thread reads once the buffer
     /// is handed over (after a `host::stream_fence`). A plain store; a sink whose ops
@@ -263,7 +264,7 @@ pub struct Detached {
 impl OpSink for Detached {
     type Op = PackedOp;
     #[inline(always)]
-    fn apply(&mut self, op: PackedOp) {
+    fn apply(&mut self, op: &PackedOp) {
         self.timer.apply(&mut self.mem, op.unpack()).account(&mut self.cycles, &mut self.walk_latency);
     }
     #[inline(always)]
@@ -338,7 +339,7 @@ impl<S: OpSink> OpThread<S> {
         let spawned = std::thread::Builder::new().name(name.into()).spawn(move || {
             let mut s = state_rx.recv().expect("the engine sends the state once the thread starts");
             while let Some(mut ops) = next_buffer(&full_rx) {
-                for &op in &ops {
+                for op in &ops {
                     s.apply(op);
                 }
                 ops.clear();

@@ -50,21 +50,47 @@ enum ReplState {
 }
 
 /// The set of an index (a VPN, a line number): `x mod sets`, by a mask for a power of
-/// two and by multiplication otherwise (`StrengthReducedU64` does both; a 64-bit
-/// division on every probe of, say, an 86-set TLB sat on the walk's path). Every
+/// two and by multiplication otherwise (a 64-bit division on every probe of, say, an
+/// 86-set TLB sat on the walk's path). The mask is tested first and kept apart from
+/// `StrengthReducedU64`, whose own power-of-two case loads and tests its multiplier and
+/// divisor on every call (a tenth of a stream access's cache lookups). Every
 /// set-indexed structure takes its sets here.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct SetIndex(StrengthReducedU64);
+pub(crate) struct SetIndex {
+    /// `sets - 1` for a power of two; `u64::MAX` otherwise.
+    mask: u64,
+    /// log2(sets) for a power of two (kept: `count_ones` without the host's popcnt is
+    /// a dozen instructions).
+    shift: u32,
+    div: StrengthReducedU64,
+}
 
 impl SetIndex {
     /// `sets` > 0 (the geometry checks come first).
     pub(crate) fn new(sets: usize) -> SetIndex {
-        SetIndex(StrengthReducedU64::new(sets as u64))
+        let mask = if sets.is_power_of_two() { sets as u64 - 1 } else { u64::MAX };
+        SetIndex { mask, shift: sets.trailing_zeros(), div: StrengthReducedU64::new(sets as u64) }
     }
 
     #[inline(always)]
     pub(crate) fn of(&self, x: u64) -> usize {
-        (x % self.0) as usize
+        if self.mask != u64::MAX {
+            (x & self.mask) as usize
+        } else {
+            (x % self.div) as usize
+        }
+    }
+
+    /// `(x / sets, x mod sets)`: the set, and what is left of `x` above it (an
+    /// address's DRAM channel and bank, then its row).
+    #[inline(always)]
+    pub(crate) fn div_rem(&self, x: u64) -> (u64, usize) {
+        if self.mask != u64::MAX {
+            (x >> self.shift, (x & self.mask) as usize)
+        } else {
+            let (q, r) = StrengthReducedU64::div_rem(x, self.div);
+            (q, r as usize)
+        }
     }
 }
 
@@ -813,6 +839,22 @@ mod tests {
                 let x: u64 = rng.gen::<u64>() >> rng.gen_range(0..64);
                 assert_eq!(c.set_of(x) as u64, x % sets, "{x} mod {sets}");
             }
+        }
+    }
+
+    /// `div_rem` is the quotient and the remainder, by the mask and shift of a power
+    /// of two (one set included) and by multiplication otherwise.
+    #[test]
+    fn div_rem_is_quotient_and_remainder() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(6);
+        for d in [1u64, 2, 3, 16, 86, 1 << 20, (1 << 20) - 3] {
+            let s = SetIndex::new(d as usize);
+            for _ in 0..10_000 {
+                let x: u64 = rng.gen::<u64>() >> rng.gen_range(0..64);
+                assert_eq!(s.div_rem(x), (x / d, (x % d) as usize), "{x} / {d}");
+            }
+            assert_eq!(s.div_rem(u64::MAX), (u64::MAX / d, (u64::MAX % d) as usize));
         }
     }
 

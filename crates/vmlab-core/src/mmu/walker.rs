@@ -574,15 +574,15 @@ impl<P: FastPaths> OpSink for Walker<P> {
     /// The walk of `Mmu::walk` after a TLB miss, along the path the engine found: the
     /// same walk-cache probes and fills, references and accounting.
     #[inline]
-    fn apply(&mut self, op: Self::Op) {
+    fn apply(&mut self, op: &Self::Op) {
         match op {
             WalkerOp::Walk { split, space, va, full } => {
                 if !self.walk_open {
                     self.path.clear();
                 }
-                split.replay(&full, space, va, &mut self.walk_caches, &mut self.path);
+                split.replay(full, *space, *va, &mut self.walk_caches, &mut self.path);
                 // A walk sent in pieces is timed once its last piece is in.
-                self.walk_open = split.path_continues(&full);
+                self.walk_open = split.path_continues(full);
                 if self.walk_open {
                     return;
                 }
@@ -590,7 +590,7 @@ impl<P: FastPaths> OpSink for Walker<P> {
                 self.time_walk(|_, _| unreachable!("a virtual walk reference from a table that splits its walk"));
             }
             WalkerOp::WalkCaches(op) => op.apply(&mut self.walk_caches),
-            WalkerOp::Mem(op) => self.mem_op(op),
+            WalkerOp::Mem(op) => self.mem_op(*op),
         }
     }
 }

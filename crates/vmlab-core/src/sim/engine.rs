@@ -277,9 +277,10 @@ impl<P: FastPaths> Engine<P> {
         }
         let walks_before = self.walks_so_far();
         let faults_before = self.os.mm.counters.count;
-        // Only counting is left for a same-page access while nothing else looks at each
+        // Only counting (and, with data references on the memory thread, sending each
+        // access's op) is left for a same-page access while nothing else looks at each
         // access (see `same_page_run`).
-        let runs = !self.data_refs && !self.recolor_on && self.background_at == u64::MAX;
+        let runs = !self.recolor_on && self.background_at == u64::MAX;
         // The page last prefetched for: consecutive accesses to one page (a read, then
         // its write) need one prefetch.
         let mut prefetched = u64::MAX;
@@ -287,7 +288,8 @@ impl<P: FastPaths> Engine<P> {
         let mut instruction_threshold = self.next_instruction_threshold();
         let mut i = 0;
         while i < buf.len() {
-            if runs {
+            // (The end of the warm-up brings the memory model back inline.)
+            if runs && (!self.data_refs || self.mmu.mem_detached()) {
                 // A cheap look first: a run pays off from two same-page accesses on
                 // (gups's write after its read is a run of one, left to the ordinary path).
                 // (A tick joins any run: synthetic traces put one before each access.)
@@ -423,11 +425,13 @@ impl<P: FastPaths> Engine<P> {
     /// the index of the first one that needs more: ticks, and accesses of the running
     /// process within one page that is the page of its side's same-page entry, with the
     /// permissions the access needs (the same-page path of `translate`). Only called
-    /// while no per-access hook runs (data references, recolouring, background policy
-    /// work). Stops one access short of the warm-up's end and of `sim.max_accesses`, and
-    /// one instruction short of the window in instructions, so the ordinary path takes
-    /// the record that reaches them (`COUNT_INSTRUCTIONS`: while there is one). The
-    /// counters end up exactly as the ordinary path leaves them.
+    /// while no per-access hook runs (recolouring, background policy work) and data
+    /// references, if on, go to the memory thread (whose clock `mem_clock` is then 0):
+    /// each access then sends the op `translate` would. Stops one access short of the
+    /// warm-up's end and of `sim.max_accesses`, and one instruction short of the window
+    /// in instructions, so the ordinary path takes the record that reaches them
+    /// (`COUNT_INSTRUCTIONS`: while there is one). The counters and the ops end up
+    /// exactly as the ordinary path leaves them.
     #[inline]
     fn same_page_run<const COUNT_INSTRUCTIONS: bool>(&mut self, buf: &[Record], from: usize) -> usize {
         let Some(pid) = self.cur_pid else { return from };
@@ -438,9 +442,22 @@ impl<P: FastPaths> Engine<P> {
             return from;
         }
         let mut budget = stop - self.run.accesses - 1;
-        // Instructions the run may take without reaching the instruction threshold.
-        let mut instruction_budget = if COUNT_INSTRUCTIONS { instruction_stop - self.run.instructions - 1 } else { u64::MAX };
-        let (sp, asid) = (&self.same_page, self.cur_asid);
+        // Instructions the run may take without reaching the instruction threshold, or
+        // overflowing the count (the ordinary path reports that, at the tick).
+        let headroom = u64::MAX - self.run.instructions;
+        let mut instruction_budget = if COUNT_INSTRUCTIONS { (instruction_stop - self.run.instructions - 1).min(headroom) } else { headroom };
+        let (sp, asid) = (self.same_page, self.cur_asid);
+        let (data_refs, timed) = (self.data_refs, self.data_refs && self.timed);
+        // For the time model: the instruction count at the run's start, and the TLB
+        // and OS cycles not yet sent (the first op carries them; a same-page hit adds
+        // none, so the later ones carry 0).
+        let (start_instructions, mut tlb, mut os) = if timed {
+            let now = [self.run.instructions, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
+            (now[0], now[1] - self.time_mark[1], now[2] - self.time_mark[2])
+        } else {
+            (0, 0, 0)
+        };
+        let mut marked = self.time_mark[0];
         let mut by_kind = [0u64; 3];
         let mut ticks = 0u64;
         let mut i = from;
@@ -450,25 +467,34 @@ impl<P: FastPaths> Engine<P> {
                     let one_page = a.vaddr.wrapping_add(a.size.max(1) as u64 - 1) >> 12 == a.vaddr >> 12;
                     let need = Perms::needed_for(a.kind).bits();
                     let fetch = a.kind.is_instr();
-                    if budget == 0
-                        || (COUNT_INSTRUCTIONS && fetch as u64 > instruction_budget)
-                        || a.pid != pid
-                        || !one_page
-                        || !sp[fetch as usize].covers(a.vaddr, asid, need)
-                    {
+                    if budget == 0 || fetch as u64 > instruction_budget || a.pid != pid || !one_page || !sp[fetch as usize].covers(a.vaddr, asid, need) {
                         break;
                     }
                     budget -= 1;
-                    if COUNT_INSTRUCTIONS {
-                        instruction_budget -= fetch as u64;
-                    }
+                    instruction_budget -= fetch as u64;
                     by_kind[a.kind as usize] += 1;
-                }
-                // (A batch of ticks below 2^32 each cannot overflow `ticks`.)
-                Record::Tick(n) if n < 1 << 32 && (!COUNT_INSTRUCTIONS || n <= instruction_budget) => {
-                    if COUNT_INSTRUCTIONS {
-                        instruction_budget -= n;
+                    if data_refs {
+                        let (write, instr) = (a.kind == AccessKind::Write, fetch);
+                        let (va, pa) = (a.vaddr, sp[fetch as usize].pa | (a.vaddr & 0xfff));
+                        if timed {
+                            // `access_time`'s deltas, from the run's own counts.
+                            let at = start_instructions + ticks + by_kind[AccessKind::Fetch as usize];
+                            let time = AccessTime { instrs: at - marked, dep: a.dep, tlb: tlb.min(u32::MAX as u64) as u32, os };
+                            (marked, tlb, os) = (at, 0, 0);
+                            match MemOp::timed_data(va, pa, 0, write, instr, time) {
+                                Some(op) => self.mmu.mem_op(op),
+                                None => {
+                                    self.mmu.mem_op(MemOp::Time(time));
+                                    self.mmu.mem_op(MemOp::Data { va, pa, now: 0, write, instr });
+                                }
+                            }
+                        } else {
+                            self.mmu.mem_op(MemOp::Data { va, pa, now: 0, write, instr });
+                        }
                     }
+                }
+                Record::Tick(n) if n <= instruction_budget => {
+                    instruction_budget -= n;
                     ticks += n;
                 }
                 _ => break,
@@ -476,13 +502,15 @@ impl<P: FastPaths> Engine<P> {
             i += 1;
         }
         let [reads, writes, fetches] = by_kind;
-        let Some(instructions) = self.run.instructions.checked_add(fetches + ticks) else {
-            // The count would overflow: the ordinary path reports it at the tick.
-            return from;
-        };
         if i == from {
             return from;
         }
+        if timed && reads + writes + fetches > 0 {
+            // As `access_time` leaves it after the run's last access.
+            self.time_mark = [marked, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
+        }
+        // (Within `headroom`: no overflow.)
+        let instructions = self.run.instructions + fetches + ticks;
         let r = &mut self.run;
         r.records += (i - from) as u64;
         r.accesses += reads + writes + fetches;

@@ -22,7 +22,7 @@
 //! of FR-FCFS is what row-hit detection gives a stream: a request to the open row is a
 //! row hit whatever was scheduled on other banks in between.
 
-use strength_reduce::StrengthReducedU64;
+use crate::mmu::assoc::SetIndex;
 
 /// DRAM timing, in core cycles (built from `[time.dram]` by [`super::TimeConfig`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -274,8 +274,8 @@ pub struct Dram {
     t: DramTiming,
     /// `t.channels` and `t.banks` as divisors (a 64-bit division is tens of cycles, and
     /// every DRAM reference takes two).
-    channels: StrengthReducedU64,
-    banks_per_channel: StrengthReducedU64,
+    channels: SetIndex,
+    banks_per_channel: SetIndex,
     banks: Vec<Bank>,
     bus: Vec<Calendar>,
     pub counters: DramCounters,
@@ -289,8 +289,8 @@ impl Dram {
         Dram {
             banks: vec![Bank { row: u64::MAX, busy: Calendar::default() }; n],
             bus: vec![Calendar::default(); t.channels as usize],
-            channels: StrengthReducedU64::new(t.channels as u64),
-            banks_per_channel: StrengthReducedU64::new(t.banks as u64),
+            channels: SetIndex::new(t.channels as usize),
+            banks_per_channel: SetIndex::new(t.banks as usize),
             t,
             counters: DramCounters::default(),
             last_unloaded: 0,
@@ -342,9 +342,9 @@ impl Dram {
     /// index into `banks`) and row.
     #[inline(always)]
     fn locate(&self, pa: u64) -> (usize, usize, u64) {
-        let (rest, channel) = StrengthReducedU64::div_rem(pa >> self.t.row_shift, self.channels);
-        let (row, bank_no) = StrengthReducedU64::div_rem(rest, self.banks_per_channel);
-        (channel as usize, channel as usize * self.t.banks as usize + bank_no as usize, row)
+        let (rest, channel) = self.channels.div_rem(pa >> self.t.row_shift);
+        let (row, bank_no) = self.banks_per_channel.div_rem(rest);
+        (channel, channel * self.t.banks as usize + bank_no, row)
     }
 
     /// A request sampled timing skips: it leaves its row open, and takes no time.
