@@ -301,7 +301,12 @@ impl<P: FastPaths> Engine<P> {
                 // The next record first: it is the one that differs when only one
                 // access is on the page (gups's read; its write).
                 if buf.get(i + 1).is_some_and(on_page) && on_page(&buf[i]) {
-                    i = self.same_page_run::<COUNT_INSTRUCTIONS>(buf, i);
+                    // (The count-only loop is compiled without the ops' code.)
+                    i = if self.data_refs {
+                        self.same_page_run::<COUNT_INSTRUCTIONS, true>(buf, i)
+                    } else {
+                        self.same_page_run::<COUNT_INSTRUCTIONS, false>(buf, i)
+                    };
                     if i == buf.len() {
                         break;
                     }
@@ -433,7 +438,7 @@ impl<P: FastPaths> Engine<P> {
     /// (`COUNT_INSTRUCTIONS`: while there is one). The counters and the ops end up
     /// exactly as the ordinary path leaves them.
     #[inline]
-    fn same_page_run<const COUNT_INSTRUCTIONS: bool>(&mut self, buf: &[Record], from: usize) -> usize {
+    fn same_page_run<const COUNT_INSTRUCTIONS: bool, const DATA_REFS: bool>(&mut self, buf: &[Record], from: usize) -> usize {
         let Some(pid) = self.cur_pid else { return from };
         let stop = self.next_threshold();
         let instruction_stop = if COUNT_INSTRUCTIONS { self.next_instruction_threshold() } else { u64::MAX };
@@ -443,11 +448,15 @@ impl<P: FastPaths> Engine<P> {
         }
         let mut budget = stop - self.run.accesses - 1;
         // Instructions the run may take without reaching the instruction threshold, or
-        // overflowing the count (the ordinary path reports that, at the tick).
+        // (once it has sent ops, it cannot hand its records back) overflowing the count:
+        // the ordinary path reports that, at the tick. A count-only run checks for the
+        // overflow once, at its end.
+        let budgeted = COUNT_INSTRUCTIONS || DATA_REFS;
         let headroom = u64::MAX - self.run.instructions;
         let mut instruction_budget = if COUNT_INSTRUCTIONS { (instruction_stop - self.run.instructions - 1).min(headroom) } else { headroom };
         let (sp, asid) = (self.same_page, self.cur_asid);
-        let (data_refs, timed) = (self.data_refs, self.data_refs && self.timed);
+        debug_assert_eq!(DATA_REFS, self.data_refs);
+        let timed = DATA_REFS && self.timed;
         // For the time model: the instruction count at the run's start, and the TLB
         // and OS cycles not yet sent (the first op carries them; a same-page hit adds
         // none, so the later ones carry 0).
@@ -467,13 +476,20 @@ impl<P: FastPaths> Engine<P> {
                     let one_page = a.vaddr.wrapping_add(a.size.max(1) as u64 - 1) >> 12 == a.vaddr >> 12;
                     let need = Perms::needed_for(a.kind).bits();
                     let fetch = a.kind.is_instr();
-                    if budget == 0 || fetch as u64 > instruction_budget || a.pid != pid || !one_page || !sp[fetch as usize].covers(a.vaddr, asid, need) {
+                    if budget == 0
+                        || (budgeted && fetch as u64 > instruction_budget)
+                        || a.pid != pid
+                        || !one_page
+                        || !sp[fetch as usize].covers(a.vaddr, asid, need)
+                    {
                         break;
                     }
                     budget -= 1;
-                    instruction_budget -= fetch as u64;
+                    if budgeted {
+                        instruction_budget -= fetch as u64;
+                    }
                     by_kind[a.kind as usize] += 1;
-                    if data_refs {
+                    if DATA_REFS {
                         let (write, instr) = (a.kind == AccessKind::Write, fetch);
                         let (va, pa) = (a.vaddr, sp[fetch as usize].pa | (a.vaddr & 0xfff));
                         if timed {
@@ -493,8 +509,11 @@ impl<P: FastPaths> Engine<P> {
                         }
                     }
                 }
-                Record::Tick(n) if n <= instruction_budget => {
-                    instruction_budget -= n;
+                // (A batch of ticks below 2^32 each cannot overflow `ticks`.)
+                Record::Tick(n) if n < 1 << 32 && (!budgeted || n <= instruction_budget) => {
+                    if budgeted {
+                        instruction_budget -= n;
+                    }
                     ticks += n;
                 }
                 _ => break,
@@ -502,6 +521,11 @@ impl<P: FastPaths> Engine<P> {
             i += 1;
         }
         let [reads, writes, fetches] = by_kind;
+        let Some(instructions) = self.run.instructions.checked_add(fetches + ticks) else {
+            // The count would overflow (never once ops were sent: see `budgeted`); the
+            // ordinary path reports it at the tick.
+            return from;
+        };
         if i == from {
             return from;
         }
@@ -509,8 +533,6 @@ impl<P: FastPaths> Engine<P> {
             // As `access_time` leaves it after the run's last access.
             self.time_mark = [marked, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
         }
-        // (Within `headroom`: no overflow.)
-        let instructions = self.run.instructions + fetches + ticks;
         let r = &mut self.run;
         r.records += (i - from) as u64;
         r.accesses += reads + writes + fetches;
