@@ -461,7 +461,7 @@ impl<P: FastPaths> Engine<P> {
         // and OS cycles not yet sent (the first op carries them; a same-page hit adds
         // none, so the later ones carry 0).
         let (start_instructions, mut tlb, mut os) = if timed {
-            let now = [self.run.instructions, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
+            let now = self.time_counts();
             (now[0], now[1] - self.time_mark[1], now[2] - self.time_mark[2])
         } else {
             (0, 0, 0)
@@ -490,23 +490,15 @@ impl<P: FastPaths> Engine<P> {
                     }
                     by_kind[a.kind as usize] += 1;
                     if DATA_REFS {
-                        let (write, instr) = (a.kind == AccessKind::Write, fetch);
-                        let (va, pa) = (a.vaddr, sp[fetch as usize].pa | (a.vaddr & 0xfff));
-                        if timed {
-                            // `access_time`'s deltas, from the run's own counts.
+                        let pa = sp[fetch as usize].pa | (a.vaddr & 0xfff);
+                        // `access_time`'s deltas, from the run's own counts.
+                        let time = timed.then(|| {
                             let at = start_instructions + ticks + by_kind[AccessKind::Fetch as usize];
                             let time = AccessTime { instrs: at - marked, dep: a.dep, tlb: tlb.min(u32::MAX as u64) as u32, os };
                             (marked, tlb, os) = (at, 0, 0);
-                            match MemOp::timed_data(va, pa, 0, write, instr, time) {
-                                Some(op) => self.mmu.mem_op(op),
-                                None => {
-                                    self.mmu.mem_op(MemOp::Time(time));
-                                    self.mmu.mem_op(MemOp::Data { va, pa, now: 0, write, instr });
-                                }
-                            }
-                        } else {
-                            self.mmu.mem_op(MemOp::Data { va, pa, now: 0, write, instr });
-                        }
+                            time
+                        });
+                        self.send_data(a.vaddr, pa, 0, a.kind, time);
                     }
                 }
                 // (A batch of ticks below 2^32 each cannot overflow `ticks`.)
@@ -531,7 +523,8 @@ impl<P: FastPaths> Engine<P> {
         }
         if timed && reads + writes + fetches > 0 {
             // As `access_time` leaves it after the run's last access.
-            self.time_mark = [marked, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
+            let [_, tlb, os] = self.time_counts();
+            self.time_mark = [marked, tlb, os];
         }
         let r = &mut self.run;
         r.records += (i - from) as u64;
@@ -671,18 +664,25 @@ impl<P: FastPaths> Engine<P> {
         };
         if self.data_refs {
             let now = self.mem_clock();
-            let (write, instr) = (kind == AccessKind::Write, kind.is_instr());
-            if self.timed {
-                let time = self.access_time(dep);
-                if let Some(op) = MemOp::timed_data(va, pa, now, write, instr, time) {
-                    self.mem_op(op);
-                    return Ok(());
-                }
-                self.mem_op(MemOp::Time(time));
-            }
-            self.mem_op(MemOp::Data { va, pa, now, write, instr });
+            let time = self.timed.then(|| self.access_time(dep));
+            self.send_data(va, pa, now, kind, time);
         }
         Ok(())
+    }
+
+    /// Send a program reference to the memory model, with its time if the time model
+    /// runs: in one op when the time fits, else a `Time` op before the `Data` op.
+    #[inline(always)]
+    fn send_data(&mut self, va: u64, pa: u64, now: u64, kind: AccessKind, time: Option<AccessTime>) {
+        let (write, instr) = (kind == AccessKind::Write, kind.is_instr());
+        if let Some(time) = time {
+            if let Some(op) = MemOp::timed_data(va, pa, now, write, instr, time) {
+                self.mem_op(op);
+                return;
+            }
+            self.mem_op(MemOp::Time(time));
+        }
+        self.mem_op(MemOp::Data { va, pa, now, write, instr });
     }
 
     /// What the caches do not see of the translation just made, for the time model.
@@ -690,10 +690,16 @@ impl<P: FastPaths> Engine<P> {
     fn access_time(&mut self, dep: Dep) -> AccessTime {
         // TLB cycles move from the MMU to the engine's counters at a warm-up's end: the
         // sum only grows.
-        let now = [self.run.instructions, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()];
+        let now = self.time_counts();
         let [i, t, o] = [0, 1, 2].map(|k| now[k] - self.time_mark[k]);
         self.time_mark = now;
         AccessTime { instrs: i, dep, tlb: t.min(u32::MAX as u64) as u32, os: o }
+    }
+
+    /// What `time_mark` marks: instructions, TLB cycles and OS cycles so far.
+    #[inline(always)]
+    fn time_counts(&self) -> [u64; 3] {
+        [self.run.instructions, self.cycles.tlb + self.mmu.tlb_cycles, self.os_cycles()]
     }
 
     /// The OS's cycles so far: faults and key misses, recolouring and page-size policy
