@@ -47,6 +47,82 @@ pub enum MemOp {
     /// `Time` and `Data` in one op, when the time fits in the packed op's spare bits
     /// ([`MemOp::timed_data`]): one op per reference instead of two.
     TimedData { va: u64, pa: u64, now: u64, write: bool, instr: bool, time: AccessTime },
+    /// `count` (≥ 2) program references of one kind at cycle 0, at `va` and `pa` and
+    /// then every `stride` bytes on: the same as their `count` `Data` ops (`TimedData`,
+    /// each with `time`, if set), in one. A same-page run sends its references this
+    /// way ([`DataRun`]): a scan hands one op per page to the thread, not one per
+    /// reference (docs/performance.md, "The hand-over"). Never seen by the time model:
+    /// [`WalkTimer::apply`] hands it the references one by one.
+    DataRun { va: u64, pa: u64, stride: i32, count: u32, write: bool, instr: bool, time: Option<AccessTime> },
+}
+
+/// Builds [`MemOp::DataRun`]s from a same-page run's references, in order: a
+/// reference at the next address of the run, of its kind and with its time, extends
+/// it; any other ends it (the caller sends what [`DataRun::take`] returns) and starts
+/// the next. A run's time carries no TLB or OS cycles (a same-page hit has none; the
+/// run's first reference, which may, goes alone).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DataRun {
+    va: u64,
+    pa: u64,
+    stride: i64,
+    count: u32,
+    write: bool,
+    instr: bool,
+    time: Option<AccessTime>,
+}
+
+/// The op a [`DataRun`] hands back: a run, or a lone reference (sent as the engine sends any).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunOp {
+    Run(MemOp),
+    One { va: u64, pa: u64, write: bool, instr: bool, time: Option<AccessTime> },
+}
+
+impl DataRun {
+    /// Add a reference: true if it extends the run. If not, the caller takes the run
+    /// and starts the next with [`DataRun::start`].
+    #[inline(always)]
+    pub fn extend(&mut self, va: u64, pa: u64, write: bool, instr: bool, time: Option<AccessTime>) -> bool {
+        if self.count == 0 || write != self.write || instr != self.instr || time != self.time {
+            return false;
+        }
+        if self.count == 1 {
+            let stride = va.wrapping_sub(self.va) as i64;
+            // The run's first reference may carry a walk's TLB and OS cycles (and
+            // `time != self.time` then ends it); the op has no room for them.
+            let fits = time.is_none_or(|t| t.tlb == 0 && t.os == 0 && t.instrs <= u32::MAX as u64);
+            if pa.wrapping_sub(self.pa) as i64 != stride || i32::try_from(stride).is_err() || !fits {
+                return false;
+            }
+            self.stride = stride;
+        } else {
+            let at = self.stride.wrapping_mul(self.count as i64) as u64;
+            if va != self.va.wrapping_add(at) || pa != self.pa.wrapping_add(at) || self.count == u32::MAX {
+                return false;
+            }
+        }
+        self.count += 1;
+        true
+    }
+
+    /// Start a run at this reference.
+    #[inline(always)]
+    pub fn start(&mut self, va: u64, pa: u64, write: bool, instr: bool, time: Option<AccessTime>) {
+        *self = DataRun { va, pa, stride: 0, count: 1, write, instr, time };
+    }
+
+    /// The run so far, to send (None if empty); the builder is then empty.
+    #[inline(always)]
+    pub fn take(&mut self) -> Option<RunOp> {
+        let r = std::mem::take(self);
+        let DataRun { va, pa, stride, count, write, instr, time } = r;
+        match count {
+            0 => None,
+            1 => Some(RunOp::One { va, pa, write, instr, time }),
+            _ => Some(RunOp::Run(MemOp::DataRun { va, pa, stride: stride as i32, count, write, instr, time })),
+        }
+    }
 }
 
 impl MemOp {
@@ -88,6 +164,13 @@ impl From<MemOp> for PackedOp {
             MemOp::TimedData { va, pa, now, write, instr, time } => {
                 [8 | flag(write, 8) | flag(instr, 9) | (time.dep.0 as u64) << 10 | (time.tlb as u64) << 18 | time.instrs << 34, va, pa, now]
             }
+            // Bits 10..: timed (1), dependence (8); 32..: count. Word 3: the stride, and
+            // the instructions above it (a run's time has no TLB or OS cycles).
+            MemOp::DataRun { va, pa, stride, count, write, instr, time } => {
+                let t = time.unwrap_or_default();
+                let w = 9 | flag(write, 8) | flag(instr, 9) | flag(time.is_some(), 10) | (t.dep.0 as u64) << 11 | (count as u64) << 32;
+                [w, va, pa, stride as u32 as u64 | t.instrs << 32]
+            }
         })
     }
 }
@@ -113,6 +196,15 @@ impl PackedOp {
                 write: bit(8),
                 instr: bit(9),
                 time: AccessTime { instrs: w >> 34, dep: Dep((w >> 10) as u8), tlb: (w >> 18) as u32 & 0xffff, os: 0 },
+            },
+            9 => MemOp::DataRun {
+                va: a,
+                pa: b,
+                stride: c as u32 as i32,
+                count: (w >> 32) as u32,
+                write: bit(8),
+                instr: bit(9),
+                time: bit(10).then_some(AccessTime { instrs: c >> 32, dep: Dep((w >> 11) as u8), tlb: 0, os: 0 }),
             },
             _ => MemOp::Time(AccessTime { instrs: a, dep: Dep((w >> 8) as u8), tlb: (w >> 16) as u32, os: b }),
         }
@@ -180,9 +272,31 @@ pub struct WalkTimer {
 }
 
 impl WalkTimer {
-    /// Apply one op to the hierarchy.
+    /// Apply one op to the hierarchy (a run: its references one by one; its timing is
+    /// theirs summed).
     #[inline(always)]
     pub fn apply(&mut self, mem: &mut MemoryHierarchy, op: MemOp) -> Timing {
+        let MemOp::DataRun { va, pa, stride, count, write, instr, time } = op else {
+            return self.apply_one(mem, op);
+        };
+        let mut cycles = 0;
+        let (mut va, mut pa) = (va, pa);
+        for _ in 0..count {
+            let op = match time {
+                Some(time) => MemOp::TimedData { va, pa, now: 0, write, instr, time },
+                None => MemOp::Data { va, pa, now: 0, write, instr },
+            };
+            if let Timing::Data(l) = self.apply_one(mem, op) {
+                cycles += l;
+            }
+            va = va.wrapping_add(stride as i64 as u64);
+            pa = pa.wrapping_add(stride as i64 as u64);
+        }
+        Timing::Data(cycles)
+    }
+
+    #[inline(always)]
+    fn apply_one(&mut self, mem: &mut MemoryHierarchy, op: MemOp) -> Timing {
         let t = self.count(mem, op);
         if let Some(tm) = &mut self.time {
             tm.observe(op, mem, t);
@@ -224,6 +338,7 @@ impl WalkTimer {
             }
             MemOp::Copy { from, to, now, bytes } => Timing::Copy(mem.copy(from, to, bytes as u64, now)),
             MemOp::Time(_) => Timing::None,
+            MemOp::DataRun { .. } => unreachable!("`apply` hands a run's references over one by one"),
         }
     }
 }
@@ -523,6 +638,11 @@ mod tests {
                 let time = AccessTime { instrs: (x >> 34) | (i % 2) << 29, dep: Dep((x >> 8) as u8), tlb: (x >> 16) as u32 & 0xffff, os: 0 };
                 v.push(MemOp::timed_data(x, pa ^ 0x30_0000, i, i % 4 == 0, i % 9 == 0, time).expect("the time fits"));
             }
+            if i % 17 == 0 {
+                let time = (i % 2 == 0).then_some(AccessTime { instrs: (x >> 60) + (i % 3) * 5, dep: Dep((x >> 3) as u8), tlb: 0, os: 0 });
+                let stride = [64, -64, 8, 0, 4095][(i % 5) as usize];
+                v.push(MemOp::DataRun { va: x, pa: pa ^ 0x50_0000, stride, count: 2 + (i % 70) as u32, write: i % 4 == 1, instr: i % 6 == 0, time });
+            }
             if i % 1000 == 0 {
                 v.push(MemOp::Copy { from: pa & !0xfff, to: (pa ^ 0x100_0000) & !0xfff, now: i, bytes: 4096 });
             }
@@ -568,6 +688,93 @@ mod tests {
         unsafe { buf.set_len(ops.len()) };
         let read = std::thread::spawn(move || buf.into_iter().map(PackedOp::unpack).collect::<Vec<_>>()).join().unwrap();
         assert_eq!(read, ops);
+    }
+
+    /// A run is its references one by one: the same cache changes and counters, the
+    /// same time model's view, and its timing their latencies summed.
+    #[test]
+    fn a_data_run_is_its_references_one_by_one() {
+        let c = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=\"ooo\"".into()]).unwrap();
+        let (mut whole, mut one_by_one) = (skylake(), skylake());
+        let timer = || WalkTimer { time: Some(Box::new(crate::time::TimeModel::new(&c.time, &c.cache, &whole))), ..WalkTimer::default() };
+        let (mut t_whole, mut t_one) = (timer(), timer());
+        let (mut c_whole, mut c_one) = (0u64, 0u64);
+        let mut ops_one = 0;
+        // (The core model steps through the instructions: keep them few.)
+        let few = |t: AccessTime| AccessTime { instrs: t.instrs % 64, os: t.os % 1000, ..t };
+        let sane = ops(3_000).into_iter().map(|op| match op {
+            MemOp::TimedData { va, pa, now, write, instr, time } => MemOp::TimedData { va, pa, now, write, instr, time: few(time) },
+            MemOp::Time(t) => MemOp::Time(few(t)),
+            op => op,
+        });
+        for op in sane {
+            let split: Vec<MemOp> = match op {
+                MemOp::DataRun { va, pa, stride, count, write, instr, time } => (0..count as u64)
+                    .map(|k| {
+                        let d = (stride as i64 as u64).wrapping_mul(k);
+                        let (va, pa) = (va.wrapping_add(d), pa.wrapping_add(d));
+                        match time {
+                            Some(time) => MemOp::TimedData { va, pa, now: 0, write, instr, time },
+                            None => MemOp::Data { va, pa, now: 0, write, instr },
+                        }
+                    })
+                    .collect(),
+                op => vec![op],
+            };
+            ops_one += split.len();
+            let data = |t: Timing| if let Timing::Data(l) = t { l } else { 0 };
+            c_whole += data(t_whole.apply(&mut whole, op));
+            for op in split {
+                c_one += data(t_one.apply(&mut one_by_one, op));
+            }
+        }
+        assert!(ops_one > 3_000 * 3 && c_whole > 0);
+        assert_eq!(c_whole, c_one);
+        for (a, b) in whole.caches.iter().zip(&one_by_one.caches) {
+            assert_eq!(a.counters, b.counters, "cache {}", a.name);
+        }
+        assert_eq!(whole.memory_accesses, one_by_one.memory_accesses);
+        let stats = |t: &WalkTimer| format!("{:?}", t.time.as_ref().unwrap().snapshot());
+        assert_eq!(stats(&t_whole), stats(&t_one));
+    }
+
+    /// The builder joins references at one stride, of one kind and with one time,
+    /// and ends a run at anything else.
+    #[test]
+    fn a_run_holds_equally_spaced_references_of_one_kind_and_time() {
+        let t = |instrs, tlb| Some(AccessTime { instrs, dep: Dep(0), tlb, os: 0 });
+        let mut r = DataRun::default();
+        assert_eq!(r.take(), None);
+        assert!(!r.extend(0x1000, 0x9000, false, false, None), "an empty run takes nothing");
+        r.start(0x1000, 0x9000, false, false, t(3, 0));
+        for k in 1..5u64 {
+            assert!(r.extend(0x1000 + 64 * k, 0x9000 + 64 * k, false, false, t(3, 0)));
+        }
+        let mut probe = r;
+        assert!(!probe.extend(0x1000 + 64 * 6, 0x9000 + 64 * 6, false, false, t(3, 0)), "a gap ends the run");
+        for (va, pa, write, instr, time) in [
+            (0x1140, 0x9140, true, false, t(3, 0)),
+            (0x1140, 0x9140, false, true, t(3, 0)),
+            (0x1140, 0x9140, false, false, t(4, 0)),
+            (0x1140, 0x9140, false, false, None),
+            (0x1140, 0x9148, false, false, t(3, 0)),
+        ] {
+            let mut probe = r;
+            assert!(!probe.extend(va, pa, write, instr, time), "{va:x} {pa:x} {write} {instr} {time:?}");
+        }
+        assert_eq!(r.take(), Some(RunOp::Run(MemOp::DataRun { va: 0x1000, pa: 0x9000, stride: 64, count: 5, write: false, instr: false, time: t(3, 0) })));
+        assert_eq!(r.take(), None, "taking empties it");
+        // A first reference with TLB cycles goes alone; a descending run; a lone one.
+        r.start(0x2000, 0x5000, true, false, t(1, 7));
+        assert!(!r.extend(0x1ff8, 0x4ff8, true, false, t(1, 7)), "TLB cycles do not fit a run");
+        r.start(0x2000, 0x5000, true, false, None);
+        assert!(r.extend(0x1ff8, 0x4ff8, true, false, None) && r.extend(0x1ff0, 0x4ff0, true, false, None));
+        assert_eq!(r.take(), Some(RunOp::Run(MemOp::DataRun { va: 0x2000, pa: 0x5000, stride: -8, count: 3, write: true, instr: false, time: None })));
+        r.start(0x2000, 0x5000, false, true, t(9, 0));
+        assert_eq!(r.take(), Some(RunOp::One { va: 0x2000, pa: 0x5000, write: false, instr: true, time: t(9, 0) }));
+        // A stride too wide for the op.
+        r.start(0, 0, false, false, None);
+        assert!(!r.extend(1 << 40, 1 << 40, false, false, None));
     }
 
     #[test]

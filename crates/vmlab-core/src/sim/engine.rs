@@ -5,6 +5,7 @@
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::mem::thread::{DataRun, RunOp};
 use crate::mem::MemOp;
 use crate::mmu::regions::RegionIds;
 use crate::mmu::{Lookup, Mmu};
@@ -469,6 +470,8 @@ impl<P: FastPaths> Engine<P> {
         let mut marked = self.time_mark[0];
         let mut by_kind = [0u64; 3];
         let mut ticks = 0u64;
+        // The data references not yet sent (a scan's references go in one op a page).
+        let mut run = DataRun::default();
         let mut i = from;
         while i < buf.len() {
             match buf[i] {
@@ -498,7 +501,11 @@ impl<P: FastPaths> Engine<P> {
                             (marked, tlb, os) = (at, 0, 0);
                             time
                         });
-                        self.send_data(a.vaddr, pa, 0, a.kind, time);
+                        let (write, instr) = (a.kind == AccessKind::Write, fetch);
+                        if !run.extend(a.vaddr, pa, write, instr, time) {
+                            self.send_run(&mut run);
+                            run.start(a.vaddr, pa, write, instr, time);
+                        }
                     }
                 }
                 // (A batch of ticks below 2^32 each cannot overflow `ticks`.)
@@ -511,6 +518,9 @@ impl<P: FastPaths> Engine<P> {
                 _ => break,
             }
             i += 1;
+        }
+        if DATA_REFS {
+            self.send_run(&mut run);
         }
         let [reads, writes, fetches] = by_kind;
         let Some(instructions) = self.run.instructions.checked_add(fetches + ticks) else {
@@ -665,7 +675,7 @@ impl<P: FastPaths> Engine<P> {
         if self.data_refs {
             let now = self.mem_clock();
             let time = self.timed.then(|| self.access_time(dep));
-            self.send_data(va, pa, now, kind, time);
+            self.send_data(va, pa, now, kind == AccessKind::Write, kind.is_instr(), time);
         }
         Ok(())
     }
@@ -673,8 +683,7 @@ impl<P: FastPaths> Engine<P> {
     /// Send a program reference to the memory model, with its time if the time model
     /// runs: in one op when the time fits, else a `Time` op before the `Data` op.
     #[inline(always)]
-    fn send_data(&mut self, va: u64, pa: u64, now: u64, kind: AccessKind, time: Option<AccessTime>) {
-        let (write, instr) = (kind == AccessKind::Write, kind.is_instr());
+    fn send_data(&mut self, va: u64, pa: u64, now: u64, write: bool, instr: bool, time: Option<AccessTime>) {
         if let Some(time) = time {
             if let Some(op) = MemOp::timed_data(va, pa, now, write, instr, time) {
                 self.mem_op(op);
@@ -683,6 +692,17 @@ impl<P: FastPaths> Engine<P> {
             self.mem_op(MemOp::Time(time));
         }
         self.mem_op(MemOp::Data { va, pa, now, write, instr });
+    }
+
+    /// Send the references `run` holds (at cycle 0, as a same-page run sends them), and
+    /// empty it.
+    #[inline(always)]
+    fn send_run(&mut self, run: &mut DataRun) {
+        match run.take() {
+            Some(RunOp::Run(op)) => self.mem_op(op),
+            Some(RunOp::One { va, pa, write, instr, time }) => self.send_data(va, pa, 0, write, instr, time),
+            None => {}
+        }
     }
 
     /// What the caches do not see of the translation just made, for the time model.

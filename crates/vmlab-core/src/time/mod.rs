@@ -486,6 +486,7 @@ impl TimeModel {
                     self.pending_os += c;
                 }
             }
+            MemOp::DataRun { .. } => unreachable!("`WalkTimer::apply` hands a run's references over one by one"),
         }
     }
 
