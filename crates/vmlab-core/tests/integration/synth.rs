@@ -355,6 +355,12 @@ fn every_access_gets_its_non_memory_instructions() {
     assert_eq!(ticks(&itlb), 3 * accesses(&itlb, AccessKind::Fetch));
     let data = drain("gups", &[("accesses", "1000")]);
     assert_eq!((accesses(&data, AccessKind::Fetch), ticks(&data)), (0, 4000));
+    let first = data.iter().position(|r| matches!(r, Record::Tick(_))).unwrap();
+    for (i, r) in data[first..].iter().enumerate() {
+        let want_tick = i % 2 == 0;
+        assert_eq!(matches!(r, Record::Tick(4)), want_tick, "record {} of gups: {r:?}", first + i);
+        assert_eq!(matches!(r, Record::Access(a) if a.kind != AccessKind::Fetch), !want_tick, "record {} of gups: {r:?}", first + i);
+    }
     let code = drain("gups", &[("accesses", "1000"), ("code", "64K")]);
     assert_eq!((accesses(&code, AccessKind::Fetch), ticks(&code)), (1000, 4000), "one tick per instruction, before its fetch");
 }

@@ -160,9 +160,19 @@ impl TraceSource for SynthSource {
             // gets its ticks too), made room for at the end and placed from the back:
             // every record moves once.
             let with_code = self.common.code > 0;
+            let old = buf.len();
+            if !with_code && old - before == n as usize {
+                // Only the accesses were made (no event among them): each one's tick goes
+                // before it, pair by pair.
+                buf.resize(old + n as usize, Record::Tick(ipa));
+                for i in (0..n as usize).rev() {
+                    buf[before + 2 * i + 1] = buf[before + i];
+                    buf[before + 2 * i] = Record::Tick(ipa);
+                }
+                return Ok(true);
+            }
             let ticked = |r: &Record| matches!(r, Record::Access(a) if !with_code || a.kind.is_instr());
             let ticks = buf[before..].iter().filter(|r| ticked(r)).count();
-            let old = buf.len();
             buf.resize(old + ticks, Record::Tick(0));
             let mut w = buf.len();
             for i in (before..old).rev() {
