@@ -281,6 +281,23 @@ impl WalkTimer {
         };
         let mut cycles = 0;
         let (mut va, mut pa) = (va, pa);
+        if let (Some(tm), Some(time)) = (&mut self.time, time) {
+            if tm.skips(count as u64) {
+                // Sampling skips the whole run: the caches take each reference, the
+                // time model only what a skipped one leaves (its DRAM row), then the
+                // counts at once.
+                for _ in 0..count {
+                    cycles += mem.data_ref(va, pa, write, instr, 0) as u64;
+                    if mem.served == super::MEMORY {
+                        tm.skip_warm(pa);
+                    }
+                    va = va.wrapping_add(stride as i64 as u64);
+                    pa = pa.wrapping_add(stride as i64 as u64);
+                }
+                tm.skip_run(count as u64, instr, time, mem);
+                return Timing::Data(cycles);
+            }
+        }
         for _ in 0..count {
             let op = match time {
                 Some(time) => MemOp::TimedData { va, pa, now: 0, write, instr, time },
@@ -694,7 +711,16 @@ mod tests {
     /// same time model's view, and its timing their latencies summed.
     #[test]
     fn a_data_run_is_its_references_one_by_one() {
-        let c = Config::load("skylake", &["memory.data_refs=true".into(), "time.model=\"ooo\"".into()]).unwrap();
+        // Every reference timed, and sampled: units, warm-ups and skips shorter and
+        // longer than runs, so that runs are skipped whole and cut by phases.
+        a_data_run_is_its_references_one_by_one_under(&[]);
+        a_data_run_is_its_references_one_by_one_under(&["time.sampling.period=300", "time.sampling.unit=20", "time.sampling.warmup=30"]);
+    }
+
+    fn a_data_run_is_its_references_one_by_one_under(sets: &[&str]) {
+        let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        sets.extend(["memory.data_refs=true".into(), "time.model=\"ooo\"".into()]);
+        let c = Config::load("skylake", &sets).unwrap();
         let (mut whole, mut one_by_one) = (skylake(), skylake());
         let timer = || WalkTimer { time: Some(Box::new(crate::time::TimeModel::new(&c.time, &c.cache, &whole))), ..WalkTimer::default() };
         let (mut t_whole, mut t_one) = (timer(), timer());

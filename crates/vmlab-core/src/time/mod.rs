@@ -526,6 +526,43 @@ impl TimeModel {
         }
     }
 
+    /// Whether sampling skips the next `count` references and more (its skip phase
+    /// outlasts them): then a run of them may be skipped at once ([`TimeModel::skip_run`]).
+    #[inline(always)]
+    pub fn skips(&self, count: u64) -> bool {
+        self.phase == Phase::Skip && self.left > count
+    }
+
+    /// A skipped reference of a run that DRAM served leaves its row open (`skip`'s part
+    /// that needs each reference).
+    #[inline(always)]
+    pub fn skip_warm(&mut self, pa: u64) {
+        self.mem.dram.warm(pa)
+    }
+
+    /// `skip`'s counts for `count` references of one run ([`TimeModel::skips`]), each
+    /// with `time` (no OS cycles), once the hierarchy has applied them all.
+    #[inline]
+    pub fn skip_run(&mut self, count: u64, instr: bool, time: AccessTime, mem: &MemoryHierarchy) {
+        debug_assert!(self.skips(count) && time.os == 0);
+        let before = self.traced;
+        self.traced += count * time.instrs;
+        // As `skip` counts each one: a fetch, or any reference while the trace has
+        // counted no instruction, is one at least.
+        let n = match (instr, time.instrs) {
+            (true, i) => count * i.max(1),
+            (false, 0) if before == 0 => count,
+            (false, i) => count * i,
+        };
+        self.unmeasured_os += std::mem::take(&mut self.pending_os);
+        self.writes_seen = mem.memory_writes;
+        if let Some(s) = &mut self.sampler {
+            s.skipped_instructions += n;
+            s.skipped_references += count;
+        }
+        self.left -= count;
+    }
+
     #[inline(always)]
     fn next_reference(&mut self) {
         self.left -= 1;
