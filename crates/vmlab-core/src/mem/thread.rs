@@ -72,6 +72,13 @@ pub struct DataRun {
     time: Option<AccessTime>,
 }
 
+/// The (virtual, physical) addresses of a [`MemOp::DataRun`]'s references, in order.
+#[inline(always)]
+fn run_addresses(va: u64, pa: u64, stride: i32, count: u32) -> impl Iterator<Item = (u64, u64)> {
+    let step = stride as i64 as u64;
+    (0..count as u64).map(move |k| (va.wrapping_add(step.wrapping_mul(k)), pa.wrapping_add(step.wrapping_mul(k))))
+}
+
 /// The op a [`DataRun`] hands back: a run, or a lone reference (sent as the engine sends any).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunOp {
@@ -280,25 +287,23 @@ impl WalkTimer {
             return self.apply_one(mem, op);
         };
         let mut cycles = 0;
-        let (mut va, mut pa) = (va, pa);
+        let refs = run_addresses(va, pa, stride, count);
         if let (Some(tm), Some(time)) = (&mut self.time, time) {
             if tm.skips(count as u64) {
                 // Sampling skips the whole run: the caches take each reference, the
                 // time model only what a skipped one leaves (its DRAM row), then the
                 // counts at once.
-                for _ in 0..count {
+                for (va, pa) in refs {
                     cycles += mem.data_ref(va, pa, write, instr, 0) as u64;
                     if mem.served == super::MEMORY {
                         tm.skip_warm(pa);
                     }
-                    va = va.wrapping_add(stride as i64 as u64);
-                    pa = pa.wrapping_add(stride as i64 as u64);
                 }
                 tm.skip_run(count as u64, instr, time, mem);
                 return Timing::Data(cycles);
             }
         }
-        for _ in 0..count {
+        for (va, pa) in refs {
             let op = match time {
                 Some(time) => MemOp::TimedData { va, pa, now: 0, write, instr, time },
                 None => MemOp::Data { va, pa, now: 0, write, instr },
@@ -306,8 +311,6 @@ impl WalkTimer {
             if let Timing::Data(l) = self.apply_one(mem, op) {
                 cycles += l;
             }
-            va = va.wrapping_add(stride as i64 as u64);
-            pa = pa.wrapping_add(stride as i64 as u64);
         }
         Timing::Data(cycles)
     }

@@ -503,9 +503,7 @@ impl TimeModel {
                     _ => self.pending.take().unwrap_or_default(),
                 };
                 self.traced += info.instrs;
-                // As `access` counts them: a fetch, or any reference of a trace without
-                // instructions, is one at least.
-                let n = if instr || self.traced == 0 { info.instrs.max(1) } else { info.instrs };
+                let n = Self::skipped_instructions(instr, self.traced, info.instrs);
                 self.unmeasured_os += info.os + std::mem::take(&mut self.pending_os);
                 if mem.served == MEMORY {
                     self.mem.dram.warm(pa);
@@ -545,15 +543,10 @@ impl TimeModel {
     #[inline]
     pub fn skip_run(&mut self, count: u64, instr: bool, time: AccessTime, mem: &MemoryHierarchy) {
         debug_assert!(self.skips(count) && time.os == 0);
-        let before = self.traced;
+        // Every reference of the run counts as its first does: `traced` is nonzero
+        // after it, or stays what it was if the run brings no instruction.
+        let n = count * Self::skipped_instructions(instr, self.traced + time.instrs, time.instrs);
         self.traced += count * time.instrs;
-        // As `skip` counts each one: a fetch, or any reference while the trace has
-        // counted no instruction, is one at least.
-        let n = match (instr, time.instrs) {
-            (true, i) => count * i.max(1),
-            (false, 0) if before == 0 => count,
-            (false, i) => count * i,
-        };
         self.unmeasured_os += std::mem::take(&mut self.pending_os);
         self.writes_seen = mem.memory_writes;
         if let Some(s) = &mut self.sampler {
@@ -561,6 +554,18 @@ impl TimeModel {
             s.skipped_references += count;
         }
         self.left -= count;
+    }
+
+    /// The instructions a skipped reference counts, `traced` those of the trace so far
+    /// (its own included). As `access` counts them: a fetch, or any reference of a
+    /// trace without instructions, is one at least.
+    #[inline(always)]
+    fn skipped_instructions(instr: bool, traced: u64, instrs: u64) -> u64 {
+        if instr || traced == 0 {
+            instrs.max(1)
+        } else {
+            instrs
+        }
     }
 
     #[inline(always)]
