@@ -417,6 +417,29 @@ pub(crate) enum Outcome {
     Miss(u64),
 }
 
+/// One event of a data run at a cache level (mem/run.rs): a program reference, or a
+/// dirty line written back from the level above (`write_back`; its `va` unused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunEvent {
+    pub va: u64,
+    pub pa: u64,
+    pub write_back: bool,
+}
+
+/// What one level's [`Cache::run_pass`] did, for the run's latency and `served`.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RunPass {
+    /// Program references that reached the level, and those that hit.
+    pub references: u64,
+    pub hits: u64,
+    /// Whether the last program reference that reached the level hit.
+    pub last_hit: bool,
+    write_backs: u64,
+    write_back_misses: u64,
+    /// Dirty lines pushed out.
+    spilled: u64,
+}
+
 pub struct Cache {
     pub name: String,
     pub level: u8,
@@ -501,6 +524,75 @@ impl Cache {
         }
         c.misses += 1;
         Outcome::Miss(self.spilled(p.evicted))
+    }
+
+    /// A data run's events at this level, in order (mem/run.rs), at a level that
+    /// `serves_program_refs_plainly`: each program reference as `program_access` takes
+    /// it (`write`: whether it writes here), each written-back line as `write_back`
+    /// does, with the same tag-store changes and counters. `out` gets, in order, what
+    /// goes on to the level below: a reference that missed, then the dirty line its
+    /// fill pushed out; a dirty line a write-back pushed out. The geometry's lookup is
+    /// picked once for the whole pass.
+    #[inline]
+    pub(crate) fn run_pass(&mut self, input: &[RunEvent], write: bool, out: &mut Vec<RunEvent>) -> RunPass {
+        let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("run_pass on a column-associative level") };
+        let pass = match s.fp_ways {
+            8 => self.run_pass_with::<8>(input, write, out),
+            12 => self.run_pass_with::<12>(input, write, out),
+            16 => self.run_pass_with::<16>(input, write, out),
+            _ => self.run_pass_with::<0>(input, write, out),
+        };
+        let c = &mut self.counters;
+        c.accesses += pass.references;
+        c.hits += pass.hits;
+        c.misses += pass.references - pass.hits;
+        c.writeback_accesses += pass.write_backs;
+        c.writeback_misses += pass.write_back_misses;
+        c.writebacks += pass.spilled;
+        pass
+    }
+
+    /// `run_pass` with the store's lookup `access_lru_fp::<W>` (W = 0: `access`).
+    #[inline(always)]
+    fn run_pass_with<const W: usize>(&mut self, input: &[RunEvent], write: bool, out: &mut Vec<RunEvent>) -> RunPass {
+        #[inline(always)]
+        fn lookup<const W: usize>(s: &mut LineStore, idx: u64, line: u64, write: bool, allocate: bool) -> Probe {
+            if W == 0 {
+                s.access(idx, line, write, allocate)
+            } else {
+                s.access_lru_fp::<W>(idx, line, write, allocate)
+            }
+        }
+        let TagStore::SetAssociative(s) = &mut self.store else { unreachable!("run_pass on a column-associative level") };
+        let (shift, virtually_indexed) = (self.line_shift, self.virtually_indexed);
+        let allocate = !write || self.write_allocate;
+        let mut pass = RunPass::default();
+        for &e in input {
+            let line = e.pa >> shift;
+            let p = if e.write_back {
+                // `write_back`: dirty here, allocated if absent.
+                let p = lookup::<W>(s, line, line, true, true);
+                pass.write_backs += 1;
+                pass.write_back_misses += !p.hit as u64;
+                p
+            } else {
+                let idx = if virtually_indexed { e.va >> shift } else { line };
+                let p = lookup::<W>(s, idx, line, write, allocate);
+                pass.references += 1;
+                pass.last_hit = p.hit;
+                if p.hit {
+                    pass.hits += 1;
+                    continue;
+                }
+                out.push(e);
+                p
+            };
+            if p.evicted != INVALID && p.evicted & DIRTY != 0 {
+                pass.spilled += 1;
+                out.push(RunEvent { va: 0, pa: (p.evicted >> 1) << shift, write_back: true });
+            }
+        }
+        pass
     }
 
     /// The address of the line an allocation pushed out (tag `evicted`) if it was dirty,

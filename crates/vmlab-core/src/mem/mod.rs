@@ -6,6 +6,7 @@
 pub mod cache;
 pub mod cml_buffer;
 pub mod column;
+mod run;
 pub mod thread;
 pub mod victim;
 pub mod write_buffer;
@@ -81,6 +82,8 @@ pub struct MemoryHierarchy {
     /// Where the last reference was served: a cache id, or [`MEMORY`]. The time model
     /// reads it to know which levels' miss resources the reference held.
     pub served: u8,
+    /// A data run's events between two levels (mem/run.rs), allocated once.
+    run_events: [Vec<cache::RunEvent>; 2],
 }
 
 /// `MemoryHierarchy::served` of a reference that missed every level.
@@ -173,6 +176,7 @@ impl MemoryHierarchy {
             interrupt: false,
             color_refs: None,
             served: MEMORY,
+            run_events: [run::event_buffer(), run::event_buffer()],
         })
     }
 

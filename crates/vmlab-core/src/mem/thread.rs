@@ -279,31 +279,28 @@ pub struct WalkTimer {
 }
 
 impl WalkTimer {
-    /// Apply one op to the hierarchy (a run: its references one by one; its timing is
-    /// theirs summed).
+    /// Apply one op to the hierarchy (a run: as its references one by one; its timing
+    /// is theirs summed).
     #[inline(always)]
     pub fn apply(&mut self, mem: &mut MemoryHierarchy, op: MemOp) -> Timing {
         let MemOp::DataRun { va, pa, stride, count, write, instr, time } = op else {
             return self.apply_one(mem, op);
         };
-        let mut cycles = 0;
-        let refs = run_addresses(va, pa, stride, count);
-        if let (Some(tm), Some(time)) = (&mut self.time, time) {
-            if tm.skips(count as u64) {
-                // Sampling skips the whole run: the caches take each reference, the
-                // time model only what a skipped one leaves (its DRAM row), then the
-                // counts at once.
-                for (va, pa) in refs {
-                    cycles += mem.data_ref(va, pa, write, instr, 0) as u64;
-                    if mem.served == super::MEMORY {
-                        tm.skip_warm(pa);
-                    }
-                }
+        match (&mut self.time, time) {
+            // Count-only: the caches take the run level by level (mem/run.rs).
+            (None, _) => return Timing::Data(mem.data_run(va, pa, stride, count, write, instr, |_| {})),
+            (Some(tm), Some(time)) if tm.skips(count as u64) => {
+                // Sampling skips the whole run: the caches take it, the time model only
+                // what each skipped reference leaves (its DRAM row), then the counts at
+                // once.
+                let cycles = mem.data_run(va, pa, stride, count, write, instr, |pa| tm.skip_warm(pa));
                 tm.skip_run(count as u64, instr, time, mem);
                 return Timing::Data(cycles);
             }
+            _ => {}
         }
-        for (va, pa) in refs {
+        let mut cycles = 0;
+        for (va, pa) in run_addresses(va, pa, stride, count) {
             let op = match time {
                 Some(time) => MemOp::TimedData { va, pa, now: 0, write, instr, time },
                 None => MemOp::Data { va, pa, now: 0, write, instr },

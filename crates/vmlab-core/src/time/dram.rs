@@ -348,7 +348,7 @@ impl Dram {
     }
 
     /// A request sampled timing skips: it leaves its row open, and takes no time.
-    #[inline]
+    #[inline(always)]
     pub fn warm(&mut self, pa: u64) {
         let (_, bank, row) = self.locate(pa);
         self.banks[bank].row = row;
