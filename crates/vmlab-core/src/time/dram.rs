@@ -479,6 +479,79 @@ mod tests {
         }
     }
 
+    /// A calendar as a timeline of busy cycles: the reference for every search.
+    struct Timeline(Vec<bool>);
+
+    impl Timeline {
+        fn free(&self, c: u64) -> bool {
+            !self.0.get(c as usize).copied().unwrap_or(false)
+        }
+        fn earliest(&self, at: u64, len: u64) -> u64 {
+            (at..).find(|&s| (s..s + len).all(|c| self.free(c))).unwrap()
+        }
+        fn fill(&self, at: u64, len: u64) -> (u64, u64) {
+            let mut free = (at..).filter(|&c| self.free(c));
+            let start = free.next().unwrap();
+            let last = if len == 1 { start } else { free.nth(len as usize - 2).unwrap() };
+            (start, last + 1)
+        }
+        fn occupy(&mut self, start: u64, end: u64) {
+            if self.0.len() < end as usize {
+                self.0.resize(end as usize, false);
+            }
+            self.0[start as usize..end as usize].iter_mut().for_each(|c| *c = true);
+        }
+    }
+
+    /// Every search and change agrees with the timeline, on fragmented calendars (tens
+    /// of intervals, as a saturated bus's), with requests arriving out of time order
+    /// and horizons moving on.
+    #[test]
+    fn a_calendar_agrees_with_a_timeline_of_busy_cycles() {
+        let mut next = lcg(11);
+        for round in 0..60 {
+            let (mut c, mut t) = (Calendar::default(), Timeline(Vec::new()));
+            let (mut horizon, mut most) = (0, 0);
+            for op in 0..400 {
+                most = most.max(c.busy.len() - c.head);
+                // Requests from the horizon on, most near the end of what is reserved.
+                let at = horizon + next(c.end().saturating_sub(horizon) + 20);
+                let len = 1 + next(6);
+                let at_ = format!("round {round} op {op}: at {at} len {len}");
+                assert_eq!(c.earliest(at, len), t.earliest(at, len), "{at_}");
+                assert_eq!(c.fill(at, len), t.fill(at, len), "{at_}");
+                match next(5) {
+                    // A burst after a short idle gap: a fragmented calendar, as a
+                    // saturated bus's is.
+                    4 => {
+                        let s = c.end() + 1 + next(3);
+                        c.occupy(s, s + len);
+                        t.occupy(s, s + len);
+                    }
+                    0 => {
+                        let s = c.reserve(at, len);
+                        assert_eq!(s, t.earliest(at, len), "{at_}");
+                        t.occupy(s, s + len);
+                    }
+                    1 => {
+                        c.occupy(at, at + len);
+                        t.occupy(at, at + len);
+                    }
+                    2 if next(20) == 0 => {
+                        horizon += next(30);
+                        c.prune(horizon);
+                    }
+                    _ => {
+                        let s = t.earliest(at, len);
+                        c.occupy(s, s + len);
+                        t.occupy(s, s + len);
+                    }
+                }
+            }
+            assert!(most > 16, "round {round}: the calendar fragments");
+        }
+    }
+
     #[test]
     fn occupied_intervals_keep_their_union() {
         let mut c = Calendar::default();
