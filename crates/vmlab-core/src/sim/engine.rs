@@ -73,6 +73,11 @@ pub struct Engine<P: FastPaths> {
     split: bool,
     asid_tags: bool,
     data_refs: bool,
+    /// Data references may go to the hierarchy in runs (`same_page_run`), on its thread
+    /// or inline: no reference's latency feeds back into the simulation
+    /// (`MemoryHierarchy::can_detach`: no write buffer; no recolouring, whose buffers
+    /// and alarms interrupt the OS after a reference).
+    data_runs: bool,
     fault_cycles: u64,
     /// `os.populate`: every new mapping is faulted in whole.
     populate: bool,
@@ -189,6 +194,7 @@ impl<P: FastPaths> Engine<P> {
         } else {
             false
         };
+        let data_runs = cfg.memory.data_refs && !recolor_on && mmu.walker().mem.can_detach();
         let mut e = Engine {
             os,
             mmu,
@@ -196,6 +202,7 @@ impl<P: FastPaths> Engine<P> {
             split: false,
             asid_tags: cfg.mmu.asid_tags,
             data_refs: cfg.memory.data_refs,
+            data_runs,
             fault_cycles: cfg.os.fault_cycles,
             populate: cfg.os.populate,
             shared_l1,
@@ -278,8 +285,8 @@ impl<P: FastPaths> Engine<P> {
         }
         let walks_before = self.walks_so_far();
         let faults_before = self.os.mm.counters.count;
-        // Only counting (and, with data references on the memory thread, sending each
-        // access's op) is left for a same-page access while nothing else looks at each
+        // Only counting (and, with data references, sending each access's op, gathered
+        // into runs) is left for a same-page access while nothing else looks at each
         // access (see `same_page_run`).
         let runs = !self.recolor_on && self.background_at == u64::MAX;
         // The page last prefetched for: consecutive accesses to one page (a read, then
@@ -289,8 +296,7 @@ impl<P: FastPaths> Engine<P> {
         let mut instruction_threshold = self.next_instruction_threshold();
         let mut i = 0;
         while i < buf.len() {
-            // (The end of the warm-up brings the memory model back inline.)
-            if runs && (!self.data_refs || self.mmu.mem_detached()) {
+            if runs && (!self.data_refs || self.data_runs) {
                 // A cheap look first: a run pays off from two same-page accesses on
                 // (gups's write after its read is a run of one, left to the ordinary path).
                 // (A tick joins any run: synthetic traces put one before each access.)
@@ -432,8 +438,9 @@ impl<P: FastPaths> Engine<P> {
     /// process within one page that is the page of its side's same-page entry, with the
     /// permissions the access needs (the same-page path of `translate`). Only called
     /// while no per-access hook runs (recolouring, background policy work) and data
-    /// references, if on, go to the memory thread (whose clock `mem_clock` is then 0):
-    /// each access then sends the op `translate` would. Stops one access short of the
+    /// references, if on, may go in runs (`data_runs`: no write buffer reads the core's
+    /// clock, so they are sent at cycle 0): each access then sends the op `translate`
+    /// would, gathered into runs. Stops one access short of the
     /// warm-up's end and of `sim.max_accesses`, and one instruction short of the window
     /// in instructions, so the ordinary path takes the record that reaches them
     /// (`COUNT_INSTRUCTIONS`: while there is one). The counters and the ops end up
