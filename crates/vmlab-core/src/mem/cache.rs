@@ -157,6 +157,12 @@ pub(crate) const DIRTY: u64 = 1;
 /// No line: what a level that pushed no dirty line out reports.
 pub const NO_LINE: u64 = u64::MAX;
 
+/// Whether an evicted tag (or [`INVALID`]) held a dirty line.
+#[inline(always)]
+fn is_dirty(evicted: u64) -> bool {
+    evicted != INVALID && evicted & DIRTY != 0
+}
+
 /// The outcome of one tag-store lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Probe {
@@ -587,7 +593,7 @@ impl Cache {
                 out.push(e);
                 p
             };
-            if p.evicted != INVALID && p.evicted & DIRTY != 0 {
+            if is_dirty(p.evicted) {
                 pass.spilled += 1;
                 out.push(RunEvent { va: 0, pa: (p.evicted >> 1) << shift, write_back: true });
             }
@@ -599,7 +605,7 @@ impl Cache {
     /// counted as a writeback; [`NO_LINE`] otherwise.
     #[inline(always)]
     fn spilled(&mut self, evicted: u64) -> u64 {
-        if evicted != INVALID && evicted & DIRTY != 0 {
+        if is_dirty(evicted) {
             self.counters.writebacks += 1;
             (evicted >> 1) << self.line_shift
         } else {

@@ -287,6 +287,12 @@ impl MemoryHierarchy {
                 return;
             }
         }
+        self.memory_write(pa);
+    }
+
+    /// A dirty line written back from the last level reaches memory.
+    #[inline(always)]
+    fn memory_write(&mut self, pa: u64) {
         self.written[self.memory_writes as usize % WRITES_KEPT] = pa;
         self.memory_writes += 1;
     }

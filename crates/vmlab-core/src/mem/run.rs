@@ -14,7 +14,8 @@
 //! (docs/performance.md, "Same-page runs").
 
 use super::cache::RunEvent;
-use super::{MemoryHierarchy, MAX_LEVELS, MEMORY, WRITES_KEPT};
+use super::thread::run_addresses;
+use super::{MemoryHierarchy, MAX_LEVELS, MEMORY};
 
 /// References a chunk takes through the levels. At a level below `k` others, one
 /// reference brings at most `k + 1` events (itself and a written-back line from each
@@ -33,15 +34,13 @@ impl MemoryHierarchy {
     /// of each reference that missed every level, in order. Returns their cycles summed.
     #[allow(clippy::too_many_arguments)] // a `MemOp::DataRun`'s fields: plain values, no struct to build
     pub fn data_run(&mut self, va: u64, pa: u64, stride: i32, count: u32, write: bool, instr: bool, mut reached: impl FnMut(u64)) -> u64 {
-        let step = stride as i64 as u64;
-        let at = move |k: u64| (va.wrapping_add(step.wrapping_mul(k)), pa.wrapping_add(step.wrapping_mul(k)));
+        let mut refs = run_addresses(va, pa, stride, count);
         // Level by level needs the plain path's levels (no write-through, victim cache or
         // column-associative store) and nothing that watches single references.
         let by_level = self.program_refs_plain[instr as usize] && self.color_refs.is_none() && self.cml.is_none() && self.miss_alarm == u64::MAX;
         if !by_level {
             let mut cycles = 0;
-            for k in 0..count as u64 {
-                let (va, pa) = at(k);
+            for (va, pa) in refs {
                 cycles += self.data_ref(va, pa, write, instr, 0) as u64;
                 if self.served == MEMORY {
                     reached(pa);
@@ -51,16 +50,13 @@ impl MemoryHierarchy {
         }
         let [mut from, mut to] = std::mem::take(&mut self.run_events);
         let mut cycles = 0;
-        let mut k = 0u64;
-        while k < count as u64 {
-            let n = (count as u64 - k).min(CHUNK as u64);
+        loop {
             from.clear();
-            from.extend((k..k + n).map(|k| {
-                let (va, pa) = at(k);
-                RunEvent { va, pa, write_back: false }
-            }));
+            from.extend(refs.by_ref().take(CHUNK).map(|(va, pa)| RunEvent { va, pa, write_back: false }));
+            if from.is_empty() {
+                break;
+            }
             cycles += self.run_chunk(instr, write, &mut from, &mut to, &mut reached);
-            k += n;
         }
         self.run_events = [from, to];
         cycles
@@ -99,8 +95,7 @@ impl MemoryHierarchy {
         }
         for e in events.iter() {
             if e.write_back {
-                self.written[self.memory_writes as usize % WRITES_KEPT] = e.pa;
-                self.memory_writes += 1;
+                self.memory_write(e.pa);
             } else {
                 // `reach_memory` (no CML buffer or miss alarm here).
                 self.memory_accesses += 1;

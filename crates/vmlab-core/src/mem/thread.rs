@@ -74,7 +74,7 @@ pub struct DataRun {
 
 /// The (virtual, physical) addresses of a [`MemOp::DataRun`]'s references, in order.
 #[inline(always)]
-fn run_addresses(va: u64, pa: u64, stride: i32, count: u32) -> impl Iterator<Item = (u64, u64)> {
+pub(super) fn run_addresses(va: u64, pa: u64, stride: i32, count: u32) -> impl Iterator<Item = (u64, u64)> {
     let step = stride as i64 as u64;
     (0..count as u64).map(move |k| (va.wrapping_add(step.wrapping_mul(k)), pa.wrapping_add(step.wrapping_mul(k))))
 }
