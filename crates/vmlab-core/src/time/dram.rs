@@ -72,6 +72,26 @@ pub struct Calendar {
 /// Pruned intervals kept before the vector is compacted (they cost memory only).
 const DEAD_KEPT: usize = 64;
 
+/// A calendar's last interval (`start..end`) and the end of the one before it
+/// (`before`; 0 if none): kept beside a set of calendars searched on every request (an
+/// MSHR file's), so that most searches read a few words of one array instead of each
+/// calendar's vector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tail {
+    pub before: u64,
+    pub start: u64,
+    pub end: u64,
+}
+
+impl Tail {
+    /// [`Calendar::earliest`] of the calendar this tail was taken from, for a request
+    /// at or after `before` (only the last interval can overlap it); `None` before.
+    #[inline(always)]
+    pub fn earliest(&self, at: u64, len: u64) -> Option<u64> {
+        (at >= self.before).then_some(if self.end <= at || self.start >= at + len { at } else { self.end })
+    }
+}
+
 impl Calendar {
     /// The earliest start `>= at` of `len` cycles that overlap nothing reserved, and
     /// the index (into `busy`) of the first interval after it.
@@ -230,6 +250,17 @@ impl Calendar {
             self.head = 0;
         }
         covered
+    }
+
+    /// The last interval kept and the end of the one before it: all a request at or
+    /// after that end needs to find its gap ([`Tail::earliest`]).
+    #[inline(always)]
+    pub fn tail(&self) -> Tail {
+        match self.busy[self.head..] {
+            [] => Tail::default(),
+            [(start, end)] => Tail { before: 0, start, end },
+            [.., (_, before), (start, end)] => Tail { before, start, end },
+        }
     }
 
     /// The end of the last interval kept (0 if none): the resource is free from then on.
@@ -452,6 +483,26 @@ mod tests {
             let (c, at, len) = random_case(&mut next, 3);
             assert_eq!(c.earliest(at, len), c.gap(at, len).1, "{c:?} at {at} len {len}");
         }
+    }
+
+    #[test]
+    fn a_tail_finds_what_its_calendar_finds_for_a_request_after_the_interval_before_the_last() {
+        let mut next = lcg(9);
+        let mut answered = 0;
+        for _ in 0..5000 {
+            let (c, at, len) = random_case(&mut next, 4);
+            let tail = c.tail();
+            assert_eq!(tail.end, c.end());
+            match tail.earliest(at, len) {
+                Some(start) => {
+                    answered += 1;
+                    assert_eq!(start, c.gap(at, len).1, "{c:?} at {at} len {len}");
+                }
+                None => assert!(at < tail.before, "{c:?} at {at}: only a request before the interval before the last needs the search"),
+            }
+        }
+        assert!(answered > 1000 && answered < 5000, "both cases met: {answered}");
+        assert_eq!(Calendar::default().tail().earliest(5, 10), Some(5));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! came back; a reference to a line whose fill is still in flight at a level waits
 //! for that fill instead of starting another (a secondary miss, merged).
 
-use super::dram::{Calendar, Dram};
+use super::dram::{Calendar, Dram, Tail};
 use crate::mem::MEMORY;
 
 /// The miss status holding registers of one cache.
@@ -22,6 +22,9 @@ use crate::mem::MEMORY;
 pub struct MshrFile {
     /// Per MSHR, when it is held; none at a never-full level.
     slots: Vec<Calendar>,
+    /// Per MSHR, its calendar's tail, kept in step with `slots`: a miss searches
+    /// every MSHR, and nearly always needs no more of each than its tail.
+    tails: Vec<Tail>,
     /// When at least one miss was outstanding (the union of the busy intervals, which
     /// arrive in issue order, not time order).
     active: Calendar,
@@ -74,6 +77,7 @@ impl MshrFile {
     pub fn new(entries: u32) -> MshrFile {
         MshrFile {
             slots: vec![Calendar::default(); entries as usize],
+            tails: vec![Tail::default(); entries as usize],
             active: Calendar::default(),
             never_full: false,
             recent: Box::new([(u64::MAX, 0); RECENT]),
@@ -98,12 +102,12 @@ impl MshrFile {
     #[inline]
     fn allocate(&mut self, t: u64, need: u64) -> (usize, u64) {
         // An MSHR free from `t` on is found without searching the calendars' gaps.
-        if let Some(free) = self.slots.iter().position(|c| c.end() <= t) {
+        if let Some(free) = self.tails.iter().position(|c| c.end <= t) {
             return (free, t);
         }
         let mut best = (0, u64::MAX);
-        for (i, c) in self.slots.iter().enumerate() {
-            let start = c.earliest(t, need);
+        for (i, tail) in self.tails.iter().enumerate() {
+            let start = tail.earliest(t, need).unwrap_or_else(|| self.slots[i].earliest(t, need));
             if start < best.1 {
                 best = (i, start);
                 if start == t {
@@ -121,6 +125,7 @@ impl MshrFile {
     fn complete(&mut self, line: u64, slot: Option<usize>, start: u64, done: u64) {
         if let Some(s) = slot.filter(|&s| s < self.slots.len()) {
             self.slots[s].occupy(start, done);
+            self.tails[s] = self.slots[s].tail();
         }
         self.recent[Self::recent_slot(line)] = (line, done);
         self.counters.misses += 1;
@@ -131,8 +136,9 @@ impl MshrFile {
     /// Forget what ended by `horizon`.
     fn prune(&mut self, horizon: u64) {
         self.counters.active_cycles += self.active.prune(horizon);
-        for c in &mut self.slots {
+        for (c, tail) in self.slots.iter_mut().zip(&mut self.tails) {
             c.prune(horizon);
+            *tail = c.tail();
         }
     }
 

@@ -198,9 +198,8 @@ proptest! {
     /// instructions or fails naming the file and the offset.
     #[test]
     fn champsim_files_import_or_name_the_offset(bytes in proptest::collection::vec(any::<u8>(), 0..700), xz in any::<bool>()) {
-        let dir = std::env::temp_dir().join(format!("vmlab-fuzz-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("t{}.champsim", bytes.len()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.champsim");
         let mut data = if xz { vec![0xFD, b'7', b'z', b'X', b'Z', 0x00] } else { Vec::new() };
         data.extend_from_slice(&bytes);
         std::fs::write(&path, &data).unwrap();
