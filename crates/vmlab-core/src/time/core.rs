@@ -108,6 +108,10 @@ pub struct Core {
     /// store has drained.
     lq: Vec<u64>,
     sq: Vec<u64>,
+    /// The entries the next load and store take (`loads` and `stores` modulo the
+    /// queues' sizes, kept as they advance: a division per reference costs more).
+    lq_next: usize,
+    sq_next: usize,
     pub loads: u64,
     pub stores: u64,
     /// The last store's drain.
@@ -119,11 +123,23 @@ pub struct Core {
     pub queue_wait: u64,
 }
 
+/// The queue entry after `i` in a ring of `len`.
+#[inline(always)]
+fn next_entry(i: usize, len: usize) -> usize {
+    if i + 1 == len {
+        0
+    } else {
+        i + 1
+    }
+}
+
 impl Core {
     pub fn new(s: CoreSettings) -> Core {
         Core {
             lq: vec![0; s.load_queue as usize],
             sq: vec![0; s.store_queue as usize],
+            lq_next: 0,
+            sq_next: 0,
             s,
             dispatch_fp: 0,
             instructions: 0,
@@ -251,7 +267,7 @@ impl Core {
     /// The earliest a load (`store` false) or store can issue, from `at`: a free queue
     /// entry.
     pub fn queue_entry(&mut self, store: bool, at: u64) -> u64 {
-        let free = if store { self.sq[(self.stores % self.sq.len() as u64) as usize] } else { self.lq[(self.loads % self.lq.len() as u64) as usize] };
+        let free = if store { self.sq[self.sq_next] } else { self.lq[self.lq_next] };
         self.queue_wait += free.saturating_sub(at);
         at.max(free)
     }
@@ -288,8 +304,8 @@ impl Core {
     /// A load of the open instruction completes at `done`.
     pub fn load_done(&mut self, done: u64, cause: Cause) {
         self.producers[(self.loads & 255) as usize] = (done, cause);
-        let slot = (self.loads % self.lq.len() as u64) as usize;
-        self.lq[slot] = done.max(self.retire);
+        self.lq[self.lq_next] = done.max(self.retire);
+        self.lq_next = next_entry(self.lq_next, self.lq.len());
         self.loads += 1;
         self.op_done(done, cause);
     }
@@ -298,8 +314,8 @@ impl Core {
     /// write, which completes at `written`, drains in order after that.
     pub fn store_done(&mut self, done: u64, written: u64, cause: Cause) {
         self.drain = self.drain.max(written);
-        let slot = (self.stores % self.sq.len() as u64) as usize;
-        self.sq[slot] = self.drain;
+        self.sq[self.sq_next] = self.drain;
+        self.sq_next = next_entry(self.sq_next, self.sq.len());
         self.stores += 1;
         self.op_done(done, cause);
     }

@@ -92,17 +92,30 @@ impl Tail {
     }
 }
 
+/// The index in `b` (sorted, disjoint intervals) of the first interval whose end is
+/// `after`, and so every one from it on. Requests arrive nearly in time order, so the
+/// answer is usually among the last few: those are looked at first, then the rest is
+/// bisected (a saturated DRAM's write-backs, issued at dispatch, land tens of
+/// intervals back).
+#[inline(always)]
+fn ending_after(b: &[(u64, u64)], after: impl Fn(u64) -> bool) -> usize {
+    let mut i = b.len();
+    for _ in 0..4 {
+        if i == 0 || !after(b[i - 1].1) {
+            return i;
+        }
+        i -= 1;
+    }
+    b[..i].partition_point(|&(_, e)| !after(e))
+}
+
 impl Calendar {
     /// The earliest start `>= at` of `len` cycles that overlap nothing reserved, and
     /// the index (into `busy`) of the first interval after it.
     #[inline(always)]
     fn gap(&self, at: u64, len: u64) -> (usize, u64) {
         let b = &self.busy[self.head..];
-        // Requests arrive nearly in time order: search from the back.
-        let mut i = b.len();
-        while i > 0 && b[i - 1].1 > at {
-            i -= 1;
-        }
+        let mut i = ending_after(b, |e| e > at);
         let mut start = at;
         while i < b.len() && b[i].0 < start + len {
             start = start.max(b[i].1);
@@ -179,10 +192,7 @@ impl Calendar {
                 _ => (e, e + len),
             };
         }
-        let mut i = b.len();
-        while i > 0 && b[i - 1].1 > at {
-            i -= 1;
-        }
+        let i = ending_after(b, |e| e > at);
         let (mut t, mut left, mut start) = (at, len, None);
         for &(s, e) in &b[i..] {
             if s > t {
@@ -198,26 +208,26 @@ impl Calendar {
     }
 
     /// Mark `start..end` busy, whatever it overlaps (the union is kept).
+    #[inline(always)]
     pub fn occupy(&mut self, start: u64, end: u64) {
         if end <= start {
             return;
         }
+        // Most intervals arrive at the back, in time order: extend or append.
+        match self.busy.last_mut() {
+            None => self.busy.push((start, end)),
+            Some(last) if start > last.1 => self.busy.push((start, end)),
+            Some(last) if start >= last.0 => last.1 = last.1.max(end),
+            Some(_) => self.occupy_before(start, end),
+        }
+    }
+
+    /// `occupy` of an interval that starts before the last one kept.
+    #[inline(never)]
+    fn occupy_before(&mut self, start: u64, end: u64) {
         let head = self.head;
         let b = &mut self.busy;
-        // Most intervals arrive at the back, in time order: extend or append.
-        match b.last_mut() {
-            None => return b.push((start, end)),
-            Some(last) if start > last.1 => return b.push((start, end)),
-            Some(last) if start >= last.0 => {
-                last.1 = last.1.max(end);
-                return;
-            }
-            _ => {}
-        }
-        let mut i = b.len();
-        while i > head && b[i - 1].1 >= start {
-            i -= 1;
-        }
+        let i = head + ending_after(&b[head..], |e| e >= start);
         let (mut s, mut e, mut j) = (start, end, i);
         while j < b.len() && b[j].0 <= e {
             s = s.min(b[j].0);
