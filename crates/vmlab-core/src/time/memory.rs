@@ -152,6 +152,10 @@ struct Level {
     latency: u64,
     line_shift: u32,
     mshr: MshrFile,
+    /// The reference being timed missed here: the MSHR it took (`NO_SLOT` at a
+    /// never-full level) and when. (Kept here, not in a buffer the reference fills:
+    /// a level is on a path once.)
+    taken: (usize, u64),
 }
 
 /// Where a reference enters the hierarchy.
@@ -185,7 +189,12 @@ impl TimedMemory {
     pub fn new(caches: &[(u32, u64, u32)], paths: crate::mem::Paths<'_>, dram: Dram) -> TimedMemory {
         let mut levels: Vec<Level> = caches
             .iter()
-            .map(|&(latency, line, mshrs)| Level { latency: latency as u64, line_shift: line.trailing_zeros(), mshr: MshrFile::new(mshrs) })
+            .map(|&(latency, line, mshrs)| Level {
+                latency: latency as u64,
+                line_shift: line.trailing_zeros(),
+                mshr: MshrFile::new(mshrs),
+                taken: (NO_SLOT, 0),
+            })
             .collect();
         let all = [paths.data, paths.instr, paths.walk];
         for (id, &(_, _, mshrs)) in caches.iter().enumerate() {
@@ -216,9 +225,7 @@ impl TimedMemory {
         let need = self.unloaded(path, served);
         let ids = &self.paths[path as usize];
         let mut t = t;
-        // The levels that missed: the level, the line, its MSHR (NO_SLOT at a never-full
-        // level) and when it was taken.
-        let mut held = [(0usize, 0u64, NO_SLOT, 0u64); 8];
+        // The levels that missed: the first `n` of the path.
         let mut n = 0;
         let mut last_latency = 0;
         for &id in ids {
@@ -232,22 +239,20 @@ impl TimedMemory {
                     // A hit on a line whose fill is still coming: a hit under a miss.
                     Some(d) => {
                         lvl.mshr.counters.merged += 1;
-                        self.finish(&held[..n], done.max(d))
+                        self.finish(path, n, pa, done.max(d))
                     }
-                    None => self.finish(&held[..n], done),
+                    None => self.finish(path, n, pa, done),
                 };
             }
             if let Some(d) = in_flight {
                 lvl.mshr.counters.merged += 1;
                 let done = d.max(t + lvl.latency);
                 self.last_unloaded = lvl.latency;
-                return self.finish(&held[..n], done);
+                return self.finish(path, n, pa, done);
             }
             let (slot, start) = if lvl.mshr.never_full { (NO_SLOT, t) } else { lvl.mshr.allocate(t, need) };
-            if n < held.len() {
-                held[n] = (id, line, slot, start);
-                n += 1;
-            }
+            lvl.taken = (slot, start);
+            n += 1;
             t = start;
             last_latency = lvl.latency;
         }
@@ -255,14 +260,17 @@ impl TimedMemory {
         // The last level's tag check, then the controller.
         let done = self.dram.access(pa, t + last_latency, false);
         self.last_unloaded = last_latency + self.dram.last_unloaded;
-        self.finish(&held[..n], done)
+        self.finish(path, n, pa, done)
     }
 
-    /// The MSHRs taken on the way hold their lines until `done`.
+    /// The MSHRs the reference to `pa` took at the first `n` levels of `path` hold its
+    /// line until `done`.
     #[inline(always)]
-    fn finish(&mut self, held: &[(usize, u64, usize, u64)], done: u64) -> u64 {
-        for &(id, line, slot, start) in held {
-            self.levels[id].mshr.complete(line, (slot != NO_SLOT).then_some(slot), start, done);
+    fn finish(&mut self, path: Path, n: usize, pa: u64, done: u64) -> u64 {
+        for &id in &self.paths[path as usize][..n] {
+            let lvl = &mut self.levels[id];
+            let (slot, start) = lvl.taken;
+            lvl.mshr.complete(pa >> lvl.line_shift, (slot != NO_SLOT).then_some(slot), start, done);
         }
         done
     }
