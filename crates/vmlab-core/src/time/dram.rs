@@ -572,11 +572,13 @@ mod tests {
         let mut next = lcg(11);
         for round in 0..60 {
             let (mut c, mut t) = (Calendar::default(), Timeline(Vec::new()));
-            let (mut horizon, mut most) = (0, 0);
+            let (mut horizon, mut most, mut deep) = (0, 0, 0);
             for op in 0..400 {
                 most = most.max(c.busy.len() - c.head);
                 // Requests from the horizon on, most near the end of what is reserved.
                 let at = horizon + next(c.end().saturating_sub(horizon) + 20);
+                // (Past four intervals, a search from the back bisects.)
+                deep += (c.busy[c.head..].iter().filter(|&&(_, e)| e > at).count() > 4) as u32;
                 let len = 1 + next(6);
                 let at_ = format!("round {round} op {op}: at {at} len {len}");
                 assert_eq!(c.earliest(at, len), t.earliest(at, len), "{at_}");
@@ -610,6 +612,7 @@ mod tests {
                 }
             }
             assert!(most > 16, "round {round}: the calendar fragments");
+            assert!(deep > 40, "round {round}: {deep} requests land more than four intervals back");
         }
     }
 
