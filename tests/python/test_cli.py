@@ -190,6 +190,13 @@ def test_bench_repeats_each_benchmark_and_reports_its_best_run():
         assert r["seconds"] == min(r["runs"]), r
         assert min(r["runs"]) <= r["median_seconds"] <= max(r["runs"]), r
         assert abs(r["millions_per_second"] * r["seconds"] * 1e6 - r["items"]) <= 1e-6 * r["items"], r
+    # Each row beyond the count-only one is compared with it (the time model's target).
+    rate = {r["name"]: r["millions_per_second"] for r in doc["rows"]}
+    for r in doc["rows"]:
+        if r["name"] == "gups 1G, nested-radix":
+            assert "vs_base" not in r, r
+        else:
+            assert abs(r["vs_base"] - r["millions_per_second"] / rate["gups 1G, nested-radix"]) < 1e-9, r
     bad = run_cli("bench", "--repeat", "0")
     assert bad.returncode != 0 and "--repeat" in bad.stderr
 
@@ -200,6 +207,7 @@ def test_bench_only_runs_the_benchmarks_it_names():
     rows = json.loads(p.stdout)["rows"]
     assert [r["name"] for r in rows] == ["gups 1G, nested-radix + time model, sampled"]
     assert rows[0]["items"] == 1_000_000 and rows[0]["millions_per_second"] > 0
+    assert "vs_base" not in rows[0], "its base did not run"
     bad = run_cli("bench", "--quick", "--only", "no such bench")
     assert bad.returncode == 2 and "no such bench" in bad.stderr, bad.stderr
 

@@ -643,9 +643,10 @@ fn bench(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32
         }
         let body = rows.iter().map(|r| {
             let f = |x: f64, d: usize| format!("{x:.d$}");
-            vec![r.name.to_string(), r.items.to_string(), r.unit.to_string(), f(r.seconds, 2), f(r.millions_per_second, 1), f(r.median_seconds, 2)]
+            let base = r.vs_base.map_or_else(String::new, |v| f(v, 2));
+            vec![r.name.to_string(), r.items.to_string(), r.unit.to_string(), f(r.seconds, 2), f(r.millions_per_second, 1), f(r.median_seconds, 2), base]
         });
-        out!("{}", text_table(&["benchmark", "items", "unit", "seconds", "M/s", "median s"], body));
+        out!("{}", text_table(&["benchmark", "items", "unit", "seconds", "M/s", "median s", "× base"], body));
         if let Some(b) = rss {
             outln!("peak RSS {:.1} MiB", b as f64 / (1 << 20) as f64);
         }

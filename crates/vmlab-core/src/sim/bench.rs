@@ -18,6 +18,19 @@ pub(crate) struct BenchRow {
     pub(crate) millions_per_second: f64,
     pub(crate) median_seconds: f64,
     pub(crate) runs: Vec<f64>,
+    /// This row's best rate over its base row's, where the base ran too: the row whose
+    /// name is this one's before its first " + " (the same run without data
+    /// references, the time model or the CML buffer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) vs_base: Option<f64>,
+}
+
+/// Set each row's `vs_base` from the rows it extends.
+fn compare_with_bases(rows: &mut [BenchRow]) {
+    for i in 0..rows.len() {
+        let base = rows[i].name.split_once(" + ").and_then(|(base, _)| rows.iter().find(|r| r.name == base));
+        rows[i].vs_base = base.map(|b| rows[i].millions_per_second / b.millions_per_second);
+    }
 }
 
 /// Run `bench` (which returns the items it processed and its seconds) `repeat` times.
@@ -32,7 +45,16 @@ fn measure(name: &str, unit: &str, repeat: u32, mut bench: impl FnMut() -> Resul
     let mut sorted = runs.clone();
     sorted.sort_by(f64::total_cmp);
     let (best, median) = (sorted[0], sorted[(sorted.len() - 1) / 2]);
-    Ok(BenchRow { name: name.into(), items, unit: unit.into(), seconds: best, millions_per_second: items as f64 / best / 1e6, median_seconds: median, runs })
+    Ok(BenchRow {
+        name: name.into(),
+        items,
+        unit: unit.into(),
+        seconds: best,
+        millions_per_second: items as f64 / best / 1e6,
+        median_seconds: median,
+        runs,
+        vs_base: None,
+    })
 }
 
 fn workload(name: &str, params: &[(&str, String)]) -> SourceSpec {
@@ -149,5 +171,38 @@ pub(crate) fn run_benchmarks(quick: bool, repeat: u32, only: Option<&str>) -> Re
             Config::load("ecpt-asplos22", &[format!("page_table.kind=\"{kind}\""), "memory.data_refs=true".into(), "time.model=ooo".into(), SAMPLED.into()])?;
         row(&format!("gups 1G, {kind} + time model, sampled"), "accesses", &mut || simulate(&cfg, &gups))?;
     }
+    compare_with_bases(&mut rows);
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, rate: f64) -> BenchRow {
+        BenchRow {
+            name: name.into(),
+            items: 1,
+            unit: "accesses".into(),
+            seconds: 1.0,
+            millions_per_second: rate,
+            median_seconds: 1.0,
+            runs: vec![1.0],
+            vs_base: None,
+        }
+    }
+
+    #[test]
+    fn a_row_is_compared_with_the_row_its_name_extends() {
+        let mut rows = vec![
+            row("gups 1G, nested-radix", 10.0),
+            row("gups 1G, nested-ecpt", 5.0),
+            row("gups 1G, nested-radix + time model, sampled", 6.0),
+            row("gups 1G, nested-ecpt + data refs", 4.0),
+            row("stream, skylake + time model", 9.0),
+        ];
+        compare_with_bases(&mut rows);
+        let v: Vec<Option<f64>> = rows.iter().map(|r| r.vs_base).collect();
+        assert_eq!(v, [None, None, Some(0.6), Some(0.8), None], "the stream row's base did not run");
+    }
 }
