@@ -169,12 +169,9 @@ impl Calendar {
     /// [`Calendar::reserve`] would return), without reserving them.
     #[inline(always)]
     pub fn earliest(&self, at: u64, len: u64) -> u64 {
-        // One interval kept (an MSHR's or a walker's calendar, nearly always): free
-        // before it, or from its end.
-        if let [(s, e)] = self.busy[self.head..] {
-            return if e <= at || s >= at + len { at } else { e };
-        }
-        self.gap(at, len).1
+        // One interval kept (an MSHR's or a walker's calendar, nearly always), or a
+        // request after the interval before the last: the tail answers.
+        self.tail().earliest(at, len).unwrap_or_else(|| self.gap(at, len).1)
     }
 
     /// Where a request of `len` cycles that can pause runs: from the first free cycle
