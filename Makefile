@@ -2,7 +2,7 @@
 #   make demo   set up, then run the main job on built-in defaults
 #   make test   set up, then run every test
 # Targets that need the venv depend on `setup`, so `make -j` keeps the order.
-.PHONY: setup setup-base demo test test-rust test-python bench pgo clean
+.PHONY: setup setup-base setup-tests demo test test-rust test-python bench pgo clean
 
 # Every cargo build here is profile-guided (scripts/rustflags.sh; docs/performance.md,
 # "Profile-guided builds"): the same flags as the extension's, so nothing builds twice.
@@ -15,12 +15,18 @@ setup: setup-base
 setup-base:
 	./scripts/setup.sh --base
 
+# `setup` with the extension and the plugin built as the Rust tests are (`test-release`):
+# a third of the release build's time, debug assertions on. `make demo` (or `make setup`)
+# builds the release extension back.
+setup-tests: setup-base
+	./scripts/setup.sh --tests
+
 demo: setup
 	.venv/bin/vmlab demo
 
-# Two jobs: the Rust tests build and run while the extension builds (its fat-LTO link
-# keeps one core busy for minutes), then the Python tests. Each command's output is
-# printed whole when it ends (--output-sync=line), so the two logs do not interleave.
+# Two jobs: the Rust tests build and run while the extension builds, then the Python
+# tests. Each command's output is printed whole when it ends (--output-sync=line), so the
+# two logs do not interleave.
 test:
 	$(MAKE) -j2 --output-sync=line test-rust test-python
 
@@ -36,7 +42,7 @@ test-rust: setup-base
 	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu -p vmlab-bench --all-targets -- -D warnings
 	MAKEFLAGS= cargo test -p vmlab-core -p vmlab-qemu --profile test-release
 
-test-python: setup
+test-python: setup-tests
 	.venv/bin/python -m pytest -q --durations=15 tests/python
 
 bench: setup

@@ -3,16 +3,21 @@
 # a project-local virtualenv with pinned Python packages, and the Rust extension built
 # into it. Idempotent: re-runs only what changed.
 #
-#   scripts/setup.sh          everything
+#   scripts/setup.sh          everything, the extension and the plugin built `release`
 #   scripts/setup.sh --base   everything but the extension and the QEMU plugin (what the
 #                             Rust tests need: `make test` builds the extension beside them)
+#   scripts/setup.sh --tests  everything, the extension and the plugin built with the
+#                             tests' profile `test-release` (`make test`; quick to build,
+#                             debug assertions on: not for measuring speed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base_only=false
+profile=release
 case "${1-}" in
   "") ;;
   --base) base_only=true ;;
-  *) echo "setup: error: unknown option '$1' (usage: scripts/setup.sh [--base])" >&2; exit 2 ;;
+  --tests) profile=test-release ;;
+  *) echo "setup: error: unknown option '$1' (usage: scripts/setup.sh [--base | --tests])" >&2; exit 2 ;;
 esac
 
 PY="${PYTHON:-python3}"
@@ -69,19 +74,19 @@ fi
 # Always ask: cargo rebuilds only what changed (a no-op build takes a few seconds).
 # Profile-guided, with the flags `make test` builds with (scripts/rustflags.sh).
 export CARGO_ENCODED_RUSTFLAGS="${CARGO_ENCODED_RUSTFLAGS-$(scripts/rustflags.sh)}"
-echo "setup: building the vmlab extension (release; a few minutes the first time)"
+echo "setup: building the vmlab extension ($profile; a few minutes the first time)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release >"$log" 2>&1; then
+if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --profile "$profile" >"$log" 2>&1; then
   cat "$log" >&2
   echo "setup: error: building the extension failed (output above)" >&2
   exit 1
 fi
 # The QEMU tracing plugin, beside the package that loads it (python/vmlab/cli.py).
-if ! cargo build --release -q -p vmlab-qemu >"$log" 2>&1; then
+if ! cargo build --profile "$profile" -q -p vmlab-qemu >"$log" 2>&1; then
   cat "$log" >&2
   echo "setup: error: building the QEMU tracing plugin failed (output above)" >&2
   exit 1
 fi
-cp target/release/libvmlab_qemu.so python/vmlab/libvmlab_qemu.so
-.venv/bin/python -c "import vmlab; print('setup: vmlab', vmlab.__version__, 'ready in .venv')"
+cp "target/$profile/libvmlab_qemu.so" python/vmlab/libvmlab_qemu.so
+.venv/bin/python -c "import vmlab; print('setup: vmlab', vmlab.__version__, '($profile build) ready in .venv')"

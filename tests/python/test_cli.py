@@ -183,6 +183,9 @@ def test_bench_repeats_each_benchmark_and_reports_its_best_run():
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["repeat"] == 2
+    # The tests' build (`make test`: debug assertions on) says its figures are not vmlab's speed.
+    assert isinstance(doc["checked_build"], bool)
+    assert ("the tests' build" in p.stderr) == doc["checked_build"], p.stderr
     names = [r["name"] for r in doc["rows"]]
     assert "gups 1G, nested-radix" in names and "gups 1G, nested-radix + time model, sampled" in names, names
     for r in doc["rows"]:

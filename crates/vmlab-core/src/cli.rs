@@ -635,8 +635,13 @@ fn bench(quick: bool, repeat: u32, only: Option<&str>, json: bool) -> Result<i32
         return Ok(2);
     }
     let rss = peak_rss_bytes();
+    // The tests' build (`test-release`, `scripts/setup.sh --tests`) runs a few times slower.
+    let checked = cfg!(debug_assertions);
+    if checked {
+        eprintln!("vmlab: warning: this is the tests' build (debug assertions on, little optimised): its figures are not vmlab's speed; `make setup` builds the release one");
+    }
     if json {
-        outln!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss}));
+        outln!("{}", serde_json::json!({"rows": rows, "repeat": repeat, "peak_rss_bytes": rss, "checked_build": checked}));
     } else {
         if repeat > 1 {
             outln!("best of {repeat} runs each (median seconds beside)");
