@@ -2,7 +2,7 @@
 #   make demo   set up, then run the main job on built-in defaults
 #   make test   set up, then run every test
 # Targets that need the venv depend on `setup`, so `make -j` keeps the order.
-.PHONY: setup setup-base setup-tests demo test test-rust test-python bench pgo clean
+.PHONY: setup setup-system setup-base setup-tests demo test test-rust test-python bench pgo clean
 
 # Every cargo build here is profile-guided (scripts/rustflags.sh; docs/performance.md,
 # "Profile-guided builds"): the same flags as the extension's, so nothing builds twice.
@@ -11,12 +11,16 @@ export CARGO_ENCODED_RUSTFLAGS := $(shell scripts/rustflags.sh)
 setup: setup-base
 	./scripts/setup.sh
 
-# System packages, toolchain components, the venv and its pinned packages: no extension.
-setup-base:
+# System packages and toolchain components: what the Rust tests need.
+setup-system:
+	./scripts/setup.sh --system
+
+# Those, the venv and its pinned packages: no extension.
+setup-base: setup-system
 	./scripts/setup.sh --base
 
 # `setup` with the extension and the plugin built as the Rust tests are (`test-release`):
-# a third of the release build's time, debug assertions on. `make demo` (or `make setup`)
+# about half the release build's time, debug assertions on. `make demo` (or `make setup`)
 # builds the release extension back.
 setup-tests: setup-base
 	./scripts/setup.sh --tests
@@ -30,14 +34,14 @@ demo: setup
 test:
 	$(MAKE) -j2 --output-sync=line test-rust test-python
 
-# After setup-base: it installs valgrind and cc, which the live-tracing tests need, and
+# After setup-system: it installs valgrind and cc, which the live-tracing tests need, and
 # clippy and rustfmt for the style checks (warnings are errors).
 # vmlab-core only: vmlab-py is an extension module (no libpython to link a test binary
 # against); the Python tests below exercise it. Built with the quick-to-build profile
 # `test-release` (Cargo.toml): the same code, less optimised. MAKEFLAGS is cleared for
 # the tests: make keeps its jobserver's descriptors from a recipe it does not mark
 # recursive, and rustdoc (the doc-tests) would warn that it cannot open them.
-test-rust: setup-base
+test-rust: setup-system
 	cargo fmt --all --check
 	cargo clippy -p vmlab-core -p vmlab-py -p vmlab-qemu -p vmlab-bench --all-targets -- -D warnings
 	MAKEFLAGS= cargo test -p vmlab-core -p vmlab-qemu --profile test-release

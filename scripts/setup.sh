@@ -4,20 +4,22 @@
 # into it. Idempotent: re-runs only what changed.
 #
 #   scripts/setup.sh          everything, the extension and the plugin built `release`
-#   scripts/setup.sh --base   everything but the extension and the QEMU plugin (what the
-#                             Rust tests need: `make test` builds the extension beside them)
+#   scripts/setup.sh --system the system packages and the toolchain's components only
+#                             (what the Rust tests need)
+#   scripts/setup.sh --base   everything but the extension and the QEMU plugin
 #   scripts/setup.sh --tests  everything, the extension and the plugin built with the
 #                             tests' profile `test-release` (`make test`; quick to build,
 #                             debug assertions on: not for measuring speed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base_only=false
+stage=all
 profile=release
 case "${1-}" in
   "") ;;
-  --base) base_only=true ;;
+  --system) stage=system ;;
+  --base) stage=base ;;
   --tests) profile=test-release ;;
-  *) echo "setup: error: unknown option '$1' (usage: scripts/setup.sh [--base | --tests])" >&2; exit 2 ;;
+  *) echo "setup: error: unknown option '$1' (usage: scripts/setup.sh [--system | --base | --tests])" >&2; exit 2 ;;
 esac
 
 PY="${PYTHON:-python3}"
@@ -54,6 +56,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+if [ "$stage" = system ]; then
+  exit 0
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
@@ -67,26 +73,28 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-if $base_only; then
+if [ "$stage" = base ]; then
   exit 0
 fi
 
 # Always ask: cargo rebuilds only what changed (a no-op build takes a few seconds).
 # Profile-guided, with the flags `make test` builds with (scripts/rustflags.sh).
 export CARGO_ENCODED_RUSTFLAGS="${CARGO_ENCODED_RUSTFLAGS-$(scripts/rustflags.sh)}"
-echo "setup: building the vmlab extension ($profile; a few minutes the first time)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --profile "$profile" >"$log" 2>&1; then
-  cat "$log" >&2
-  echo "setup: error: building the extension failed (output above)" >&2
-  exit 1
-fi
-# The QEMU tracing plugin, beside the package that loads it (python/vmlab/cli.py).
+# The QEMU tracing plugin, beside the package that loads it (python/vmlab/cli.py). First:
+# it builds in seconds, and under `make test` the Rust tests' build, which shares its
+# target directory, would otherwise hold cargo's lock by the time the extension is done.
 if ! cargo build --profile "$profile" -q -p vmlab-qemu >"$log" 2>&1; then
   cat "$log" >&2
   echo "setup: error: building the QEMU tracing plugin failed (output above)" >&2
   exit 1
 fi
 cp "target/$profile/libvmlab_qemu.so" python/vmlab/libvmlab_qemu.so
+echo "setup: building the vmlab extension ($profile; a few minutes the first time)"
+if ! VIRTUAL_ENV="$PWD/.venv" PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --profile "$profile" >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "setup: error: building the extension failed (output above)" >&2
+  exit 1
+fi
 .venv/bin/python -c "import vmlab; print('setup: vmlab', vmlab.__version__, '($profile build) ready in .venv')"
