@@ -17,10 +17,11 @@ use super::cache::RunEvent;
 use super::thread::run_addresses;
 use super::{MemoryHierarchy, MAX_LEVELS, MEMORY};
 
-/// References a chunk takes through the levels. At a level below `k` others, one
+/// References a chunk takes through the levels: a 4 KiB page's lines, so that a
+/// same-page run at stride 64 passes in one chunk. At a level below `k` others, one
 /// reference brings at most `k + 1` events (itself and a written-back line from each
 /// level above), so a buffer of `CHUNK * (MAX_LEVELS + 1)` never grows.
-const CHUNK: usize = 32;
+const CHUNK: usize = 64;
 
 /// An event buffer with room for a chunk at any level.
 pub(super) fn event_buffer() -> Vec<RunEvent> {

@@ -293,7 +293,8 @@ impl WalkTimer {
                 // Sampling skips the whole run: the caches take it, the time model only
                 // what each skipped reference leaves (its DRAM row), then the counts at
                 // once.
-                let cycles = mem.data_run(va, pa, stride, count, write, instr, |pa| tm.skip_warm(pa));
+                let mut row = u64::MAX;
+                let cycles = mem.data_run(va, pa, stride, count, write, instr, |pa| tm.skip_warm(pa, &mut row));
                 tm.skip_run(count as u64, instr, time, mem);
                 return Timing::Data(cycles);
             }

@@ -392,6 +392,19 @@ impl Dram {
         self.banks[bank].row = row;
     }
 
+    /// `warm`, for the skipped requests of one run in turn (`*last`: the row key
+    /// `pa >> row_shift` of the one before, `u64::MAX` at the first). A request to the
+    /// row the one before left open changes nothing, and a run's lines share rows: a
+    /// page's run at stride 64 asks where its row is once, when rows are a page or more.
+    #[inline(always)]
+    pub fn warm_after(&mut self, pa: u64, last: &mut u64) {
+        let key = pa >> self.t.row_shift;
+        if key != *last {
+            *last = key;
+            self.warm(pa);
+        }
+    }
+
     /// No request will arrive before `horizon`.
     pub fn prune(&mut self, horizon: u64) {
         for b in &mut self.bus {
@@ -414,6 +427,32 @@ mod tests {
 
     fn ddr() -> Dram {
         Dram::new(DramTiming { channels: 1, banks: 8, row_shift: 13, t_cas: 50, t_rcd: 50, t_rp: 50, burst_bytes: 64, t_burst: 10, controller: 20 })
+    }
+
+    /// Warming a run's requests in turn leaves every bank's open row where warming
+    /// each does: runs forwards and backwards, at strides within a row and across
+    /// rows, banks and channels.
+    #[test]
+    fn warming_a_run_in_turn_opens_the_rows_warming_each_opens() {
+        let timing = DramTiming { channels: 2, banks: 4, ..ddr().t };
+        let (mut each, mut in_turn) = (Dram::new(timing.clone()), Dram::new(timing));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let stride = [64i64, -64, 4096, 8192, 24_576, 0][(x % 6) as usize];
+            let start = (x >> 20) % (1 << 30);
+            let mut last = u64::MAX;
+            for k in 0..(x >> 8) % 200 {
+                let pa = start.wrapping_add((stride * k as i64) as u64) % (1 << 31);
+                each.warm(pa);
+                in_turn.warm_after(pa, &mut last);
+            }
+            let rows = |d: &Dram| d.banks.iter().map(|b| b.row).collect::<Vec<_>>();
+            assert_eq!(rows(&each), rows(&in_turn));
+        }
+        assert!(each.banks.iter().all(|b| b.row != u64::MAX), "the runs opened a row in every bank");
     }
 
     #[test]

@@ -532,10 +532,10 @@ impl TimeModel {
     }
 
     /// A skipped reference of a run that DRAM served leaves its row open (`skip`'s part
-    /// that needs each reference).
+    /// that needs each reference); `last` as [`Dram::warm_after`]'s, for one run.
     #[inline(always)]
-    pub fn skip_warm(&mut self, pa: u64) {
-        self.mem.dram.warm(pa)
+    pub fn skip_warm(&mut self, pa: u64, last: &mut u64) {
+        self.mem.dram.warm_after(pa, last)
     }
 
     /// `skip`'s counts for `count` references of one run ([`TimeModel::skips`]), each
