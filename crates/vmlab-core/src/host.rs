@@ -40,6 +40,41 @@ pub(crate) unsafe fn stream_store<const N: usize>(dst: *mut [u64; N], v: [u64; N
     }
 }
 
+/// Copy `*src` to `dst` with non-temporal stores (x86-64 `movnti`, a word at a time),
+/// as [`stream_store`] does for a padding-free op: for an op type with padding (an
+/// enum), whose bytes safe code may not read as words. Types whose size is not a
+/// multiple of 8 bytes, or whose alignment is less than 8, and other targets, store
+/// plainly. Call [`stream_fence`] before another thread may read what was written.
+///
+/// # Safety
+/// `dst` is valid for a write of one `T` and aligned for it.
+#[inline(always)]
+pub(crate) unsafe fn stream_copy<T: Copy>(dst: *mut T, src: &T) {
+    #[cfg(target_arch = "x86_64")]
+    if std::mem::size_of::<T>().is_multiple_of(8) && std::mem::align_of::<T>() >= 8 {
+        let (d, s) = (dst as *mut u64, src as *const T as *const u64);
+        for k in 0..std::mem::size_of::<T>() / 8 {
+            // SAFETY: word k is within both `*src` and `*dst` (the size is a whole number
+            // of words) and 8-byte aligned in both (their alignment is at least 8). The
+            // copy is in assembly because a padding byte is uninitialised: Rust may not
+            // load it as part of a word, a machine instruction may (as `memcpy` does).
+            unsafe {
+                std::arch::asm!(
+                    "mov {t}, qword ptr [{s}]",
+                    "movnti qword ptr [{d}], {t}",
+                    s = in(reg) s.add(k),
+                    d = in(reg) d.add(k),
+                    t = out(reg) _,
+                    options(nostack, preserves_flags),
+                );
+            }
+        }
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { dst.write(*src) }
+}
+
 /// Order every [`stream_store`] before the stores that follow (x86-64 `sfence`; the
 /// non-temporal stores are otherwise weakly ordered), so a thread that sees a later
 /// store (a buffer handed over) sees them too.

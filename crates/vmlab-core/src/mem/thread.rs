@@ -410,9 +410,9 @@ impl OpSink for Detached {
 /// Polls of an empty queue before the worker thread sleeps (roughly a millisecond).
 const SPIN_POLLS: u32 = 20_000;
 
-/// The next buffer of ops, or None once the engine hung up. The thread polls a while
-/// before it sleeps: the engine hands over a buffer every few tens of microseconds,
-/// and waking a sleeping thread would cost the engine's thread a system call each time.
+/// The next buffer from `rx`, or None once the other side hung up. It polls a while
+/// before it sleeps: a buffer comes every few tens of microseconds, and waking a
+/// sleeping thread would cost the other thread a system call each time.
 fn next_buffer<T>(rx: &Receiver<Vec<T>>) -> Option<Vec<T>> {
     for _ in 0..SPIN_POLLS {
         match rx.try_recv() {
@@ -498,19 +498,6 @@ impl<S: OpSink> OpThread<S> {
         }
     }
 
-    /// Queue `init`, then let `fill` finish it where the thread will read it (a large
-    /// op is then written once, not built elsewhere and copied).
-    #[inline(always)]
-    pub fn push_in_place<R>(&mut self, init: S::Op, fill: impl FnOnce(&mut S::Op) -> R) -> R {
-        self.buf.push(init);
-        let n = self.buf.len();
-        let r = fill(&mut self.buf[n - 1]);
-        if n == OPS_PER_BUFFER {
-            self.hand_over();
-        }
-        r
-    }
-
     /// Queue `ops`: one check for room, not one per op.
     #[inline(always)]
     pub fn push_batch(&mut self, ops: impl ExactSizeIterator<Item = S::Op>) {
@@ -557,8 +544,10 @@ impl<S: OpSink> OpThread<S> {
                 self.made += 1;
                 Vec::with_capacity(OPS_PER_BUFFER)
             }
-            // All buffers are in flight: wait for the thread to return one.
-            Err(_) => self.empty.recv().unwrap_or_else(|_| Vec::with_capacity(OPS_PER_BUFFER)),
+            // All buffers are in flight: wait for the thread to return one, polling
+            // first, as the thread does: a sleeping engine would cost the thread a
+            // system call to wake it, on every buffer while the thread is the slower.
+            Err(_) => next_buffer(&self.empty).unwrap_or_else(|| Vec::with_capacity(OPS_PER_BUFFER)),
         };
         let ops = std::mem::replace(&mut self.buf, next);
         if let Some(tx) = &self.full {
@@ -601,12 +590,31 @@ pub fn memory_thread_wanted() -> crate::Result<bool> {
     parse_thread_setting("VMLAB_MEMORY_THREAD", std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)
 }
 
-/// Whether that second thread may run the MMU's whole walker (`crate::mmu::Walker`)
-/// where the configuration allows, rather than the cache hierarchy only:
-/// `VMLAB_TIMING_THREAD` other than `off` (its value is vetted by
+/// When that second thread runs the MMU's whole walker (`crate::mmu::Walker`: walk
+/// caches, walk accounting and caches) rather than the cache hierarchy only. Either
+/// way only wall time changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkerThread {
+    /// Never: the walker stays on the engine's thread.
+    Never,
+    /// When the table splits its walk and program references stay off the caches
+    /// (`memory.data_refs` off). With them on, the caches are most of the second
+    /// thread's work, and the walk caches' is better left to the engine's thread
+    /// (docs/performance.md, "The walker thread").
+    Auto,
+    /// Whenever the table splits its walk.
+    Always,
+}
+
+/// `VMLAB_TIMING_THREAD`: `off` is [`WalkerThread::Never`], `on`
+/// [`WalkerThread::Always`], anything else `Auto` (its value is vetted by
 /// [`memory_thread_wanted`]).
-pub fn timing_thread_wanted() -> bool {
-    !matches!(std::env::var("VMLAB_TIMING_THREAD").ok().as_deref().map(str::trim), Some("off"))
+pub fn walker_thread_setting() -> WalkerThread {
+    match std::env::var("VMLAB_TIMING_THREAD").ok().as_deref().map(str::trim) {
+        Some("off") => WalkerThread::Never,
+        Some("on") => WalkerThread::Always,
+        _ => WalkerThread::Auto,
+    }
 }
 
 fn parse_thread_setting(name: &str, value: Option<&str>, cores: usize) -> crate::Result<bool> {

@@ -239,10 +239,10 @@ impl<P: FastPaths> Mmu<P> {
         if let Some(Detached { thread: th, front, split }) = &mut self.walker_thread {
             let split = *split;
             let t = if P::Split::ONE_PIECE {
-                th.push_in_place(WalkerOp::Walk { split, space, va, full: PathOf::<P>::default() }, |op| match op {
-                    WalkerOp::Walk { full, .. } => split.full_path_into(pt, space, va, front, full),
-                    _ => unreachable!("the op was made a walk"),
-                })
+                let mut full = PathOf::<P>::default();
+                let t = split.full_path_into(pt, space, va, front, &mut full);
+                th.push(WalkerOp::Walk { split, space, va, full });
+                t
             } else {
                 split.full_path(pt, space, va, front, |full| th.push(WalkerOp::Walk { split, space, va, full }))
             };
@@ -592,5 +592,14 @@ impl<P: FastPaths> OpSink for Walker<P> {
             WalkerOp::WalkCaches(op) => op.apply(&mut self.walk_caches),
             WalkerOp::Mem(op) => self.mem_op(*op),
         }
+    }
+
+    /// Streamed, as the memory thread's ops are (`mem::thread`, "The hand-over" in
+    /// docs/performance.md): a plain store would first take the line back from the
+    /// walker's core, which has just read the buffer.
+    #[inline(always)]
+    unsafe fn store(dst: *mut Self::Op, op: Self::Op) {
+        // SAFETY: the caller's contract.
+        unsafe { crate::host::stream_copy(dst, &op) }
     }
 }

@@ -81,10 +81,8 @@ pub trait SplitWalk<P: PageTable + ?Sized>: Copy + Send + 'static {
     /// moved out): they decide which host walks happen.
     fn full_path(self, pt: &mut P, asid: Asid, va: u64, front: &mut P::Caches, emit: impl FnMut(Self::Path)) -> Option<Translation>;
 
-    /// `full_path` of a `ONE_PIECE` table, written into `out` (the op the walker will
-    /// read) instead of being built on the stack and copied there: the copy read back
-    /// byte-sized stores with 16-byte loads, which the host cannot forward, on every
-    /// walk.
+    /// `full_path` of a `ONE_PIECE` table, written into `out` rather than handed to a
+    /// closure by value.
     #[inline(always)]
     fn full_path_into(self, pt: &mut P, asid: Asid, va: u64, front: &mut P::Caches, out: &mut Self::Path) -> Option<Translation> {
         self.full_path(pt, asid, va, front, |p| *out = p)

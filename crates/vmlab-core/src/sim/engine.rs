@@ -5,7 +5,7 @@
 use crate::addr::{AccessKind, Asid, PageSize, Perms, Pid};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::mem::thread::{DataRun, RunOp};
+use crate::mem::thread::{DataRun, RunOp, WalkerThread};
 use crate::mem::MemOp;
 use crate::mmu::regions::RegionIds;
 use crate::mmu::{Lookup, Mmu};
@@ -1012,12 +1012,17 @@ impl<P: FastPaths> Engine<P> {
     /// Use a second host thread from the next batch on, if `on` and nothing in this
     /// configuration depends on a reference's latency (`MemoryHierarchy::can_detach`,
     /// no recolouring). The whole walker (walk caches, caches, walk accounting) moves to
-    /// it when, in addition, the table splits its walk ([`crate::pt::SplitWalk`]);
-    /// otherwise only the cache hierarchy does. Results are identical either way.
-    /// Returns whether a thread will be used.
-    pub fn use_memory_thread(&mut self, on: bool) -> bool {
+    /// it when, in addition, the table splits its walk ([`crate::pt::SplitWalk`]) and
+    /// `walker` allows; otherwise only the cache hierarchy does. Results are identical
+    /// either way. Returns whether a thread will be used.
+    pub fn use_memory_thread(&mut self, on: bool, walker: WalkerThread) -> bool {
         self.detach = on && !self.recolor_on && self.mmu.walker().mem.can_detach();
-        self.split = self.detach && split_walk::<P>().is_some() && crate::mem::thread::timing_thread_wanted();
+        let walker_moves = match walker {
+            WalkerThread::Never => false,
+            WalkerThread::Auto => !self.data_refs,
+            WalkerThread::Always => true,
+        };
+        self.split = self.detach && split_walk::<P>().is_some() && walker_moves;
         self.detach
     }
 

@@ -7,6 +7,7 @@ pub use engine::Engine;
 
 use crate::config::{Config, PageTableKind};
 use crate::error::Result;
+use crate::mem::thread::WalkerThread;
 use crate::mmu::cwc::EcptWalkCaches;
 use crate::mmu::pwc::PageWalkCache;
 use crate::os::policy::{OfflinePlan, PolicyName};
@@ -162,9 +163,10 @@ pub trait Simulation: Send {
     /// Simulate one batch. Returns `true` once the run wants no more records
     /// (`sim.max_accesses` reached); later batches are ignored.
     fn feed(&mut self, batch: &[Record]) -> Result<bool>;
-    /// Run the memory model on a thread of its own if `on` and the configuration allows
-    /// ([`Engine::use_memory_thread`]); returns whether it will.
-    fn use_memory_thread(&mut self, on: bool) -> bool;
+    /// Run the memory model (with the walker, as `walker` says) on a thread of its own
+    /// if `on` and the configuration allows ([`Engine::use_memory_thread`]); returns
+    /// whether it will.
+    fn use_memory_thread(&mut self, on: bool, walker: WalkerThread) -> bool;
     /// Whether that thread runs the whole walker (`mmu::Walker`: walk caches, walk
     /// accounting and caches), not only the cache hierarchy.
     fn mmu_on_thread(&self) -> bool;
@@ -190,8 +192,8 @@ where
         Ok(self.done)
     }
 
-    fn use_memory_thread(&mut self, on: bool) -> bool {
-        self.engine.use_memory_thread(on)
+    fn use_memory_thread(&mut self, on: bool, walker: WalkerThread) -> bool {
+        self.engine.use_memory_thread(on, walker)
     }
 
     fn mmu_on_thread(&self) -> bool {
@@ -208,7 +210,7 @@ where
 /// Drain a pass's source through a fresh simulation of `cfg`.
 fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl FnMut(u64)) -> Result<Value> {
     let mut sim = build(cfg, info, pass.plan.take())?;
-    sim.use_memory_thread(crate::mem::thread::memory_thread_wanted()?);
+    sim.use_memory_thread(crate::mem::thread::memory_thread_wanted()?, crate::mem::thread::walker_thread_setting());
     let mut buf = Vec::with_capacity(crate::trace::BATCH);
     let mut records = 0u64;
     while pass.src.next_batch(&mut buf)? {
@@ -246,7 +248,7 @@ pub fn run_many(cfgs: &[Config], src: &mut dyn TraceSource, info: &SourceInfo, t
     let threads = threads.clamp(1, sims.len().max(1));
     if let [(_, sim)] = sims.as_mut_slice() {
         // A lone simulation has the second core to itself; several keep theirs busy.
-        sim.use_memory_thread(crate::mem::thread::memory_thread_wanted()?);
+        sim.use_memory_thread(crate::mem::thread::memory_thread_wanted()?, crate::mem::thread::walker_thread_setting());
     }
     // Round-robin groups, one per worker thread.
     let mut groups: Vec<Vec<(usize, Box<dyn Simulation>)>> = (0..threads).map(|_| Vec::new()).collect();

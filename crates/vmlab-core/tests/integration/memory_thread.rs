@@ -7,6 +7,7 @@
 use proptest::prelude::*;
 use vmlab::api::{open_source, SourceSpec};
 use vmlab::config::Config;
+use vmlab::mem::thread::WalkerThread;
 use vmlab::sim::{build, SourceInfo};
 use vmlab::trace::{MapFlags, Record, TraceMeta};
 
@@ -15,7 +16,7 @@ fn document(config: &str, overrides: &[&str], workload: &str, params: &[(&str, &
     let spec = SourceSpec::Workload { name: workload.into(), params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() };
     let (mut src, info) = open_source(&spec).unwrap();
     let mut sim = build(&cfg, &info, None).unwrap();
-    let detached = sim.use_memory_thread(thread);
+    let detached = sim.use_memory_thread(thread, WalkerThread::Auto);
     let mut buf = Vec::new();
     while src.next_batch(&mut buf).unwrap() {
         if sim.feed(&buf).unwrap() {
@@ -64,16 +65,23 @@ fn configurations_whose_timing_feeds_back_stay_inline() {
 }
 
 /// The stats document of `records` fed in batches of the given sizes (cycled), inline
-/// or with a second thread; and whether the MMU ran on it.
+/// or with a second thread that takes the walker wherever the table splits its walk;
+/// and whether the MMU ran on it.
 fn feed_records(cfg: &Config, records: &[Record], batches: &[usize], thread: bool) -> (Result<serde_json::Value, String>, bool) {
-    feed_records_with(cfg, records, batches, thread).0
+    feed_records_with(cfg, records, batches, thread, WalkerThread::Always).0
 }
 
-/// `feed_records`, and whether a second thread ran at all (the walker, or the memory
-/// model alone).
-fn feed_records_with(cfg: &Config, records: &[Record], batches: &[usize], thread: bool) -> ((Result<serde_json::Value, String>, bool), bool) {
+/// `feed_records` with the walker placed as `walker` says, and whether a second thread
+/// ran at all (the walker, or the memory model alone).
+fn feed_records_with(
+    cfg: &Config,
+    records: &[Record],
+    batches: &[usize],
+    thread: bool,
+    walker: WalkerThread,
+) -> ((Result<serde_json::Value, String>, bool), bool) {
     let mut sim = build(cfg, &SourceInfo::default(), None).unwrap();
-    let any_thread = sim.use_memory_thread(thread);
+    let any_thread = sim.use_memory_thread(thread, walker);
     let on_thread = sim.mmu_on_thread();
     let mut at = 0;
     for &n in batches.iter().cycle() {
@@ -182,8 +190,8 @@ proptest! {
             _ => &["page_table.kind=\"linear\""],
         };
         let cfg = Config::load("tiny", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
-        let ((inline, _), _) = feed_records_with(&cfg, &recs, &batches, false);
-        let ((threaded, walker), memory) = feed_records_with(&cfg, &recs, &batches, true);
+        let ((inline, _), _) = feed_records_with(&cfg, &recs, &batches, false, WalkerThread::Auto);
+        let ((threaded, walker), memory) = feed_records_with(&cfg, &recs, &batches, true, WalkerThread::Auto);
         prop_assert!(memory && !walker, "{:?}: the memory model alone should run on its own thread", sets);
         prop_assert_eq!(inline, threaded, "{:?}", sets);
     }
@@ -206,4 +214,19 @@ fn the_walker_goes_to_the_thread_when_the_table_splits_its_walk() {
     // Tables whose walk does not split keep it here (the caches may still go to a thread).
     assert!(!on_thread("skylake", &["page_table.kind=\"hashed\""]));
     assert!(!on_thread("ecpt-asplos22", &["page_table.kind=\"hybrid\""]));
+}
+
+#[test]
+fn by_default_the_walker_stays_with_the_engine_when_program_references_use_the_caches() {
+    let recs: Vec<Record> = vec![Record::Mmap { pid: 1, start: 0x4000_0000, len: 1 << 20, prot: 3, flags: MapFlags::PRIVATE }, Record::read(0x4000_0000, 8, 1)];
+    let placed = |sets: &[&str], walker: WalkerThread| {
+        let cfg = Config::load("skylake", &sets.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let ((_, walker_moved), any_thread) = feed_records_with(&cfg, &recs, &[10], true, walker);
+        (any_thread, walker_moved)
+    };
+    assert_eq!(placed(&[], WalkerThread::Auto), (true, true), "count-only: the walker moves");
+    assert_eq!(placed(&["memory.data_refs=true"], WalkerThread::Auto), (true, false), "the caches alone move");
+    assert_eq!(placed(&["memory.data_refs=true", "time.model=\"ooo\""], WalkerThread::Auto), (true, false));
+    assert_eq!(placed(&["memory.data_refs=true"], WalkerThread::Always), (true, true));
+    assert_eq!(placed(&[], WalkerThread::Never), (true, false));
 }

@@ -188,7 +188,7 @@ fn the_time_model_changes_no_counter() {
 fn run_threaded(cfg: &Config, threaded: bool) -> Value {
     let mut src = synth::open("gups", &[("footprint".into(), "256M".into()), ("accesses".into(), "100k".into())]).unwrap();
     let mut s = sim::build(cfg, &SourceInfo::default(), None).unwrap();
-    assert_eq!(s.use_memory_thread(threaded), threaded);
+    assert_eq!(s.use_memory_thread(threaded, vmlab::mem::thread::WalkerThread::Auto), threaded);
     let mut buf = Vec::new();
     while src.next_batch(&mut buf).unwrap() {
         s.feed(&buf).unwrap();
