@@ -474,6 +474,40 @@ mod tests {
             let expected = keys.iter().enumerate().fold(0u64, |m, (w, &k)| m | (((k | ignore) == (key | ignore)) as u64) << w);
             prop_assert_eq!(match_mask(&keys, key, ignore), expected);
         }
+
+        /// A streamed copy of an enum with padding (and of a type it stores plainly)
+        /// reads back as the value copied.
+        #[test]
+        fn a_streamed_copy_reads_back_as_written(words in proptest::collection::vec(any::<u64>(), 24), kinds in proptest::collection::vec(0u8..3, 8)) {
+            #[derive(Clone, Copy, Debug, PartialEq)]
+            enum Op {
+                Small(u8, u16),
+                Wide { a: u64, b: [u64; 3], c: u8 },
+                Pair(u32, u64),
+            }
+            let ops: Vec<Op> = kinds.iter().enumerate().map(|(i, k)| match k {
+                0 => Op::Small(words[i] as u8, words[i + 8] as u16),
+                1 => Op::Wide { a: words[i], b: [words[i + 1], words[i + 8], words[i + 16]], c: words[i + 2] as u8 },
+                _ => Op::Pair(words[i] as u32, words[i + 16]),
+            }).collect();
+            let mut buf: Vec<Op> = Vec::with_capacity(ops.len());
+            let mut odd: Vec<(u8, u16, u8)> = Vec::with_capacity(ops.len());
+            for (i, op) in ops.iter().enumerate() {
+                // SAFETY: within the capacities, and a Vec's slots are aligned.
+                unsafe {
+                    stream_copy(buf.as_mut_ptr().add(i), op);
+                    stream_copy(odd.as_mut_ptr().add(i), &(i as u8, words[i] as u16, 7));
+                }
+            }
+            stream_fence();
+            // SAFETY: every slot was written.
+            unsafe {
+                buf.set_len(ops.len());
+                odd.set_len(ops.len());
+            }
+            prop_assert_eq!(&buf, &ops);
+            prop_assert!(odd.iter().enumerate().all(|(i, &o)| o == (i as u8, words[i] as u16, 7)));
+        }
     }
 
     #[test]
