@@ -373,8 +373,9 @@ pub trait OpSink: Send + 'static {
     fn apply(&mut self, op: &Self::Op);
 
     /// Write `op` into the buffer slot `dst`, which the thread reads once the buffer
-    /// is handed over (after a `host::stream_fence`). A plain store; a sink whose ops
-    /// have no padding may stream them instead (`host::stream_store`).
+    /// is handed over (after a `host::stream_fence`). A plain store; a sink may stream
+    /// its ops instead (`host::stream_store` for ops without padding,
+    /// `host::stream_copy` for others).
     ///
     /// # Safety
     /// `dst` is valid for a write of one op and aligned for it.
