@@ -5,6 +5,7 @@
 use serde_json::Value;
 use vmlab::api::{run, RunRequest, SourceSpec};
 use vmlab::config::Config;
+use vmlab::mem::thread::WalkerThread;
 use vmlab::sim::{self, SourceInfo};
 use vmlab::trace::synth;
 
@@ -184,11 +185,12 @@ fn the_time_model_changes_no_counter() {
     }
 }
 
-/// The same run inline and with the memory model on its own thread.
-fn run_threaded(cfg: &Config, threaded: bool) -> Value {
+/// The same run inline and with the memory model (and the walker, as `walker` says) on
+/// its own thread.
+fn run_threaded(cfg: &Config, threaded: bool, walker: WalkerThread) -> Value {
     let mut src = synth::open("gups", &[("footprint".into(), "256M".into()), ("accesses".into(), "100k".into())]).unwrap();
     let mut s = sim::build(cfg, &SourceInfo::default(), None).unwrap();
-    assert_eq!(s.use_memory_thread(threaded, vmlab::mem::thread::WalkerThread::Auto), threaded);
+    assert_eq!(s.use_memory_thread(threaded, walker), threaded);
     let mut buf = Vec::new();
     while src.next_batch(&mut buf).unwrap() {
         s.feed(&buf).unwrap();
@@ -203,7 +205,11 @@ fn the_time_model_times_the_same_on_the_memory_thread() {
             let mut sets = vec!["memory.data_refs=true".to_string(), "time.model=\"ooo\"".into(), format!("page_table.kind=\"{kind}\"")];
             sets.extend(sampling.iter().map(|s| s.to_string()));
             let cfg = Config::load("skylake", &sets).unwrap();
-            assert_eq!(run_threaded(&cfg, false)["time"], run_threaded(&cfg, true)["time"], "{kind} {sampling:?}");
+            let inline = run_threaded(&cfg, false, WalkerThread::Auto);
+            // Radix splits its walk: the whole walker on the thread too.
+            for walker in [WalkerThread::Auto, WalkerThread::Always] {
+                assert_eq!(inline["time"], run_threaded(&cfg, true, walker)["time"], "{kind} {sampling:?} {walker:?}");
+            }
         }
     }
 }
