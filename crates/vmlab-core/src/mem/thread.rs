@@ -581,19 +581,9 @@ impl<S: OpSink> Drop for OpThread<S> {
     }
 }
 
-/// Whether single simulations may use a second thread: `VMLAB_MEMORY_THREAD` = `on`,
-/// `off`, or `auto` (the default: when the host has two or more cores). Results are
-/// identical either way; only wall time changes. Also vets `VMLAB_TIMING_THREAD`
-/// ([`timing_thread_wanted`]), so a bad value of either stops the run at its start.
-pub fn memory_thread_wanted() -> crate::Result<bool> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    parse_thread_setting("VMLAB_TIMING_THREAD", std::env::var("VMLAB_TIMING_THREAD").ok().as_deref(), cores)?;
-    parse_thread_setting("VMLAB_MEMORY_THREAD", std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)
-}
-
-/// When that second thread runs the MMU's whole walker (`crate::mmu::Walker`: walk
-/// caches, walk accounting and caches) rather than the cache hierarchy only. Either
-/// way only wall time changes.
+/// When a second thread runs the MMU's whole walker (`crate::mmu::Walker`: walk caches,
+/// walk accounting and caches) rather than the cache hierarchy only. Either way only
+/// wall time changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WalkerThread {
     /// Never: the walker stays on the engine's thread.
@@ -607,15 +597,24 @@ pub enum WalkerThread {
     Always,
 }
 
-/// `VMLAB_TIMING_THREAD`: `off` is [`WalkerThread::Never`], `on`
-/// [`WalkerThread::Always`], anything else `Auto` (its value is vetted by
-/// [`memory_thread_wanted`]).
-pub fn walker_thread_setting() -> WalkerThread {
-    match std::env::var("VMLAB_TIMING_THREAD").ok().as_deref().map(str::trim) {
+/// The host threads a single simulation may use, from the environment: whether it may
+/// use a second thread (`VMLAB_MEMORY_THREAD` = `on`, `off`, or `auto`, the default:
+/// when the host has two or more cores), and where its walker goes then
+/// (`VMLAB_TIMING_THREAD`: `off` is [`WalkerThread::Never`], `on`
+/// [`WalkerThread::Always`], `auto` [`WalkerThread::Auto`]). Results are identical
+/// either way; only wall time changes. A bad value of either stops the run at its
+/// start, with an error naming the variable.
+pub fn thread_settings() -> crate::Result<(bool, WalkerThread)> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let timing = std::env::var("VMLAB_TIMING_THREAD").ok();
+    parse_thread_setting("VMLAB_TIMING_THREAD", timing.as_deref(), cores)?;
+    let walker = match timing.as_deref().map(str::trim) {
         Some("off") => WalkerThread::Never,
         Some("on") => WalkerThread::Always,
         _ => WalkerThread::Auto,
-    }
+    };
+    let memory = parse_thread_setting("VMLAB_MEMORY_THREAD", std::env::var("VMLAB_MEMORY_THREAD").ok().as_deref(), cores)?;
+    Ok((memory, walker))
 }
 
 fn parse_thread_setting(name: &str, value: Option<&str>, cores: usize) -> crate::Result<bool> {

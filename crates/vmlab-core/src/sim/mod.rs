@@ -210,7 +210,8 @@ where
 /// Drain a pass's source through a fresh simulation of `cfg`.
 fn run_pass(cfg: &Config, pass: &mut Pass, info: &SourceInfo, mut on_batch: impl FnMut(u64)) -> Result<Value> {
     let mut sim = build(cfg, info, pass.plan.take())?;
-    sim.use_memory_thread(crate::mem::thread::memory_thread_wanted()?, crate::mem::thread::walker_thread_setting());
+    let (on, walker) = crate::mem::thread::thread_settings()?;
+    sim.use_memory_thread(on, walker);
     let mut buf = Vec::with_capacity(crate::trace::BATCH);
     let mut records = 0u64;
     while pass.src.next_batch(&mut buf)? {
@@ -248,7 +249,8 @@ pub fn run_many(cfgs: &[Config], src: &mut dyn TraceSource, info: &SourceInfo, t
     let threads = threads.clamp(1, sims.len().max(1));
     if let [(_, sim)] = sims.as_mut_slice() {
         // A lone simulation has the second core to itself; several keep theirs busy.
-        sim.use_memory_thread(crate::mem::thread::memory_thread_wanted()?, crate::mem::thread::walker_thread_setting());
+        let (on, walker) = crate::mem::thread::thread_settings()?;
+        sim.use_memory_thread(on, walker);
     }
     // Round-robin groups, one per worker thread.
     let mut groups: Vec<Vec<(usize, Box<dyn Simulation>)>> = (0..threads).map(|_| Vec::new()).collect();
